@@ -1,0 +1,53 @@
+"""Shared fixtures. Spark fixtures come in the write-client tests; timeline tests need none."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from timeline.table import TableTimelines
+from timeline.table_config import FieldSpec, TableConfig
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def run_python():
+    """Start ``python -c code`` in a new process with the repo importable."""
+
+    def start(code: str, *args: str, **kwargs) -> subprocess.Popen:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        return subprocess.Popen(
+            [sys.executable, "-c", code, *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            **kwargs,
+        )
+
+    return start
+
+
+@pytest.fixture
+def new_table(tmp_path):
+    """``new_table(**options)`` creates a small partitioned table under tmp_path."""
+    def make(name: str = "t", **options: object) -> TableTimelines:
+        config = TableConfig(
+            name=name,
+            record_key="id",
+            partition_fields=["day"],
+            precombine_field="ts",
+            schema=[
+                FieldSpec("id", "string", False),
+                FieldSpec("day", "string"),
+                FieldSpec("ts", "int64"),
+            ],
+        )
+        return TableTimelines.create(str(tmp_path / name), config, options)
+
+    return make

@@ -1,0 +1,68 @@
+"""Instant times: unique, increasing, above the global timeline, under a backwards clock."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from timeline.instant import Action, millis_to_time, time_to_millis
+from timeline.layout import TimelineKind
+
+G = TimelineKind.GLOBAL
+
+ASKER = """
+import sys, json
+from timeline.table import TableTimelines
+from timeline.layout import TimelineKind
+from timeline.instant import Action
+table = TableTimelines.open(sys.argv[1])
+out = []
+for n in range(200):
+    with table.lock:
+        latest = table.timeline().max_time()
+        t = table.next_time()
+        if n % 10 == 0:  # some times become instants on the global timeline
+            table.store.request(TimelineKind.GLOBAL, t, Action.COMMIT)
+    out.append([t, latest])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_four_processes_200_times_each(new_table, run_python) -> None:
+    table = new_table()
+    procs = [run_python(ASKER, table.path) for _ in range(4)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    times = [t for result in results for t, _ in result]
+    assert len(times) == 800 and len(set(times)) == 800
+    for result in results:
+        mine = [t for t, _ in result]
+        assert mine == sorted(mine) and len(set(mine)) == len(mine)  # strictly increasing
+        for t, latest in result:
+            assert latest is None or t > latest
+    assert len(table.timeline()) == 80
+
+
+def test_wall_clock_going_backwards(new_table) -> None:
+    table = new_table()
+    now = time_to_millis(table.next_time()) + 3_600_000  # a wall clock an hour ahead
+    first = table.store.next_time(now_ms=now)
+    second = table.store.next_time(now_ms=now - 3_600_000)  # clock jumped back an hour
+    third = table.store.next_time(now_ms=now - 3_600_000)
+    assert first == millis_to_time(now)
+    assert first < second < third
+    assert time_to_millis(third) == now + 2
+
+
+def test_times_exceed_global_timeline_even_without_clock_file(new_table) -> None:
+    table = new_table()
+    future = millis_to_time(time_to_millis(table.next_time()) + 86_400_000)
+    table.store.request(G, future, Action.COMMIT)  # e.g. written by a skewed host
+    os.remove(table.layout.clock)
+    assert table.next_time() > future

@@ -1,0 +1,59 @@
+"""Instant bodies known to the timeline layer (format version 1, msgspec JSON).
+
+Every body is a JSON object with a ``version`` field. The write path adds its own bodies
+(plans, write statuses, commit metadata) in later modules; the timeline layer needs only the
+ones that decide visibility, read from *completed* rollback and restore files:
+
+* ``<t>_<c>.rollback``: ``{"version": 1, "target": "<instant time>", "target_action": "commit"}``
+  -- the target instant is undone.
+* ``<t>_<c>.restore``: ``{"version": 1, "target": "<instant time>"}`` -- every instant whose
+  time lies strictly between ``target`` and ``t`` is undone.
+
+An empty body (zero bytes) is allowed for instants that carry nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import msgspec
+
+from timeline.errors import InstantFileError
+from timeline.instant import Action
+
+BODY_VERSION = 1
+B = TypeVar("B", bound=msgspec.Struct)
+
+
+class RollbackBody(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = BODY_VERSION
+    target: str
+    target_action: Action
+
+
+class RestoreBody(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = BODY_VERSION
+    target: str
+
+
+class EmptyBody(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = BODY_VERSION
+
+
+def encode_body(body: msgspec.Struct) -> bytes:
+    return msgspec.json.encode(body)
+
+
+def decode_body(data: bytes, body_type: type[B], *, where: str) -> B:
+    """Decode an instant body; ``where`` (table + file) goes into the error."""
+    try:
+        probe = msgspec.json.decode(data or b"{}", type=dict)
+        version = probe.get("version", BODY_VERSION)
+        if version != BODY_VERSION:
+            raise InstantFileError(
+                f"{where}: body version {version!r} is not supported (this lakebraid reads "
+                f"version {BODY_VERSION}); upgrade lakebraid"
+            )
+        return msgspec.json.decode(data or b"{}", type=body_type)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise InstantFileError(f"{where}: damaged instant body ({exc})") from None

@@ -1,0 +1,119 @@
+"""A table as the timeline layer sees it: its layout, config, lock and instant store.
+
+Lives on the driver only: never send a :class:`TableTimelines` to Spark executors (give them
+plain paths and values instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import fsspec
+import msgspec
+from fsspec import AbstractFileSystem
+
+from timeline import config as cfg
+from timeline import table_config
+from timeline.bodies import RestoreBody, RollbackBody, decode_body
+from timeline.errors import ConfigError, InstantExistsError
+from timeline.heartbeat import Heartbeat, dead_pending
+from timeline.instant import Action, Instant
+from timeline.layout import TableLayout, TimelineKind
+from timeline.lock import TableLock
+from timeline.store import InstantStore, put_if_absent
+from timeline.table_config import TableConfig
+from timeline.timeline import Timeline
+from timeline.visibility import UNDO_ACTIONS, UndoBody, Visibility, resolve
+
+
+class TableTimelines:
+    def __init__(
+        self, fs: AbstractFileSystem, layout: TableLayout, config: TableConfig, options: cfg.Options
+    ):
+        self.fs = fs
+        self.layout = layout
+        self.config = config
+        self.options = options
+        self.lock = TableLock(fs, layout, options.get(cfg.LOCK_TIMEOUT_S))
+        self.store = InstantStore(fs, layout, self.lock)
+
+    @property
+    def path(self) -> str:
+        return self.layout.root
+
+    # ---- create / open ---------------------------------------------------------------
+    @classmethod
+    def create(
+        cls, path: str, config: TableConfig, runtime_options: Mapping[str, object] | None = None
+    ) -> TableTimelines:
+        fs, root = fsspec.core.url_to_fs(path)
+        layout = TableLayout(root)
+        options = cfg.Options({**config.options, **(runtime_options or {})})
+        config.validate()
+        fs.makedirs(layout.braid_dir, exist_ok=True)
+        table = cls(fs, layout, config, options)
+        for kind in TimelineKind:
+            fs.makedirs(layout.timeline_dir(kind), exist_ok=True)
+        with table.lock:
+            created = (
+                config if config.created_at else _with_created(config, table.store.next_time())
+            )
+            try:
+                put_if_absent(fs, layout.table_config, table_config.encode(created))
+            except InstantExistsError:
+                raise ConfigError(
+                    f"a lakebraid table already exists at {root}; open it instead of creating",
+                    table=root,
+                ) from None
+        table.config = created
+        return table
+
+    @classmethod
+    def open(cls, path: str, runtime_options: Mapping[str, object] | None = None) -> TableTimelines:
+        fs, root = fsspec.core.url_to_fs(path)
+        layout = TableLayout(root)
+        try:
+            data = fs.cat_file(layout.table_config)
+        except FileNotFoundError:
+            raise ConfigError(
+                f"no lakebraid table at {root} ({layout.table_config} is missing); "
+                "check the path or create the table first",
+                table=root,
+            ) from None
+        config = table_config.decode(data, path=layout.table_config)
+        options = cfg.Options({**config.options, **(runtime_options or {})})
+        return cls(fs, layout, config, options)
+
+    # ---- timelines and visibility ----------------------------------------------------
+    def timeline(self, kind: TimelineKind | str = TimelineKind.GLOBAL) -> Timeline:
+        return self.store.load(TimelineKind(kind))
+
+    def undo_bodies(self, global_timeline: Timeline) -> dict[str, UndoBody]:
+        bodies: dict[str, UndoBody] = {}
+        for inst in global_timeline.completed():
+            if inst.action in UNDO_ACTIONS:
+                body_type = RollbackBody if inst.action is Action.ROLLBACK else RestoreBody
+                where = f"{self.store.path_of(TimelineKind.GLOBAL, inst)}"
+                data = self.store.read_body(TimelineKind.GLOBAL, inst)
+                bodies[inst.time] = decode_body(data, body_type, where=where)
+        return bodies
+
+    def visibility(
+        self, as_of: str | None = None, global_timeline: Timeline | None = None
+    ) -> Visibility:
+        tl = global_timeline if global_timeline is not None else self.timeline()
+        return resolve(tl, self.undo_bodies(tl), as_of)
+
+    def next_time(self) -> str:
+        return self.store.next_time()
+
+    def heartbeat(self, instant: str) -> Heartbeat:
+        return Heartbeat(self.fs, self.layout, instant, self.options.get(cfg.HEARTBEAT_INTERVAL_MS))
+
+    def dead_instants(self, at_ms: int | None = None) -> list[Instant]:
+        expiry = self.options.get(cfg.HEARTBEAT_EXPIRY_MS)
+        return dead_pending(self.fs, self.layout, self.timeline(), expiry, at_ms)
+
+
+def _with_created(config: TableConfig, time: str) -> TableConfig:
+    return msgspec.structs.replace(config, created_at=time)

@@ -1,0 +1,152 @@
+"""``.braid/table.json``: the table config (this module alone owns its format).
+
+Format version 1, msgspec JSON of :class:`TableConfig`::
+
+    {"format_version": 1, "name": "trips", "record_key": "id", "partition_fields": ["day"],
+     "precombine_field": "ts", "schema": [{"name": "id", "type": "string", "nullable": false},
+     ...], "index": {"record_index": true, "record_index_file_groups": 4,
+     "files_file_groups": 1, "column_stats_file_groups": 2}, "options": {...},
+     "created_at": "20261122153000123"}
+
+``schema[].type`` is a pyarrow type written by :func:`type_to_text` (``string``, ``int64``,
+``double``, ``bool``, ``date32[day]``, ``timestamp[us, tz=UTC]``, ``decimal128(10, 2)``,
+``list<item: int64>`` ...) and read back by :func:`text_to_type`. A reader that finds a
+``format_version`` it does not know refuses the table with a clear error.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+import pyarrow as pa
+
+from timeline.errors import ConfigError
+from timeline.layout import check_field_name
+
+FORMAT_VERSION = 1
+
+_SIMPLE_TYPES: dict[str, pa.DataType] = {
+    str(t): t
+    for t in (
+        pa.bool_(),
+        pa.int8(),
+        pa.int16(),
+        pa.int32(),
+        pa.int64(),
+        pa.uint8(),
+        pa.uint16(),
+        pa.uint32(),
+        pa.uint64(),
+        pa.float16(),
+        pa.float32(),
+        pa.float64(),
+        pa.string(),
+        pa.large_string(),
+        pa.binary(),
+        pa.large_binary(),
+        pa.date32(),
+        pa.date64(),
+        pa.null(),
+    )
+}
+_TS_RE = re.compile(r"^timestamp\[(s|ms|us|ns)(?:, tz=(.+))?\]$")
+_DEC_RE = re.compile(r"^decimal(128|256)\((\d+), (-?\d+)\)$")
+
+
+class FieldSpec(msgspec.Struct, frozen=True):
+    name: str
+    type: str
+    nullable: bool = True
+
+
+class IndexSettings(msgspec.Struct, frozen=True):
+    record_index: bool = True
+    record_index_file_groups: int = 1
+    files_file_groups: int = 1
+    column_stats_file_groups: int = 1
+
+
+class TableConfig(msgspec.Struct, frozen=True, kw_only=True):
+    format_version: int = FORMAT_VERSION
+    name: str
+    record_key: str
+    partition_fields: list[str] = []
+    precombine_field: str | None = None
+    schema: list[FieldSpec] = []
+    index: IndexSettings = IndexSettings()
+    options: dict[str, str] = {}
+    created_at: str | None = None
+
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([pa.field(f.name, text_to_type(f.type), f.nullable) for f in self.schema])
+
+    def validate(self) -> TableConfig:
+        names = [f.name for f in self.schema]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"table {self.name!r}: duplicate column names in schema {names}")
+        for label, column in [
+            ("record key", self.record_key),
+            ("precombine", self.precombine_field),
+        ]:
+            if column is not None and names and column not in names:
+                raise ConfigError(f"table {self.name!r}: {label} column {column!r} not in {names}")
+        for field in self.partition_fields:
+            check_field_name(field)
+            if names and field not in names:
+                raise ConfigError(f"table {self.name!r}: partition field {field!r} not in {names}")
+        if self.record_key in self.partition_fields:
+            raise ConfigError(f"table {self.name!r}: the record key cannot be a partition field")
+        for field in self.schema:
+            text_to_type(field.type)
+        return self
+
+
+def type_to_text(data_type: pa.DataType) -> str:
+    text = str(data_type)
+    text_to_type(text)  # refuse now what could not be read back
+    return text
+
+
+def text_to_type(text: str) -> pa.DataType:
+    if text in _SIMPLE_TYPES:
+        return _SIMPLE_TYPES[text]
+    if match := _TS_RE.match(text):
+        return pa.timestamp(match[1], tz=match[2])
+    if match := _DEC_RE.match(text):
+        make = pa.decimal128 if match[1] == "128" else pa.decimal256
+        return make(int(match[2]), int(match[3]))
+    if text.startswith("list<item: ") and text.endswith(">"):
+        return pa.list_(text_to_type(text[len("list<item: ") : -1]))
+    raise ConfigError(
+        f"column type {text!r} is not supported by table format {FORMAT_VERSION}; "
+        "cast the column to a primitive, decimal, timestamp or list type"
+    )
+
+
+def schema_to_fields(schema: pa.Schema) -> list[FieldSpec]:
+    return [FieldSpec(f.name, type_to_text(f.type), f.nullable) for f in schema]
+
+
+def encode(config: TableConfig) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(config), indent=2) + b"\n"
+
+
+def decode(data: bytes, *, path: str) -> TableConfig:
+    try:
+        probe = msgspec.json.decode(data, type=dict)
+    except msgspec.DecodeError as exc:
+        raise ConfigError(
+            f"{path} is not valid JSON ({exc}); the table config is damaged", table=path
+        ) from None
+    version = probe.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ConfigError(
+            f"{path} has table format version {version!r}; this lakebraid reads version "
+            f"{FORMAT_VERSION} only: upgrade lakebraid or migrate the table",
+            table=path,
+        )
+    try:
+        return msgspec.json.decode(data, type=TableConfig).validate()
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{path}: invalid table config: {exc}", table=path) from None

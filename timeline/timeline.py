@@ -1,0 +1,143 @@
+"""Timelines as pure values: a :class:`Timeline` is a function of a folder listing.
+
+The loader (``timeline.store``) lists a timeline folder and calls :meth:`Timeline.from_names`;
+everything here is pure and never touches storage. Each ``(time, action)`` is one instant; the
+timeline keeps its latest state and remembers which state files exist (used to check
+transitions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import msgspec
+
+from timeline.errors import IllegalTransitionError, InstantExistsError
+from timeline.instant import Action, Instant, State, parse
+from timeline.layout import TimelineKind
+
+
+class Timeline(msgspec.Struct, frozen=True):
+    kind: TimelineKind
+    instants: tuple[Instant, ...]  # latest state per (time, action), ordered by time
+    files: frozenset[Instant] = frozenset()  # every state file found
+
+    @classmethod
+    def from_names(
+        cls, kind: TimelineKind, names: Iterable[str], *, folder: str | None = None
+    ) -> Timeline:
+        """Build a timeline from file names; temporary (dot) files are skipped, other names
+        that are not instant files raise :class:`InstantFileError` naming them."""
+        files = [parse(n, folder=folder) for n in names if not n.startswith(".")]
+        return cls.from_instants(kind, files)
+
+    @classmethod
+    def from_instants(cls, kind: TimelineKind, files: Iterable[Instant]) -> Timeline:
+        latest: dict[tuple[str, Action], Instant] = {}
+        all_files = frozenset(files)
+        for inst in all_files:
+            key = (inst.time, inst.action)
+            if key not in latest or inst.state.rank > latest[key].state.rank:
+                latest[key] = inst
+        return cls(kind, tuple(sorted(latest.values())), all_files)
+
+    # ---- selection -------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Instant]:
+        return iter(self.instants)
+
+    def __len__(self) -> int:
+        return len(self.instants)
+
+    def filter(
+        self,
+        *,
+        actions: Iterable[Action] | None = None,
+        states: Iterable[State] | None = None,
+        start: str | None = None,
+        end: str | None = None,
+    ) -> Timeline:
+        """Instants with the given actions/states and ``start <= time <= end``."""
+        action_set = set(actions) if actions is not None else None
+        state_set = set(states) if states is not None else None
+        kept = tuple(
+            i
+            for i in self.instants
+            if (action_set is None or i.action in action_set)
+            and (state_set is None or i.state in state_set)
+            and (start is None or i.time >= start)
+            and (end is None or i.time <= end)
+        )
+        return Timeline(self.kind, kept, self.files)
+
+    def completed(self) -> Timeline:
+        return self.filter(states=[State.COMPLETED])
+
+    def pending(self) -> Timeline:
+        return self.filter(states=[State.REQUESTED, State.INFLIGHT])
+
+    def by_time(self) -> list[Instant]:
+        return list(self.instants)
+
+    def by_completion(self, as_of: str | None = None) -> list[Instant]:
+        """Completed instants in completion order (ties impossible: times are unique)."""
+        done = [i for i in self.instants if i.is_completed]
+        if as_of is not None:
+            done = [i for i in done if i.completion_time <= as_of]  # type: ignore[operator]
+        return sorted(done, key=Instant.completion_key)
+
+    def get(self, time: str, action: Action | None = None) -> Instant | None:
+        for inst in self.instants:
+            if inst.time == time and (action is None or inst.action == action):
+                return inst
+        return None
+
+    def latest_completed(self) -> Instant | None:
+        done = self.by_completion()
+        return done[-1] if done else None
+
+    def max_time(self) -> str | None:
+        """The greatest instant or completion time on this timeline."""
+        times = [t for i in self.instants for t in (i.time, i.completion_time) if t]
+        return max(times, default=None)
+
+    def states_of(self, time: str, action: Action) -> set[State]:
+        return {f.state for f in self.files if f.time == time and f.action == action}
+
+
+def check_transition(timeline: Timeline, time: str, action: Action, target: State) -> None:
+    """Refuse any move but requested -> inflight -> completed, each once, per instant."""
+    states = timeline.states_of(time, action)
+    where = f"{time}.{action} on the {timeline.kind} timeline"
+    others = {i.action for i in timeline.instants if i.time == time and i.action != action}
+    if others:
+        raise IllegalTransitionError(
+            f"{where}: time {time} is already used by {sorted(others)}", instant=time
+        )
+    if State.COMPLETED in states:
+        raise InstantExistsError(
+            f"{where} is already completed; a completed instant is final "
+            "(roll it back and write a new instant instead)",
+            instant=time,
+        )
+    if target in states:
+        raise InstantExistsError(f"{where} is already {target}", instant=time)
+    required = {
+        State.REQUESTED: None,
+        State.INFLIGHT: State.REQUESTED,
+        State.COMPLETED: State.INFLIGHT,
+    }[target]
+    if required is None and states:
+        raise IllegalTransitionError(f"{where} exists already ({sorted(states)})", instant=time)
+    if required is not None and required not in states:
+        raise IllegalTransitionError(
+            f"{where} cannot become {target}: it is not {required} "
+            f"(states present: {sorted(states) or 'none'})",
+            instant=time,
+        )
+    if target is State.REQUESTED and any(i.time > time for i in timeline.instants):
+        newest = timeline.instants[-1].time
+        raise IllegalTransitionError(
+            f"{where}: cannot request an instant older than {newest} already on the timeline; "
+            "take a new instant time under the table lock",
+            instant=time,
+        )

@@ -1,0 +1,77 @@
+"""The visibility rule (design section 2), as a pure function of the timelines.
+
+An instant's effects are visible iff it is completed on the **global** timeline and not undone
+by a completed ``rollback`` (its body names the target) or ``restore`` (undoes every instant
+whose time lies strictly between its target and its own time). Completion on the data or
+metadata timeline alone counts for nothing: a crash between the three completions leaves the
+instant invisible.
+
+"As of T" keeps the visible instants whose completion time is ``<= T``, in completion order,
+so reads stay repeatable while concurrent writers complete out of start order (completion
+times are issued under the table lock and exceed every earlier time). Undo is judged on the
+whole timeline: an instant rolled back later is invisible at every point, because its files
+are gone. Rollback and restore instants are themselves visible (they may carry compensating
+metadata records); a restore does not undo the rollbacks within its range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from timeline.bodies import RestoreBody, RollbackBody
+from timeline.instant import Action, Instant
+from timeline.timeline import Timeline
+
+UNDO_ACTIONS = frozenset({Action.ROLLBACK, Action.RESTORE})
+UndoBody = RollbackBody | RestoreBody
+
+
+class Visibility(msgspec.Struct, frozen=True):
+    as_of: str | None
+    visible: tuple[Instant, ...]  # completion order
+    undone: frozenset[str]  # instant times undone by completed rollbacks/restores
+
+    @property
+    def times(self) -> frozenset[str]:
+        return frozenset(i.time for i in self.visible)
+
+    def is_visible(self, time: str) -> bool:
+        return time in self.times
+
+    def latest(self) -> Instant | None:
+        return self.visible[-1] if self.visible else None
+
+
+def undone_times(global_timeline: Timeline, undo_bodies: Mapping[str, UndoBody]) -> set[str]:
+    """Times undone by the completed rollbacks and restores on the global timeline.
+
+    ``undo_bodies`` maps each completed rollback/restore time to its decoded body."""
+    undone: set[str] = set()
+    for inst in global_timeline.completed():
+        if inst.action not in UNDO_ACTIONS:
+            continue
+        body = undo_bodies[inst.time]
+        if isinstance(body, RollbackBody):
+            undone.add(body.target)
+        else:
+            undone.update(
+                other.time
+                for other in global_timeline
+                if body.target < other.time < inst.time and other.action not in UNDO_ACTIONS
+            )
+    return undone
+
+
+def resolve(
+    global_timeline: Timeline,
+    undo_bodies: Mapping[str, UndoBody],
+    as_of: str | None = None,
+) -> Visibility:
+    """The instants visible as of ``as_of`` (None: now). Pure."""
+    undone = undone_times(global_timeline, undo_bodies)
+    visible = tuple(
+        inst for inst in global_timeline.by_completion(as_of) if inst.time not in undone
+    )
+    return Visibility(as_of, visible, frozenset(undone))
