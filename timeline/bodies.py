@@ -7,7 +7,8 @@ ones that decide visibility, read from *completed* rollback and restore files:
 * ``<t>_<c>.rollback``: ``{"version": 1, "target": "<instant time>", "target_action": "commit"}``
   -- the target instant is undone.
 * ``<t>_<c>.restore``: ``{"version": 1, "target": "<instant time>"}`` -- every instant whose
-  time lies strictly between ``target`` and ``t`` is undone.
+  time lies strictly between ``target`` and ``t`` is undone, except rollbacks, restores and
+  savepoints.
 
 An empty body (zero bytes) is allowed for instants that carry nothing.
 """

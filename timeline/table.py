@@ -34,6 +34,16 @@ class TableTimelines:
         self.layout = layout
         self.config = config
         self.options = options
+        interval, expiry = (
+            options.get(cfg.HEARTBEAT_INTERVAL_MS),
+            options.get(cfg.HEARTBEAT_EXPIRY_MS),
+        )
+        if interval >= expiry:
+            raise ConfigError(
+                f"heartbeat.interval.ms ({interval}) must be shorter than heartbeat.expiry.ms "
+                f"({expiry}), or live writers would look dead",
+                table=layout.root,
+            )
         self.lock = TableLock(fs, layout, options.get(cfg.LOCK_TIMEOUT_S))
         self.store = InstantStore(fs, layout, self.lock)
 

@@ -11,7 +11,7 @@ so reads stay repeatable while concurrent writers complete out of start order (c
 times are issued under the table lock and exceed every earlier time). Undo is judged on the
 whole timeline: an instant rolled back later is invisible at every point, because its files
 are gone. Rollback and restore instants are themselves visible (they may carry compensating
-metadata records); a restore does not undo the rollbacks within its range.
+metadata records); a restore does not undo the rollbacks or savepoints within its range.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from timeline.instant import Action, Instant
 from timeline.timeline import Timeline
 
 UNDO_ACTIONS = frozenset({Action.ROLLBACK, Action.RESTORE})
+# a restore keeps these within its range: undo records and the savepoints that permit it
+KEPT_BY_RESTORE = UNDO_ACTIONS | {Action.SAVEPOINT}
 UndoBody = RollbackBody | RestoreBody
 
 
@@ -59,7 +61,7 @@ def undone_times(global_timeline: Timeline, undo_bodies: Mapping[str, UndoBody])
             undone.update(
                 other.time
                 for other in global_timeline
-                if body.target < other.time < inst.time and other.action not in UNDO_ACTIONS
+                if body.target < other.time < inst.time and other.action not in KEPT_BY_RESTORE
             )
     return undone
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -44,9 +46,7 @@ def test_instant_order_is_time_order(batch: list[Instant]) -> None:
     by_instant = sorted(batch)
     assert [i.time for i in by_instant] == sorted(i.time for i in batch)
     # and 17-digit time strings order exactly like the moments they name
-    assert sorted(i.time for i in batch) == sorted(
-        (i.time for i in batch), key=time_to_millis
-    )
+    assert sorted(i.time for i in batch) == sorted((i.time for i in batch), key=time_to_millis)
 
 
 @given(st.integers(MIN_MS, MAX_MS))
@@ -81,6 +81,4 @@ def test_completion_time_required_exactly_when_completed() -> None:
 
 
 def test_datetime_formatting_truncates_to_millis() -> None:
-    from datetime import datetime
-
     assert datetime_to_time(datetime(2026, 11, 22, 15, 30, 0, 123999)) == "20261122153000123"
