@@ -36,6 +36,7 @@ def run_python():
 @pytest.fixture
 def new_table(tmp_path):
     """``new_table(**options)`` creates a small partitioned table under tmp_path."""
+
     def make(name: str = "t", **options: object) -> TableTimelines:
         config = TableConfig(
             name=name,

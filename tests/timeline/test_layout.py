@@ -15,6 +15,7 @@ from timeline.layout import (
     MAX_SEGMENT_BYTES,
     TableLayout,
     data_file_name,
+    encode_value,
     parse_data_file_name,
     parse_partition_path,
     partition_path,
@@ -70,6 +71,11 @@ def test_partition_dir_refuses_unencoded_relative_paths() -> None:
 )
 def test_partition_path_round_trips_and_stays_inside(values: list[str | None]) -> None:
     fields = [f"f{i}" for i in range(len(values))]
+    sizes = [len(f"{f}={encode_value(v)}".encode()) for f, v in zip(fields, values, strict=True)]
+    if max(sizes) > MAX_SEGMENT_BYTES:  # too long once encoded: refused, never truncated
+        with pytest.raises(InvalidPathError, match="too long"):
+            partition_path(fields, values)
+        return
     rel = partition_path(fields, values)
     assert parse_partition_path(rel, fields) == tuple(values)
     assert inside(rel)
