@@ -1,0 +1,174 @@
+"""Metadata records as Arrow tables: the column layout of base files (format version 1).
+
+A base file holds the *full state* of a file group (no tombstones, no deletes kept), one row
+per key, sorted by ``key``. Columns per partition:
+
+=================  =========================================================================
+partition          columns (Arrow types)
+=================  =========================================================================
+``files``          ``key: string, names: list<string>, sizes: list<int64>`` -- the files of
+                   one data partition (or, under the all-partitions key, the partition paths
+                   with size 0), names ascending, ``sizes[i]`` the size of ``names[i]``
+``column_stats``   ``key: string, column: string, partition: string, file: string,
+                   min_value: binary, max_value: binary, null_count: int64,
+                   value_count: int64, total_size: int64``; min/max are msgpack bytes of
+                   ``metadata.records.encode_stat_value`` (dates and datetimes as the
+                   records' extension types)
+``record_index``   ``key: string, partition: string, file_id_hi: int64, file_id_lo: int64,
+                   instant: int64`` -- dictionary encoded in Parquet, so the repeated
+                   partition, file id and instant cost almost nothing per key
+=================  =========================================================================
+
+This module converts between those tables and the records of ``metadata.records``; the record
+index also has a vectorised path (:func:`index_table`) that never builds Python records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metadata.records import (
+    ColumnStatsRecord,
+    FilesRecord,
+    MetadataRecord,
+    Partition,
+    RecordIndexRecord,
+    decode_stat_value,
+    encode_stat_value,
+    file_id_to_ints,
+    instant_to_int,
+)
+
+KEY = "key"
+
+SCHEMAS: dict[Partition, pa.Schema] = {
+    Partition.FILES: pa.schema(
+        [(KEY, pa.string()), ("names", pa.list_(pa.string())), ("sizes", pa.list_(pa.int64()))]
+    ),
+    Partition.COLUMN_STATS: pa.schema(
+        [
+            (KEY, pa.string()),
+            ("column", pa.string()),
+            ("partition", pa.string()),
+            ("file", pa.string()),
+            ("min_value", pa.binary()),
+            ("max_value", pa.binary()),
+            ("null_count", pa.int64()),
+            ("value_count", pa.int64()),
+            ("total_size", pa.int64()),
+        ]
+    ),
+    Partition.RECORD_INDEX: pa.schema(
+        [
+            (KEY, pa.string()),
+            ("partition", pa.string()),
+            ("file_id_hi", pa.int64()),
+            ("file_id_lo", pa.int64()),
+            ("instant", pa.int64()),
+        ]
+    ),
+}
+
+
+def empty_table(partition: Partition | str) -> pa.Table:
+    return SCHEMAS[Partition(partition)].empty_table()
+
+
+def records_to_table(partition: Partition | str, records: Sequence[MetadataRecord]) -> pa.Table:
+    """Live records (no tombstones) -> a base-file table (not sorted here)."""
+    partition = Partition(partition)
+    schema = SCHEMAS[partition]
+    if partition is Partition.FILES:
+        files: Sequence[FilesRecord] = records  # type: ignore[assignment]
+        columns = [
+            [r.key for r in files],
+            [sorted(r.added) for r in files],
+            [[r.added[n] for n in sorted(r.added)] for r in files],
+        ]
+    elif partition is Partition.COLUMN_STATS:
+        stats: Sequence[ColumnStatsRecord] = records  # type: ignore[assignment]
+        columns = [
+            [r.key for r in stats],
+            [r.column for r in stats],
+            [r.partition for r in stats],
+            [r.file for r in stats],
+            [encode_stat_value(r.min_value) for r in stats],
+            [encode_stat_value(r.max_value) for r in stats],
+            [r.null_count for r in stats],
+            [r.value_count for r in stats],
+            [r.total_size for r in stats],
+        ]
+    else:
+        index: Sequence[RecordIndexRecord] = records  # type: ignore[assignment]
+        columns = [
+            [r.key for r in index],
+            [r.partition for r in index],
+            [r.file_id_hi for r in index],
+            [r.file_id_lo for r in index],
+            [r.instant for r in index],
+        ]
+    return pa.Table.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema
+    )
+
+
+def table_to_records(partition: Partition | str, table: pa.Table) -> list[MetadataRecord]:
+    """Inverse of :func:`records_to_table`."""
+    partition = Partition(partition)
+    rows = table.select(SCHEMAS[partition].names).to_pylist()
+    if partition is Partition.FILES:
+        return [
+            FilesRecord(r[KEY], dict(zip(r["names"], r["sizes"], strict=True)), []) for r in rows
+        ]
+    if partition is Partition.COLUMN_STATS:
+        return [
+            ColumnStatsRecord(
+                r["column"],
+                r["partition"],
+                r["file"],
+                decode_stat_value(r["min_value"]),
+                decode_stat_value(r["max_value"]),
+                r["null_count"],
+                r["value_count"],
+                r["total_size"],
+            )
+            for r in rows
+        ]
+    return [
+        RecordIndexRecord(r[KEY], r["partition"], r["file_id_hi"], r["file_id_lo"], r["instant"])
+        for r in rows
+    ]
+
+
+def index_table(
+    keys: pa.Array | pa.ChunkedArray,
+    partitions: pa.Array | pa.ChunkedArray,
+    file_ids: pa.Array | pa.ChunkedArray,
+    instant: str,
+) -> pa.Table:
+    """Record-index rows for ``keys`` at one instant, vectorised: file ids (canonical UUID
+    strings) are converted once per distinct value."""
+    encoded = pc.dictionary_encode(file_ids)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks() if encoded.num_chunks else pa.array([], pa.string())
+    if not isinstance(encoded, pa.DictionaryArray):
+        encoded = pc.dictionary_encode(encoded)
+    pairs = [file_id_to_ints(f) for f in encoded.dictionary.to_pylist()]
+    indices = encoded.indices.to_numpy(zero_copy_only=False)
+    hi = np.array([p[0] for p in pairs], dtype=np.int64)[indices] if pairs else np.empty(0, "i8")
+    lo = np.array([p[1] for p in pairs], dtype=np.int64)[indices] if pairs else np.empty(0, "i8")
+    schema = SCHEMAS[Partition.RECORD_INDEX]
+    return pa.Table.from_arrays(
+        [
+            pa.array(keys, pa.string()) if not isinstance(keys, pa.ChunkedArray) else keys,
+            partitions,
+            pa.array(hi),
+            pa.array(lo),
+            pa.array(np.full(len(hi), instant_to_int(instant), dtype=np.int64)),
+        ],
+        schema=schema,
+    )

@@ -1,0 +1,51 @@
+"""Errors of the metadata package.
+
+* :class:`MetadataError` -- base of every error the package raises.
+* :class:`MetadataFormatError` -- a record, block or file is well formed (its checksum holds)
+  but has a version, codec or kind this lakebraid does not support.
+* :class:`CorruptLogBlockError` -- a log block is damaged (bad magic, unsupported or flipped
+  format version, truncation, inconsistent lengths, CRC mismatch, undecodable header or body).
+  Corruption is never skipped silently: the error names the file and the byte offset where the
+  damaged block starts, and says what to do about it.
+"""
+
+from __future__ import annotations
+
+from timeline.errors import LakebraidError
+
+
+class MetadataError(LakebraidError):
+    """Base of the metadata package's errors."""
+
+
+class MetadataFormatError(MetadataError):
+    """A metadata record, block or file has a version this lakebraid does not support."""
+
+
+class CorruptLogBlockError(MetadataError):
+    """A log block is damaged.
+
+    ``path`` is the log file, ``offset`` the byte offset where the damaged block starts (when
+    walking a file backwards through a damaged trailer the start is unknowable; the offset is
+    then that of the trailer, and the message says so). ``message`` says what is wrong.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        offset: int,
+        table: str | None = None,
+        instant: str | None = None,
+    ):
+        self.path = path
+        self.offset = offset
+        self.reason = message
+        culprit = f"instant {instant}" if instant is not None else "the instant that wrote it"
+        super().__init__(
+            f"corrupt metadata log block in {path} at byte offset {offset}: {message}; "
+            f"the log file is damaged: restore it from a backup or roll back {culprit}",
+            table=table,
+            instant=instant,
+        )

@@ -1,0 +1,194 @@
+"""Sharding of metadata records into file groups; the hash is fixed by the format.
+
+**Hash, format version 1** (:func:`stable_hash`; never Python's ``hash()``, which is salted per
+process). For a key ``k``, with all arithmetic on unsigned 64-bit integers modulo 2**64:
+
+1. FNV-1a 64 over the UTF-8 bytes of ``k``: ``h = 0xcbf29ce484222325``; for each byte ``b``:
+   ``h = (h XOR b) * 0x100000001b3``.
+2. The 64-bit finaliser of MurmurHash3 (``fmix64``), so the low bits mix well for ``mod n``::
+
+       h ^= h >> 33;  h *= 0xff51afd7ed558ccd
+       h ^= h >> 33;  h *= 0xc4ceb9fe1a85ec53
+       h ^= h >> 33
+
+The file group of ``k`` among ``n`` groups is ``stable_hash(k) mod n``
+(:func:`file_group_of`). Both steps work a byte at a time over all keys at once, so
+:func:`file_groups_of` computes them with numpy over the UTF-8 buffer of an Arrow string array.
+
+Test vectors (``stable_hash`` in hex, then the file group for ``n = 10``); step 1 alone gives
+the published FNV-1a 64 values, e.g. ``0xaf63dc4c8601ec8c`` for ``"a"``::
+
+    ""                                      0xefd01f60ba992926  2
+    "a"                                     0x82a2a958a9bece5b  5
+    "key-1"                                 0xa002e14b20bb64ec  2
+    "3f2504e0-4f89-11d3-9a0c-0305e82c3301"  0x3a05a74f9c952443  7
+    "Grüße, 世界"                            0x397f259d91e888ab  7
+
+File groups are named ``<partition>-<index, zero padded to 4 digits>``, e.g.
+``record_index-0007`` (:func:`file_group_id` / :func:`parse_file_group_id`). The number of file
+groups of a partition is estimated from its record count as Hudi RFC-8 proposes:
+``ceil(count / records_per_group)`` clamped to ``[min_groups, max_groups]``
+(:func:`estimate_file_groups`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+FMIX_C1 = 0xFF51AFD7ED558CCD
+FMIX_C2 = 0xC4CEB9FE1A85EC53
+_MASK = (1 << 64) - 1
+
+DEFAULT_RECORDS_PER_GROUP = 1_000_000
+DEFAULT_MIN_GROUPS = 1
+DEFAULT_MAX_GROUPS = 10_000
+
+_CHUNK = 1 << 20  # keys hashed per numpy pass (keeps the working set in cache)
+_GROUP_RE = re.compile(r"^(?P<partition>[a-z][a-z0-9_]*)-(?P<index>\d{4,})$")
+
+
+def stable_hash(key: str) -> int:
+    """The format's 64-bit hash of ``key`` (unsigned); see the module docstring."""
+    h = FNV_OFFSET
+    for byte in key.encode("utf-8"):
+        h = ((h ^ byte) * FNV_PRIME) & _MASK
+    return _fmix64(h)
+
+
+def _fmix64(h: int) -> int:
+    h ^= h >> 33
+    h = (h * FMIX_C1) & _MASK
+    h ^= h >> 33
+    h = (h * FMIX_C2) & _MASK
+    return h ^ (h >> 33)
+
+
+def file_group_of(key: str, n_groups: int) -> int:
+    """Index of the file group (0 .. n_groups - 1) that holds ``key``."""
+    _check_groups(n_groups)
+    return stable_hash(key) % n_groups
+
+
+def file_groups_of(keys: pa.Array | pa.ChunkedArray | Sequence[str], n_groups: int) -> np.ndarray:
+    """:func:`file_group_of` of every key, as an int64 numpy array (nulls are refused)."""
+    _check_groups(n_groups)
+    return (stable_hashes(keys) % np.uint64(n_groups)).astype(np.int64)
+
+
+def stable_hashes(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> np.ndarray:
+    """:func:`stable_hash` of every key, as a uint64 numpy array (nulls are refused)."""
+    if isinstance(keys, pa.ChunkedArray):
+        chunks = [_hash_array(c) for c in keys.chunks]
+        return np.concatenate(chunks) if chunks else np.empty(0, np.uint64)
+    if not isinstance(keys, pa.Array):
+        keys = pa.array(keys, type=pa.large_string())
+    return _hash_array(keys)
+
+
+def _hash_array(array: pa.Array) -> np.ndarray:
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        if not pa.types.is_string_view(array.type):
+            raise TypeError(f"keys must be strings, not {array.type}")
+        array = array.cast(pa.large_string())
+    if array.null_count:
+        raise ValueError("keys may not be null")
+    n = len(array)
+    _, offsets_buf, data_buf = array.buffers()
+    width = np.int32 if pa.types.is_string(array.type) else np.int64
+    offsets = np.frombuffer(offsets_buf, dtype=width)[array.offset : array.offset + n + 1]
+    offsets = offsets.astype(np.int64)
+    data = np.empty(0, np.uint8) if data_buf is None else np.frombuffer(data_buf, dtype=np.uint8)
+    out = np.empty(n, dtype=np.uint64)
+    for lo in range(0, n, _CHUNK):
+        hi = min(n, lo + _CHUNK)
+        out[lo:hi] = _hash_chunk(data, offsets[lo : hi + 1])
+    return _fmix64_array(out)
+
+
+def _hash_chunk(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """FNV-1a 64 of the byte strings ``data[offsets[i]:offsets[i + 1]]``."""
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    n = len(starts)
+    prime = np.uint64(FNV_PRIME)
+    h = np.full(n, FNV_OFFSET, dtype=np.uint64)
+    if n == 0:
+        return h
+    width = int(lengths.max())
+    if width == int(lengths.min()):  # every key as long: a 2-D view, one column per byte
+        matrix = data[int(offsets[0]) : int(offsets[0]) + n * width].reshape(n, width)
+        for j in range(width):
+            np.bitwise_xor(h, matrix[:, j], out=h)
+            np.multiply(h, prime, out=h)
+        return h
+    # ragged keys: hash byte j of every key still longer than j, dropping finished keys
+    active = np.arange(n)
+    h_active, s_active, l_active = h.copy(), starts.copy(), lengths.copy()
+    for j in range(width):
+        alive = l_active > j
+        if not alive.all():
+            done = ~alive
+            h[active[done]] = h_active[done]
+            active, h_active = active[alive], h_active[alive]
+            s_active, l_active = s_active[alive], l_active[alive]
+        np.bitwise_xor(h_active, data[s_active + j], out=h_active)
+        np.multiply(h_active, prime, out=h_active)
+    h[active] = h_active
+    return h
+
+
+def _fmix64_array(h: np.ndarray) -> np.ndarray:
+    shift = np.uint64(33)
+    h ^= h >> shift
+    h *= np.uint64(FMIX_C1)
+    h ^= h >> shift
+    h *= np.uint64(FMIX_C2)
+    h ^= h >> shift
+    return h
+
+
+def _check_groups(n_groups: int) -> None:
+    if n_groups < 1:
+        raise ValueError(f"the number of file groups must be >= 1, not {n_groups}")
+
+
+def file_group_id(partition: str, index: int) -> str:
+    """The id of file group ``index`` of a metadata partition, e.g. ``record_index-0007``."""
+    if index < 0:
+        raise ValueError(f"file group index must be >= 0, not {index}")
+    group = f"{partition}-{index:04d}"
+    if not _GROUP_RE.match(group):
+        raise ValueError(f"{partition!r} is not a metadata partition name")
+    return group
+
+
+def parse_file_group_id(group: str) -> tuple[str, int]:
+    """Inverse of :func:`file_group_id`: ``"record_index-0007"`` -> ``("record_index", 7)``."""
+    match = _GROUP_RE.match(group)
+    if match is None:
+        raise ValueError(f"{group!r} is not a file group id like 'record_index-0007'")
+    partition, index = match["partition"], int(match["index"])
+    if file_group_id(partition, index) != group:
+        raise ValueError(f"{group!r} is not a canonical file group id (extra leading zeros)")
+    return partition, index
+
+
+def estimate_file_groups(
+    record_count: int,
+    records_per_group: int = DEFAULT_RECORDS_PER_GROUP,
+    min_groups: int = DEFAULT_MIN_GROUPS,
+    max_groups: int = DEFAULT_MAX_GROUPS,
+) -> int:
+    """``ceil(record_count / records_per_group)`` clamped to ``[min_groups, max_groups]``."""
+    if record_count < 0:
+        raise ValueError(f"record count must be >= 0, not {record_count}")
+    if records_per_group < 1:
+        raise ValueError(f"records per group must be >= 1, not {records_per_group}")
+    if not 1 <= min_groups <= max_groups:
+        raise ValueError(f"need 1 <= min_groups <= max_groups, not {min_groups}, {max_groups}")
+    return max(min_groups, min(max_groups, -(-record_count // records_per_group)))

@@ -1,0 +1,306 @@
+"""Merged reads of the metadata table as of a read point.
+
+The per-file-group functions (:func:`slice_table`, :func:`slice_records`) take plain values
+(a file system, a folder, a :class:`metadata.slices.FileSlice`, keys) so an engine can run
+them in Spark tasks; :class:`MetadataReader` is the driver-side convenience that lists the
+metadata partitions once, builds slices for a :class:`metadata.slices.ReadPoint` and maps the
+functions over file groups with a thread pool.
+
+Merge rule: the base file (full state of the group) then every log file of the slice, oldest
+completion first; within the logs newest wins per key, ``files`` records merge cumulatively,
+tombstones and delete blocks remove the key.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from fsspec import AbstractFileSystem
+
+from metadata import settings
+from metadata.arrow_records import KEY, empty_table, records_to_table, table_to_records
+from metadata.basefile import base_info, lookup_base, read_base
+from metadata.hashing import file_group_id, file_groups_of
+from metadata.logblock import BlockType, LogBlock, read_log_file
+from metadata.records import (
+    ALL_PARTITIONS_KEY,
+    ColumnStatsRecord,
+    FilesRecord,
+    MetadataRecord,
+    Partition,
+    RecordLocation,
+    int_to_instant,
+    ints_to_file_id,
+    merge_records,
+)
+from metadata.slices import FileSlice, MetadataFile, ReadPoint, build_slice, group_files
+from timeline import config as cfg
+from timeline.layout import TableLayout
+
+T = TypeVar("T")
+LogState = dict[str, MetadataRecord | None]  # None: deleted by a delete block
+
+
+class _LogCache:
+    """Decoded log files, keyed by (path, size): a visible log file never changes."""
+
+    def __init__(self, capacity: int = 256):
+        self._items: OrderedDict[tuple[str, int], list[LogBlock]] = OrderedDict()
+        self._capacity = capacity
+        self._lock = threading.Lock()
+
+    def blocks(self, fs: AbstractFileSystem, path: str) -> list[LogBlock]:
+        key = (path, int(fs.size(path)))
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        blocks = read_log_file(fs, path)
+        with self._lock:
+            self._items[key] = blocks
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+        return blocks
+
+
+LOGS = _LogCache()
+
+
+def fold_logs(partition: Partition, blocks: Iterable[LogBlock]) -> LogState:
+    """The net effect of log blocks (in merge order), tombstones kept."""
+    state: LogState = {}
+    for block in blocks:
+        if block.block_type is BlockType.DATA:
+            for record in block.records:
+                older = state.get(record.key)
+                state[record.key] = merge_records(partition, older, record, keep_tombstones=True)
+        elif block.block_type is BlockType.DELETE:
+            for key in block.keys:
+                state[key] = None
+    return state
+
+
+def _is_live(record: MetadataRecord | None) -> bool:
+    """False for a delete-block entry or a tombstone (files records have none)."""
+    if record is None:
+        return False
+    return isinstance(record, FilesRecord) or not record.deleted
+
+
+def _log_blocks(fs: AbstractFileSystem, folder: str, piece: FileSlice) -> list[LogBlock]:
+    return [block for name in piece.logs for block in LOGS.blocks(fs, f"{folder}/{name}")]
+
+
+def slice_table(
+    fs: AbstractFileSystem,
+    folder: str,
+    partition: Partition,
+    piece: FileSlice,
+    keys: pa.Array | None = None,
+    scan_fraction: float = 0.3,
+) -> tuple[pa.Table, str]:
+    """Merged rows of one file slice (``keys``: only those, unique) for the partitions whose
+    records replace each other (``record_index``, ``column_stats``); also how the base was
+    read ("seek", "scan" or "none")."""
+    if partition is Partition.FILES:
+        raise ValueError("files records merge cumulatively: use slice_records")
+    mode = "none"
+    if piece.base is None:
+        rows = empty_table(partition)
+    elif keys is None:
+        rows, mode = read_base(fs, f"{folder}/{piece.base}"), "scan"
+    else:
+        rows, mode = lookup_base(fs, f"{folder}/{piece.base}", keys, scan_fraction=scan_fraction)
+    state = fold_logs(partition, _log_blocks(fs, folder, piece))
+    if not state:
+        return rows, mode
+    changed = pa.array(list(state), pa.string())
+    rows = rows.filter(pc.invert(pc.is_in(rows.column(KEY), value_set=changed)))
+    live = [r for r in state.values() if _is_live(r)]
+    if keys is not None and live:
+        wanted = pc.is_in(pa.array([r.key for r in live], pa.string()), value_set=keys)
+        live = [r for r, keep in zip(live, wanted.to_pylist(), strict=True) if keep]
+    added = records_to_table(partition, live)
+    return pa.concat_tables([rows.select(added.schema.names).cast(added.schema), added]), mode
+
+
+def slice_records(
+    fs: AbstractFileSystem, folder: str, partition: Partition, piece: FileSlice
+) -> dict[str, MetadataRecord]:
+    """Merged records of one file slice, as Python records keyed by key (any partition)."""
+    state: dict[str, MetadataRecord] = {}
+    if piece.base is not None:
+        base = read_base(fs, f"{folder}/{piece.base}")
+        state = {r.key: r for r in table_to_records(partition, base)}
+    for key, record in fold_logs(partition, _log_blocks(fs, folder, piece)).items():
+        if not _is_live(record):
+            state.pop(key, None)
+            continue
+        merged = merge_records(partition, state.get(key), record)  # type: ignore[arg-type]
+        if merged is None:
+            state.pop(key, None)
+        else:
+            state[key] = merged
+    return state
+
+
+class MetadataReader:
+    """Reads of the metadata table of one table as of one read point (driver side)."""
+
+    def __init__(
+        self, fs: AbstractFileSystem, layout: TableLayout, point: ReadPoint, options: cfg.Options
+    ):
+        self.fs = fs
+        self.layout = layout
+        self.point = point
+        self.options = options
+        self._listings: dict[Partition, dict[str, list[MetadataFile]]] = {}
+        self.last_modes: dict[str, str] = {}  # file group -> how its base was read (last call)
+
+    # ---- slices ----------------------------------------------------------------------
+    def folder(self, partition: Partition) -> str:
+        return self.layout.metadata_partition_dir(str(partition))
+
+    def group_count(self, partition: Partition) -> int:
+        return self.point.group_counts[str(partition)]
+
+    def _listing(self, partition: Partition) -> dict[str, list[MetadataFile]]:
+        if partition not in self._listings:
+            folder = self.folder(partition)
+            names = (
+                [p.rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
+                if (self.fs.exists(folder))
+                else []
+            )
+            self._listings[partition] = group_files(names)
+        return self._listings[partition]
+
+    def slice(self, partition: Partition, index: int) -> FileSlice:
+        group = file_group_id(str(partition), index)
+        folder = self.folder(partition)
+        return build_slice(
+            group,
+            self._listing(partition).get(group, []),
+            self.point,
+            lambda name: frozenset(base_info(self.fs, f"{folder}/{name}").folded),
+        )
+
+    def slices(self, partition: Partition) -> list[FileSlice]:
+        return [self.slice(partition, i) for i in range(self.group_count(partition))]
+
+    def _map(self, work: Callable[[int], T], indexes: Sequence[int]) -> list[T]:
+        threads = min(self.options.get(settings.LOOKUP_THREADS), len(indexes))
+        if threads <= 1:
+            return [work(i) for i in indexes]
+        with ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(work, indexes))
+
+    # ---- generic reads ---------------------------------------------------------------
+    def group_records(self, partition: Partition, index: int) -> dict[str, MetadataRecord]:
+        return slice_records(
+            self.fs, self.folder(partition), partition, self.slice(partition, index)
+        )
+
+    def all_records(self, partition: Partition) -> dict[str, MetadataRecord]:
+        """Every live record of a partition (small partitions, tests and validation)."""
+        merged: dict[str, MetadataRecord] = {}
+        for part in self._map(
+            lambda i: self.group_records(partition, i), range(self.group_count(partition))
+        ):
+            merged.update(part)
+        return dict(sorted(merged.items()))
+
+    def group_table(
+        self, partition: Partition, index: int, keys: pa.Array | None = None
+    ) -> pa.Table:
+        piece = self.slice(partition, index)
+        fraction = self.options.get(settings.LOOKUP_SCAN_FRACTION)
+        rows, mode = slice_table(self.fs, self.folder(partition), partition, piece, keys, fraction)
+        self.last_modes[piece.file_group] = mode
+        return rows
+
+    # ---- record index ----------------------------------------------------------------
+    def lookup(self, keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Table:
+        """Record-index rows (key, partition, file_id_hi, file_id_lo, instant) of the keys
+        that exist; absent keys have no row. One task per file group holding wanted keys."""
+        wanted = pc.unique(
+            pa.array(keys, pa.string())
+            if not isinstance(keys, pa.Array | pa.ChunkedArray)
+            else keys
+        )
+        if isinstance(wanted, pa.ChunkedArray):
+            wanted = wanted.combine_chunks()
+        partition = Partition.RECORD_INDEX
+        n = self.group_count(partition)
+        if len(wanted) == 0:
+            return empty_table(partition)
+        groups = pa.array(file_groups_of(wanted, n))
+        order = pc.sort_indices(groups)
+        wanted, groups = wanted.take(order), groups.take(order)
+        bounds = _run_bounds(groups)
+        parts = self._map(
+            lambda j: self.group_table(
+                partition, bounds[j][0], wanted[bounds[j][1] : bounds[j][2]]
+            ),
+            range(len(bounds)),
+        )
+        return pa.concat_tables(parts) if parts else empty_table(partition)
+
+    def locations(self, keys: Sequence[str]) -> dict[str, RecordLocation | None]:
+        """``{key: RecordLocation | None}`` for every key asked."""
+        found: dict[str, RecordLocation | None] = dict.fromkeys(keys)
+        rows = self.lookup(list(found)).to_pydict()
+        for key, part, hi, lo, instant in zip(
+            rows[KEY],
+            rows["partition"],
+            rows["file_id_hi"],
+            rows["file_id_lo"],
+            rows["instant"],
+            strict=True,
+        ):
+            found[key] = RecordLocation(part, ints_to_file_id(hi, lo), int_to_instant(instant))
+        return found
+
+    # ---- files and column stats --------------------------------------------------------
+    def partitions(self) -> list[str]:
+        """Data partition paths, from the all-partitions record."""
+        record = self._files_record(ALL_PARTITIONS_KEY)
+        return sorted(record.added) if record is not None else []
+
+    def _files_record(self, key: str) -> FilesRecord | None:
+        index = int(file_groups_of([key], self.group_count(Partition.FILES))[0])
+        record = self.group_records(Partition.FILES, index).get(key)
+        return record  # type: ignore[return-value]
+
+    def files(self, partition: str | None = None) -> dict[str, dict[str, int]]:
+        """``{partition path: {file name: size}}`` of one partition or of all."""
+        if partition is not None:
+            record = self._files_record(partition)
+            return {partition: dict(record.added)} if record is not None else {}
+        records = self.all_records(Partition.FILES)
+        return {
+            key: dict(r.added)  # type: ignore[union-attr]
+            for key, r in records.items()
+            if key != ALL_PARTITIONS_KEY and r.added  # type: ignore[union-attr]
+        }
+
+    def column_stats(self, column: str | None = None) -> list[ColumnStatsRecord]:
+        records = self.all_records(Partition.COLUMN_STATS).values()
+        stats = [r for r in records if isinstance(r, ColumnStatsRecord)]
+        return [r for r in stats if column is None or r.column == column]
+
+
+def _run_bounds(groups: pa.Array) -> list[tuple[int, int, int]]:
+    """(group, start, end) of each run of equal values in a sorted int array."""
+    values = groups.to_numpy()
+    if len(values) == 0:
+        return []
+    edges = [0, *((values[1:] != values[:-1]).nonzero()[0] + 1).tolist(), len(values)]
+    return [(int(values[a]), a, b) for a, b in itertools.pairwise(edges)]

@@ -1,0 +1,58 @@
+"""Config keys of the metadata table (registered in the one registry, ``timeline.config``)."""
+
+from __future__ import annotations
+
+from timeline import config as cfg
+
+
+def _fraction(value: float) -> str | None:
+    return None if 0.0 <= value <= 1.0 else "must lie between 0 and 1"
+
+
+LOOKUP_SCAN_FRACTION = cfg.register(
+    "metadata.lookup.scan.fraction",
+    float,
+    0.3,
+    "A lookup in a base file seeks (reads only the row groups whose key range holds a wanted "
+    "key) while those row groups are at most this fraction of the file, else it scans the "
+    "file once and hash-joins (RFC-08: seeking wins below about 30%).",
+    _fraction,
+)
+BASE_ROW_GROUP_ROWS = cfg.register(
+    "metadata.base.row.group.rows",
+    int,
+    16_384,
+    "Rows per row group of a metadata base file: smaller groups make lookups of few keys "
+    "read less, larger ones make scans and the footer cheaper.",
+    cfg.at_least(1),
+)
+RECORDS_PER_GROUP = cfg.register(
+    "metadata.record_index.records.per.group",
+    int,
+    1_000_000,
+    "Record-index entries per file group when the number of file groups is estimated from a "
+    "record count (RFC-8).",
+    cfg.at_least(1),
+)
+MIN_GROUPS = cfg.register(
+    "metadata.record_index.min.groups",
+    int,
+    1,
+    "Fewest record-index file groups an estimate may give.",
+    cfg.at_least(1),
+)
+MAX_GROUPS = cfg.register(
+    "metadata.record_index.max.groups",
+    int,
+    10_000,
+    "Most record-index file groups an estimate may give.",
+    cfg.at_least(1),
+)
+LOOKUP_THREADS = cfg.register(
+    "metadata.lookup.threads",
+    int,
+    4,
+    "Threads that read metadata file groups in parallel in one process (Parquet decoding "
+    "releases the GIL).",
+    cfg.at_least(1),
+)

@@ -1,0 +1,108 @@
+"""File slices of the metadata table as a pure function of a partition folder's listing.
+
+Files of a metadata partition (``timeline.layout`` builds the paths):
+
+* ``<file group>_<instant>.parquet`` -- a base file written by the compaction (or bulk
+  initialisation) instant ``<instant>``;
+* ``<file group>_<instant>.log``     -- the log blocks written at data-table instant
+  ``<instant>`` for that file group.
+
+Names starting with ``.`` or ending in ``.inprogress`` are temporaries and ignored.
+
+The slice of a file group as of a :class:`ReadPoint` is the newest visible base file (by
+completion order of the compaction or reindex instant that wrote it) that folds no undone
+instant, plus every log file whose data-table instant is visible and not folded into that
+base, in completion order (the merge order: newest wins). A base that folded an instant later
+rolled back is passed over for an older one, so reads stay exact until it is rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import msgspec
+
+
+class ReadPoint(msgspec.Struct, frozen=True):
+    """What a metadata reader may see; plain data, safe to send to Spark executors."""
+
+    as_of: str | None
+    visible: tuple[str, ...]  # data-table instants whose effects are visible, completion order
+    undone: frozenset[str]  # instants undone by completed rollbacks / restores
+    bases: tuple[str, ...]  # compaction / reindex instants whose bases are visible, in order
+    group_counts: dict[str, int]  # metadata partition -> number of file groups
+
+
+class MetadataFile(msgspec.Struct, frozen=True):
+    name: str
+    file_group: str
+    instant: str
+    kind: str  # "base" | "log"
+
+
+class FileSlice(msgspec.Struct, frozen=True):
+    file_group: str
+    base: str | None  # file name, or None: the group starts empty
+    base_instant: str | None
+    logs: tuple[str, ...]  # file names in merge order (oldest completion first)
+    log_instants: tuple[str, ...]
+    folded: frozenset[str] = frozenset()  # instants the base already holds
+
+
+def parse_name(name: str) -> MetadataFile | None:
+    if name.startswith(".") or name.endswith(".inprogress"):
+        return None
+    stem, dot, ext = name.rpartition(".")
+    if not dot or ext not in ("parquet", "log"):
+        return None
+    group, sep, instant = stem.rpartition("_")
+    if not sep or len(instant) != 17 or not instant.isdigit():
+        return None
+    return MetadataFile(name, group, instant, "base" if ext == "parquet" else "log")
+
+
+def group_files(names: Iterable[str]) -> dict[str, list[MetadataFile]]:
+    groups: dict[str, list[MetadataFile]] = {}
+    for name in names:
+        parsed = parse_name(name)
+        if parsed is not None:
+            groups.setdefault(parsed.file_group, []).append(parsed)
+    return groups
+
+
+def build_slice(
+    file_group: str,
+    files: Iterable[MetadataFile],
+    point: ReadPoint,
+    folded_of: Callable[[str], frozenset[str]],
+) -> FileSlice:
+    """The slice of one file group as of ``point``.
+
+    ``folded_of(base file name)`` returns the instants a base file folds (read from its
+    footer); it is called newest base first until one folds no undone instant."""
+    files = list(files)
+    base_rank = {t: n for n, t in enumerate(point.bases)}
+    log_rank = {t: n for n, t in enumerate(point.visible)}
+    bases = sorted(
+        (f for f in files if f.kind == "base" and f.instant in base_rank),
+        key=lambda f: base_rank[f.instant],
+        reverse=True,
+    )
+    base, folded = None, frozenset[str]()
+    for candidate in bases:
+        candidate_folded = folded_of(candidate.name)
+        if not candidate_folded & point.undone:
+            base, folded = candidate, candidate_folded
+            break
+    logs = sorted(
+        (f for f in files if f.kind == "log" and f.instant in log_rank and f.instant not in folded),
+        key=lambda f: log_rank[f.instant],
+    )
+    return FileSlice(
+        file_group=file_group,
+        base=base.name if base else None,
+        base_instant=base.instant if base else None,
+        logs=tuple(f.name for f in logs),
+        log_instants=tuple(f.instant for f in logs),
+        folded=folded,
+    )

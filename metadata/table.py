@@ -1,0 +1,215 @@
+"""The metadata table of one lakebraid table: read points, writes, compaction, reindex.
+
+Instants of the metadata table's own (on the metadata timeline only; their bodies are
+msgspec JSON, version 1):
+
+* ``compaction`` -- body :class:`CompactionPlan` (the file groups it rewrites). Each group's
+  visible slice (base + logs) is folded into a new base ``<group>_<t>.parquet`` whose footer
+  lists every instant it holds. Blocks of instants that are not visible are never folded.
+* ``reindex`` -- body :class:`ReindexPlan` (new file-group counts). Writes a full base for
+  every file group of a partition from a given state, folding every visible instant; from its
+  completion on, readers use its group counts.
+
+A base is visible to a read point when its compaction or reindex instant completed on the
+metadata timeline at or before the read point; old bases and logs stay until cleaned, so reads
+as of older instants keep working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TypeVar
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metadata import settings
+from metadata.arrow_records import SCHEMAS, index_table, records_to_table
+from metadata.basefile import write_base
+from metadata.hashing import estimate_file_groups, file_group_id, file_groups_of
+from metadata.reader import MetadataReader, slice_records, slice_table
+from metadata.records import FilesRecord, Partition
+from metadata.slices import FileSlice, ReadPoint
+from metadata.writer import InstantChanges, WrittenLog, write_changes
+from timeline.bodies import decode_body, encode_body
+from timeline.instant import Action
+from timeline.layout import TimelineKind
+from timeline.table import TableTimelines
+
+P = TypeVar("P", bound=msgspec.Struct)
+BASE_ACTIONS = frozenset({Action.COMPACTION, Action.REINDEX})
+PLAN_VERSION = 1
+
+
+class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = PLAN_VERSION
+    groups: list[str]
+    folded: dict[str, list[str]] = {}  # file group -> instants folded (filled when inflight)
+
+
+class ReindexPlan(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = PLAN_VERSION
+    group_counts: dict[str, int]
+
+
+def default_group_counts(table: TableTimelines) -> dict[str, int]:
+    index = table.config.index
+    return {
+        str(Partition.FILES): index.files_file_groups,
+        str(Partition.COLUMN_STATS): index.column_stats_file_groups,
+        str(Partition.RECORD_INDEX): index.record_index_file_groups,
+    }
+
+
+class MetadataTable:
+    """Driver-side handle on the metadata table of ``table``."""
+
+    def __init__(self, table: TableTimelines):
+        self.table = table
+        self.fs = table.fs
+        self.layout = table.layout
+
+    # ---- reading ---------------------------------------------------------------------
+    def read_point(self, as_of: str | None = None) -> ReadPoint:
+        visibility = self.table.visibility(as_of)
+        meta = self.table.timeline(TimelineKind.METADATA)
+        bases = [i for i in meta.by_completion(as_of) if i.action in BASE_ACTIONS]
+        counts = default_group_counts(self.table)
+        for inst in bases:
+            if inst.action is Action.REINDEX:
+                counts.update(self._plan(inst.time, Action.REINDEX, ReindexPlan).group_counts)
+        return ReadPoint(
+            as_of=as_of,
+            visible=tuple(i.time for i in visibility.visible),
+            undone=visibility.undone,
+            bases=tuple(i.time for i in bases),
+            group_counts=counts,
+        )
+
+    def reader(self, as_of: str | None = None) -> MetadataReader:
+        return MetadataReader(self.fs, self.layout, self.read_point(as_of), self.table.options)
+
+    def _plan(self, time: str, action: Action, kind: type[P]) -> P:
+        meta = self.table.timeline(TimelineKind.METADATA)
+        inst = meta.get(time, action)
+        where = f"{self.layout.timeline_dir(TimelineKind.METADATA)}/{inst}"
+        data = self.table.store.read_body(TimelineKind.METADATA, inst)  # type: ignore[arg-type]
+        return decode_body(data, kind, where=where)
+
+    # ---- writing ---------------------------------------------------------------------
+    def write(self, instant: str, changes: InstantChanges) -> list[WrittenLog]:
+        """Write the log blocks of data-table instant ``instant`` (pending on the metadata
+        timeline as a deltacommit); the group counts are those of the latest read point."""
+        counts = self.read_point().group_counts
+        return write_changes(self.fs, self.layout, instant, changes, counts)
+
+    # ---- compaction ------------------------------------------------------------------
+    def compact(
+        self, partitions: Iterable[Partition] | None = None, *, min_logs: int = 1
+    ) -> str | None:
+        """Fold the visible log files of every file group holding at least ``min_logs`` of
+        them into new bases, as one compaction instant. Returns its time (None: no work)."""
+        point = self.read_point()
+        reader = MetadataReader(self.fs, self.layout, point, self.table.options)
+        work: list[tuple[Partition, FileSlice]] = []
+        for partition in partitions or list(Partition):
+            for piece in reader.slices(partition):
+                if len(piece.logs) >= min_logs and piece.logs:
+                    work.append((partition, piece))
+        if not work:
+            return None
+        store, meta = self.table.store, TimelineKind.METADATA
+        with self.table.lock:
+            time = self.table.next_time()
+            plan = CompactionPlan(groups=[p.file_group for _, p in work])
+            store.request(meta, time, Action.COMPACTION, encode_body(plan))
+        folded = {p.file_group: sorted(p.folded | set(p.log_instants)) for _, p in work}
+        inflight = CompactionPlan(groups=plan.groups, folded=folded)
+        store.start(meta, time, Action.COMPACTION, encode_body(inflight))
+        rows = self.table.options.get(settings.BASE_ROW_GROUP_ROWS)
+        for partition, piece in work:
+            folder = reader.folder(partition)
+            if partition is Partition.FILES:
+                state = slice_records(self.fs, folder, partition, piece).values()
+                full = [r.full_state() for r in state if isinstance(r, FilesRecord)]
+                merged = records_to_table(partition, full)
+            else:
+                merged, _ = slice_table(self.fs, folder, partition, piece)
+            write_base(
+                self.fs,
+                self.layout.metadata_base_file(str(partition), piece.file_group, time),
+                merged,
+                partition=str(partition),
+                file_group=piece.file_group,
+                instant=time,
+                folded=folded[piece.file_group],
+                row_group_rows=rows,
+            )
+        store.complete(meta, time, Action.COMPACTION, encode_body(inflight))
+        return time
+
+    # ---- reindex ---------------------------------------------------------------------
+    def estimate_groups(self, record_count: int) -> int:
+        options = self.table.options
+        return estimate_file_groups(
+            record_count,
+            options.get(settings.RECORDS_PER_GROUP),
+            options.get(settings.MIN_GROUPS),
+            options.get(settings.MAX_GROUPS),
+        )
+
+    def reindex_record_index(self, rows: pa.Table, n_groups: int | None = None) -> str:
+        """Replace the record index with ``rows`` (columns of ``SCHEMAS[record_index]``, or
+        ``key``/``partition``/``file_id``/``instant`` strings), as one reindex instant writing a
+        base per file group; ``n_groups`` defaults to an estimate from the row count."""
+        partition = Partition.RECORD_INDEX
+        schema = SCHEMAS[partition]
+        if "file_id" in rows.column_names:
+            rows = _index_rows_from_strings(rows)
+        rows = rows.select(schema.names).cast(schema)
+        n = n_groups or self.estimate_groups(rows.num_rows)
+        point = self.read_point()
+        store, meta = self.table.store, TimelineKind.METADATA
+        with self.table.lock:
+            time = self.table.next_time()
+            plan = ReindexPlan(group_counts={str(partition): n})
+            store.request(meta, time, Action.REINDEX, encode_body(plan))
+        store.start(meta, time, Action.REINDEX, encode_body(plan))
+        groups = pa.array(file_groups_of(rows.column("key"), n))
+        rows = rows.append_column("__group", groups).sort_by([("__group", "ascending")])
+        counts = pc.value_counts(groups).to_pylist() if len(groups) else []
+        sizes = {int(c["values"]): int(c["counts"]) for c in counts}
+        start = 0
+        row_groups = self.table.options.get(settings.BASE_ROW_GROUP_ROWS)
+        for index in range(n):
+            size = sizes.get(index, 0)
+            part = rows.slice(start, size).drop_columns(["__group"])
+            start += size
+            group = file_group_id(str(partition), index)
+            write_base(
+                self.fs,
+                self.layout.metadata_base_file(str(partition), group, time),
+                part,
+                partition=str(partition),
+                file_group=group,
+                instant=time,
+                folded=list(point.visible),
+                row_group_rows=row_groups,
+            )
+        store.complete(meta, time, Action.REINDEX, encode_body(plan))
+        return time
+
+
+def _index_rows_from_strings(rows: pa.Table) -> pa.Table:
+    """``key, partition, file_id, instant`` (strings; one instant) -> the base-file columns."""
+    instants = pc.unique(rows.column("instant")).to_pylist()
+    if len(instants) != 1:
+        parts = [
+            _index_rows_from_strings(rows.filter(pc.equal(rows.column("instant"), i)))
+            for i in instants
+        ]
+        return pa.concat_tables(parts)
+    return index_table(
+        rows.column("key"), rows.column("partition"), rows.column("file_id"), instants[0]
+    )

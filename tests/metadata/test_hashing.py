@@ -1,0 +1,135 @@
+"""The format's key hash: test vectors, stability across processes, vectorised == scalar."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metadata.hashing import (
+    estimate_file_groups,
+    file_group_id,
+    file_group_of,
+    file_groups_of,
+    parse_file_group_id,
+    stable_hash,
+    stable_hashes,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+FAST = settings(max_examples=150, deadline=None)
+
+VECTORS = [
+    ("", 0xEFD01F60BA992926, 2),
+    ("a", 0x82A2A958A9BECE5B, 5),
+    ("key-1", 0xA002E14B20BB64EC, 2),
+    ("3f2504e0-4f89-11d3-9a0c-0305e82c3301", 0x3A05A74F9C952443, 7),
+    ("Gr\u00fc\u00dfe, \u4e16\u754c", 0x397F259D91E888AB, 7),
+]
+
+
+@pytest.mark.parametrize(("key", "digest", "group"), VECTORS)
+def test_vectors(key: str, digest: int, group: int) -> None:
+    assert stable_hash(key) == digest
+    assert file_group_of(key, 10) == group
+    assert int(stable_hashes([key])[0]) == digest
+    assert int(file_groups_of([key], 10)[0]) == group
+
+
+def test_vectors_are_in_the_docstring() -> None:
+    text = (REPO / "metadata" / "hashing.py").read_text()
+    for key, digest, group in VECTORS:
+        assert f'"{key}"' in text and f"{digest:#018x}  {group}" in text
+
+
+def test_stable_across_processes_and_hash_seeds() -> None:
+    code = "from metadata.hashing import stable_hash; print(stable_hash('key-1'))"
+    for seed in ("0", "1", "12345"):
+        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": seed}
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        assert int(out.stdout) == VECTORS[2][1]
+
+
+@FAST
+@given(st.lists(st.text(max_size=20), max_size=60), st.integers(1, 1000))
+def test_vectorised_equals_scalar(keys: list[str], n: int) -> None:
+    expected = [file_group_of(k, n) for k in keys]
+    assert file_groups_of(keys, n).tolist() == expected
+    assert file_groups_of(pa.array(keys, pa.string()), n).tolist() == expected
+    assert file_groups_of(pa.array(keys, pa.string_view()), n).tolist() == expected
+    assert stable_hashes(keys).tolist() == [stable_hash(k) for k in keys]
+
+
+@FAST
+@given(st.integers(0, 12), st.lists(st.text(min_size=0, max_size=3), max_size=40))
+def test_equal_length_keys_and_slices(width: int, tails: list[str]) -> None:
+    keys = [(t + "x" * 12)[:width] for t in tails]  # equal length in characters (bytes vary)
+    ascii_keys = ["y" * width for _ in tails]  # equal length in bytes: the 2-D fast path
+    for batch in (keys, ascii_keys):
+        array = pa.array(["pad", *batch, "pad"], pa.string()).slice(1, len(batch))
+        assert stable_hashes(array).tolist() == [stable_hash(k) for k in batch]
+
+
+def test_chunked_arrays() -> None:
+    keys = [str(uuid.uuid4()) for _ in range(300)] + ["", "\u00e9"]
+    chunked = pa.chunked_array([keys[:100], keys[100:], []], pa.string())
+    assert file_groups_of(chunked, 13).tolist() == [file_group_of(k, 13) for k in keys]
+
+
+def test_many_keys_spread_evenly() -> None:
+    keys = pa.array([str(uuid.uuid4()) for _ in range(64_000)])
+    counts = np.bincount(file_groups_of(keys, 16), minlength=16)
+    assert counts.min() > 3600 and counts.max() < 4400
+    sequential = pa.array([f"key-{i:08d}" for i in range(64_000)])
+    counts = np.bincount(file_groups_of(sequential, 64), minlength=64)
+    assert counts.min() > 800 and counts.max() < 1200
+
+
+def test_nulls_and_non_strings_are_refused() -> None:
+    with pytest.raises(ValueError):
+        file_groups_of(pa.array(["a", None]), 4)
+    with pytest.raises(TypeError):
+        file_groups_of(pa.array([1, 2]), 4)
+    with pytest.raises(ValueError):
+        file_group_of("a", 0)
+
+
+def test_file_group_ids() -> None:
+    assert file_group_id("record_index", 7) == "record_index-0007"
+    assert file_group_id("files", 12345) == "files-12345"
+    for partition, index in [("record_index", 7), ("column_stats", 0), ("files", 12345)]:
+        assert parse_file_group_id(file_group_id(partition, index)) == (partition, index)
+    for bad in ["record_index-7", "record_index-00007", "Files-0001", "files_0001", "-0001"]:
+        with pytest.raises(ValueError):
+            parse_file_group_id(bad)
+    with pytest.raises(ValueError):
+        file_group_id("files", -1)
+
+
+def test_estimate_file_groups_clamps() -> None:
+    assert estimate_file_groups(0) == 1
+    assert estimate_file_groups(1) == 1
+    assert estimate_file_groups(1_000_000) == 1
+    assert estimate_file_groups(1_000_001) == 2
+    assert estimate_file_groups(10**12) == 10_000
+    assert estimate_file_groups(95, records_per_group=10, min_groups=2, max_groups=8) == 8
+    assert estimate_file_groups(5, records_per_group=10, min_groups=2, max_groups=8) == 2
+    assert estimate_file_groups(35, records_per_group=10, min_groups=2, max_groups=8) == 4
+    assert estimate_file_groups(10**30 + 1, records_per_group=10**29, max_groups=100) == 11
+    for bad in [
+        dict(record_count=-1),
+        dict(record_count=1, records_per_group=0),
+        dict(record_count=1, min_groups=5, max_groups=4),
+    ]:
+        with pytest.raises(ValueError):
+            estimate_file_groups(**bad)  # type: ignore[arg-type]
