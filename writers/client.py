@@ -1,0 +1,279 @@
+"""The write client: insert, bulk_insert, upsert, delete and reads of one lakebraid table.
+
+Every write is one instant through ``writers.commit.Transaction``: data files and the metadata
+table's log blocks (files, column_stats, record_index) become visible together at the global
+commit point, or not at all. Input is a Spark DataFrame, a pyarrow Table or a pandas
+DataFrame; it is checked (``writers.schema``) before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metadata import settings as metadata_settings
+from metadata.hashing import estimate_file_groups
+from metadata.records import ColumnStatsRecord, RecordLocation
+from metadata.table import MetadataTable
+from timeline import config as cfg
+from timeline.bodies import decode_body
+from timeline.instant import Action, Instant
+from timeline.layout import TimelineKind
+from timeline.table import TableTimelines
+from timeline.table_config import FieldSpec, IndexSettings, TableConfig
+from writers import settings
+from writers.commit import CommitMetadata, G, Transaction
+from writers.engine import Engine, InProcessEngine, SparkEngine
+from writers.errors import WriteError
+from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask, WriteStatus
+from writers.pipeline import (
+    OLD_FILE_ID,
+    OLD_PARTITION,
+    PARTITION,
+    TARGET_FILE_ID,
+    WORK_COLUMNS,
+    current_files,
+    deduplicate,
+    insert_counts,
+    plan_slots,
+    prepare,
+    route,
+    tag,
+)
+from writers.read import read_arrow_files, read_spark
+from writers.schema import check_input, to_arrow
+from writers.spark import embedded_session
+
+
+class WriteClient:
+    """A handle on one table. ``spark=None``: an embedded ``local[*]`` session on first use."""
+
+    def __init__(self, table: TableTimelines, spark: Any = None):
+        self.table = table
+        self.metadata = MetadataTable(table)
+        self._spark = spark
+
+    # ---- create / open -----------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        path: str,
+        record_key: str,
+        partition_by: Sequence[str] = (),
+        precombine: str | None = None,
+        spark: Any = None,
+        schema: pa.Schema | None = None,
+        **options: object,
+    ) -> WriteClient:
+        given = {k: str(v) for k, v in options.items()}
+        opts = cfg.Options(given)
+        expected = opts.get(settings.EXPECTED_RECORDS)
+        groups = 1
+        if expected:
+            groups = estimate_file_groups(
+                expected,
+                opts.get(metadata_settings.RECORDS_PER_GROUP),
+                opts.get(metadata_settings.MIN_GROUPS),
+                opts.get(metadata_settings.MAX_GROUPS),
+            )
+        config = TableConfig(
+            name=path.rstrip("/").rsplit("/", 1)[-1] or "table",
+            record_key=record_key,
+            partition_fields=list(partition_by),
+            precombine_field=precombine,
+            schema=[]
+            if schema is None
+            else [
+                FieldSpec(f.name, str(f.type), f.nullable and f.name != record_key) for f in schema
+            ],
+            index=IndexSettings(record_index_file_groups=groups),
+            options=given,
+        )
+        return cls(TableTimelines.create(path, config), spark)
+
+    @classmethod
+    def open(cls, path: str, spark: Any = None, **options: object) -> WriteClient:
+        return cls(TableTimelines.open(path, {k: str(v) for k, v in options.items()}), spark)
+
+    @property
+    def path(self) -> str:
+        return self.table.path
+
+    @property
+    def spark(self) -> Any:
+        if self._spark is None:
+            self._spark = embedded_session()
+        return self._spark
+
+    # ---- schema --------------------------------------------------------------------------
+    def schema(self, as_of: str | None = None) -> list[FieldSpec]:
+        """The table schema as of a read point: that of the latest visible commit."""
+        visibility = self.table.visibility(as_of)
+        for inst in reversed(visibility.visible):
+            if inst.action is Action.COMMIT:
+                body = self._commit_body(inst)
+                if body.schema:
+                    return list(body.schema)
+        return list(self.table.config.schema)
+
+    def _commit_body(self, inst: Instant) -> CommitMetadata:
+        data = self.table.store.read_body(G, inst)
+        where = self.table.store.path_of(G, inst)
+        return decode_body(data, CommitMetadata, where=where)
+
+    # ---- writes --------------------------------------------------------------------------
+    def insert(self, data: Any) -> str:
+        return self._write(data, "insert")
+
+    def bulk_insert(self, data: Any) -> str:
+        return self._write(data, "bulk_insert")
+
+    def upsert(self, data: Any) -> str:
+        return self._write(data, "upsert")
+
+    def delete(self, keys: Any) -> str:
+        config = self.table.config
+        if isinstance(keys, list | tuple):
+            keys = pa.table({config.record_key: pa.array([str(k) for k in keys], pa.string())})
+        incoming = to_arrow(keys)
+        if config.record_key not in incoming.column_names:
+            raise WriteError(
+                f"delete: the keys have no record key column {config.record_key!r} "
+                f"(columns: {incoming.column_names})",
+                table=self.path,
+            )
+        key_col = pc.cast(incoming.column(config.record_key), pa.string())
+        if key_col.null_count:
+            raise WriteError("delete: null record keys", table=self.path)
+        rows = pa.table({RECORD_KEY: pc.unique(key_col)})
+        found = self.metadata.reader().lookup(rows.column(RECORD_KEY))
+        tagged = tag(rows, found)
+        tagged = tagged.filter(pc.is_valid(tagged.column(OLD_FILE_ID)))
+        tagged = tagged.append_column(PARTITION, tagged.column(OLD_PARTITION))
+        tagged = tagged.append_column(OP, pa.array([OP_DELETE] * tagged.num_rows, pa.int8()))
+        routed = tagged.append_column(TARGET_FILE_ID, tagged.column(OLD_FILE_ID))
+        return self._commit("delete", routed, self.schema())
+
+    def _write(self, data: Any, operation: str) -> str:
+        config = self.table.config
+        incoming = to_arrow(data)
+        schema = check_input(incoming, config, self.schema(), table=self.path)
+        prepared = prepare(incoming, config.record_key, config.partition_fields)
+        prepared = deduplicate(prepared, config.precombine_field)
+        prepared = prepared.append_column(OP, pa.array([OP_UPSERT] * prepared.num_rows, pa.int8()))
+        reader = self.metadata.reader()
+        if operation == "upsert":
+            found = reader.lookup(prepared.column(RECORD_KEY))
+        else:
+            found = reader.lookup([])
+        tagged = tag(prepared, found)
+        listing = current_files(reader.files())
+        small: dict[str, dict[str, int]] = {}
+        target = self.table.options.get(settings.TARGET_FILE_ROWS)
+        if operation != "bulk_insert":
+            small = _rows_per_group(reader.column_stats(config.record_key), listing, target)
+        plan = plan_slots(insert_counts(tagged), listing, target_rows=target, small_rows=small)
+        routed = route(tagged, plan)
+        return self._commit(operation, routed, schema)
+
+    def _commit(self, operation: str, routed: pa.Table, schema: list[FieldSpec]) -> str:
+        listing = current_files(self.metadata.reader().files())
+        tx = Transaction(self.table, self.metadata, operation)
+        time = tx.begin()
+        try:
+            tasks = _tasks(self.table, routed, listing, time, schema)
+            statuses = self._engine(routed.num_rows).rewrite(tasks)
+            return tx.commit(statuses, schema)
+        except BaseException:
+            tx.close(failed=True)
+            raise
+
+    def _engine(self, rows: int) -> Engine:
+        limit = self.table.options.get(settings.SMALL_WRITE_ROWS)
+        return InProcessEngine() if rows <= limit else SparkEngine(self.spark)
+
+    # ---- reads ---------------------------------------------------------------------------
+    def lookup(
+        self, keys: Sequence[str], as_of: str | None = None
+    ) -> dict[str, RecordLocation | None]:
+        return self.metadata.reader(as_of).locations([str(k) for k in keys])
+
+    def files(
+        self, partition: str | None = None, as_of: str | None = None
+    ) -> dict[str, dict[str, int]]:
+        return self.metadata.reader(as_of).files(partition)
+
+    def column_stats(self, column: str, as_of: str | None = None) -> list[ColumnStatsRecord]:
+        return self.metadata.reader(as_of).column_stats(column)
+
+    def timeline(self, which: str = "global") -> list[Instant]:
+        return list(self.table.timeline(TimelineKind(which)))
+
+    def file_paths(self, as_of: str | None = None) -> list[str]:
+        """Paths of the data files of the table as of a read point (from the metadata table)."""
+        layout = self.table.layout
+        return [
+            layout.data_file(partition, name)
+            for partition, files in sorted(self.files(as_of=as_of).items())
+            for name in sorted(files)
+        ]
+
+    def read_arrow(self, as_of: str | None = None) -> pa.Table:
+        """The table as a pyarrow Table (in-process; small tables and tests)."""
+        return read_arrow_files(self.table.fs, self.file_paths(as_of), self.schema(as_of))
+
+    def read(self, as_of: str | None = None, where: Any = None) -> Any:
+        """A Spark DataFrame of the table now or as of an instant."""
+        return read_spark(self, as_of, where)
+
+
+def _rows_per_group(
+    stats: Sequence[ColumnStatsRecord], listing: Mapping[str, Mapping[str, str]], target: int
+) -> dict[str, dict[str, int]]:
+    """partition -> file id -> rows, for the current file groups under ``target`` rows."""
+    current = {(p, name): fid for p, groups in listing.items() for fid, name in groups.items()}
+    small: dict[str, dict[str, int]] = {}
+    for s in stats:
+        fid = current.get((s.partition, s.file))
+        if fid is not None and s.value_count < target:
+            small.setdefault(s.partition, {})[fid] = s.value_count
+    return small
+
+
+def _tasks(
+    table: TableTimelines,
+    routed: pa.Table,
+    listing: Mapping[str, Mapping[str, str]],
+    time: str,
+    schema: Sequence[FieldSpec],
+) -> list[tuple[RewriteTask, pa.Table]]:
+    ordered = routed.sort_by([(PARTITION, "ascending"), (TARGET_FILE_ID, "ascending")])
+    parts = ordered.column(PARTITION).to_pylist()
+    targets = ordered.column(TARGET_FILE_ID).to_pylist()
+    payload = ordered.drop_columns([c for c in WORK_COLUMNS if c in ordered.column_names])
+    root = table.fs.unstrip_protocol(table.layout.root)
+    spec = [(f.name, f.type, f.nullable) for f in schema]
+    tasks, start = [], 0
+    for i in range(1, len(parts) + 1):
+        if i == len(parts) or (parts[i], targets[i]) != (parts[start], targets[start]):
+            partition, file_id = parts[start], targets[start]
+            task = RewriteTask(
+                root=root,
+                partition=partition,
+                file_id=file_id,
+                old_file=listing.get(partition, {}).get(file_id),
+                instant=time,
+                write_token=f"{len(tasks)}-0",
+                schema=spec,
+            )
+            tasks.append((task, payload.slice(start, i - start)))
+            start = i
+    return tasks
+
+
+def decode_status(data: bytes) -> WriteStatus:
+    return msgspec.msgpack.decode(data, type=WriteStatus)

@@ -1,0 +1,145 @@
+"""The commit protocol of one write (design section 3), each stage its own step.
+
+::
+
+    lock:   t = next instant time; requested on global, data, metadata (body: CommitPlan)
+    write data files (tasks; each creates its marker first) -> write statuses
+    inflight on data (body: CommitMetadata), metadata, global
+    metadata log blocks at instant t (files, column_stats, record_index)
+    lock:   completed on data, metadata, then global (THE COMMIT POINT), one completion time
+
+Instant bodies are msgspec JSON, version 1. The completed data and global files hold the
+:class:`CommitMetadata`: the write statuses (without key lists), the metadata log files
+written and the table schema after this commit, so rollback and readers need nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+import pyarrow as pa
+
+from metadata.records import ColumnStatsRecord
+from metadata.table import MetadataTable
+from metadata.writer import InstantChanges, WrittenLog
+from timeline.bodies import encode_body
+from timeline.heartbeat import Heartbeat
+from timeline.instant import Action
+from timeline.layout import TimelineKind
+from timeline.table import TableTimelines
+from timeline.table_config import FieldSpec
+from writers.filegroup import WriteStatus
+
+G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
+BODY_VERSION = 1
+
+
+class CommitPlan(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = BODY_VERSION
+    operation: str
+
+
+class CommitMetadata(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = BODY_VERSION
+    operation: str
+    statuses: list[WriteStatus] = []  # key lists dropped
+    logs: list[WrittenLog] = []
+    schema: list[FieldSpec] = []
+
+
+def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> InstantChanges:
+    """The metadata changes of a set of write statuses (files, column stats, index)."""
+    added: dict[str, dict[str, int]] = {}
+    deleted: dict[str, list[str]] = {}
+    stats: list[ColumnStatsRecord] = []
+    keys, parts, ids, gone = [], [], [], set()
+    for s in statuses:
+        if s.file_name is not None:
+            added.setdefault(s.partition, {})[s.file_name] = s.size
+            stats.extend(
+                ColumnStatsRecord(
+                    c.column,
+                    s.partition,
+                    s.file_name,
+                    c.min_value,
+                    c.max_value,
+                    c.null_count,
+                    c.value_count,
+                    c.total_size,
+                )
+                for c in s.stats
+            )
+            keys.extend(s.keys_added)
+            parts.extend([s.partition] * len(s.keys_added))
+            ids.extend([s.file_id] * len(s.keys_added))
+        if s.old_file is not None:
+            deleted.setdefault(s.partition, []).append(s.old_file)
+            stats.extend(ColumnStatsRecord.tombstone(c, s.partition, s.old_file) for c in columns)
+        gone.update(s.keys_removed)
+    gone.difference_update(keys)
+    upserts = pa.table(
+        {
+            "key": pa.array(keys, pa.string()),
+            "partition": pa.array(parts, pa.string()),
+            "file_id": pa.array(ids, pa.string()),
+        }
+    )
+    return InstantChanges(
+        files_added=added,
+        files_deleted=deleted,
+        column_stats=stats,
+        index_upserts=upserts,
+        index_deletes=sorted(gone),
+    )
+
+
+class Transaction:
+    """One write on the three timelines. Use as: ``begin()``, write files, ``commit()``."""
+
+    def __init__(self, table: TableTimelines, metadata: MetadataTable, operation: str):
+        self.table = table
+        self.metadata = metadata
+        self.operation = operation
+        self.time: str | None = None
+        self._heartbeat: Heartbeat | None = None
+
+    def begin(self) -> str:
+        table = self.table
+        plan = encode_body(CommitPlan(operation=self.operation))
+        with table.lock:
+            time = table.next_time()
+            self._heartbeat = table.heartbeat(time).start()
+            table.store.request(G, time, Action.COMMIT, plan)
+            table.store.request(D, time, Action.COMMIT, plan)
+            table.store.request(M, time, Action.DELTACOMMIT, plan)
+        self.time = time
+        return time
+
+    def commit(self, statuses: Sequence[WriteStatus], schema: Sequence[FieldSpec]) -> str:
+        """Inflight with the statuses, metadata log blocks, then complete (the commit point)."""
+        assert self.time is not None, "begin() first"
+        table, time = self.table, self.time
+        columns = [f.name for f in schema]
+        changes = changes_of(statuses, columns)
+        summary = [msgspec.structs.replace(s, keys_added=[], keys_removed=[]) for s in statuses]
+        body = CommitMetadata(operation=self.operation, statuses=summary, schema=list(schema))
+        table.store.start(D, time, Action.COMMIT, encode_body(body))
+        table.store.start(M, time, Action.DELTACOMMIT)
+        table.store.start(G, time, Action.COMMIT)
+        logs = self.metadata.write(time, changes)
+        done = encode_body(msgspec.structs.replace(body, logs=logs))
+        with table.lock:
+            completion = table.next_time()
+            table.store.complete(D, time, Action.COMMIT, done, completion_time=completion)
+            table.store.complete(M, time, Action.DELTACOMMIT, completion_time=completion)
+            table.store.complete(G, time, Action.COMMIT, done, completion_time=completion)
+        self.close()
+        return time
+
+    def close(self, *, failed: bool = False) -> None:
+        """Stop the heartbeat; after a failure its file stays, expires, and recovery rolls
+        the instant back."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop(remove=not failed)
+            self._heartbeat = None

@@ -1,0 +1,211 @@
+"""The steps of a write as plain functions over pyarrow tables (both engines run these).
+
+prepare (record key + partition path columns) -> deduplicate (highest precombine wins) ->
+tag (current location from the record index) -> route (target file group of every row;
+a key that changes partition becomes a delete in its old group plus an insert) -> rewrite
+(``writers.filegroup``). Planning the insert slots of each partition needs global counts, so it
+runs on the driver (:func:`plan_slots`) between tagging and routing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metadata.hashing import stable_hashes
+from metadata.records import ints_to_file_id
+from timeline.layout import parse_data_file_name, partition_path
+from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY
+
+PARTITION = "_braid_partition"
+OLD_PARTITION = "_braid_old_partition"
+OLD_FILE_ID = "_braid_old_file_id"
+TARGET_FILE_ID = "_braid_target_file_id"
+SEQ = "_braid_seq"
+WORK_COLUMNS = (PARTITION, OLD_PARTITION, OLD_FILE_ID, TARGET_FILE_ID, SEQ)
+
+
+class Slot(msgspec.Struct, frozen=True, array_like=True):
+    """Room for ``rows`` inserts in file group ``file_id`` of a partition."""
+
+    file_id: str
+    rows: int
+
+
+def prepare(table: pa.Table, key: str, partition_fields: Sequence[str]) -> pa.Table:
+    """Add the record-key and partition-path columns."""
+    keys = pc.cast(table.column(key), pa.string())
+    table = table.append_column(RECORD_KEY, keys)
+    return table.append_column(PARTITION, partition_paths(table, partition_fields))
+
+
+def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
+    """The encoded partition path of every row (computed once per distinct value tuple)."""
+    if not fields:
+        return pa.array([""] * table.num_rows, pa.string())
+    texts = [pc.cast(table.column(f), pa.string()) for f in fields]
+    marked = [pc.fill_null(pc.binary_join_element_wise("v", t, ""), "n") for t in texts]
+    combined = pc.binary_join_element_wise(*marked, "\x00") if len(marked) > 1 else marked[0]
+    encoded = pc.dictionary_encode(combined)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    paths = []
+    for combo in encoded.dictionary.to_pylist():
+        values = [None if part == "n" else part[1:] for part in combo.split("\x00")]
+        paths.append(partition_path(fields, values))
+    return pa.array(paths, pa.string()).take(encoded.indices)
+
+
+def deduplicate(table: pa.Table, precombine: str | None) -> pa.Table:
+    """One row per record key: the highest precombine value wins, then the latest row."""
+    table = table.append_column(SEQ, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    order = [(RECORD_KEY, "ascending")]
+    if precombine is not None:
+        order.append((precombine, "descending"))
+    order.append((SEQ, "descending"))
+    table = table.sort_by(order)
+    keys = table.column(RECORD_KEY).combine_chunks()
+    if len(keys) > 1:
+        first = pc.not_equal(keys[1:], keys[:-1])
+        mask = pa.concat_arrays([pa.array([True]), first.cast(pa.bool_())])
+        table = table.filter(mask)
+    return table.drop_columns([SEQ])
+
+
+def tag(table: pa.Table, found: pa.Table) -> pa.Table:
+    """Add each row's current location (old partition, old file id; null for new keys).
+
+    ``found`` is a record-index lookup result (key, partition, file_id_hi, file_id_lo)."""
+    ids = _file_ids(found)
+    located = pa.table(
+        {
+            RECORD_KEY: found.column("key"),
+            OLD_PARTITION: found.column("partition"),
+            OLD_FILE_ID: ids,
+        }
+    )
+    joined = table.join(located, RECORD_KEY, join_type="left outer", use_threads=False)
+    return joined
+
+
+def _file_ids(found: pa.Table) -> pa.Array:
+    if found.num_rows == 0:
+        return pa.array([], pa.string())
+    hi = found.column("file_id_hi").to_numpy()
+    lo = found.column("file_id_lo").to_numpy()
+    both = np.stack([hi, lo], axis=1)
+    unique, inverse = np.unique(both, axis=0, return_inverse=True)
+    names = [ints_to_file_id(int(h), int(low)) for h, low in unique]
+    return pa.array(names, pa.string()).take(pa.array(inverse.reshape(-1)))
+
+
+def insert_counts(tagged: pa.Table) -> dict[str, int]:
+    """New rows per partition: keys not in the index, or moving in from another partition."""
+    moving = _new_in_partition(tagged)
+    counts = pc.value_counts(tagged.column(PARTITION).filter(moving))
+    return {c["values"]: c["counts"] for c in counts.to_pylist()}
+
+
+def _new_in_partition(tagged: pa.Table) -> pa.Array:
+    old = tagged.column(OLD_PARTITION)
+    same = pc.fill_null(pc.equal(old, tagged.column(PARTITION)), False)
+    upsert = pc.equal(tagged.column(OP), OP_UPSERT)
+    return pc.and_(upsert, pc.invert(same))
+
+
+def plan_slots(
+    counts: Mapping[str, int],
+    current: Mapping[str, Mapping[str, int]],
+    *,
+    target_rows: int,
+    small_rows: Mapping[str, Mapping[str, int]] | None = None,
+) -> dict[str, list[Slot]]:
+    """Insert slots per partition: fill the partition's small file groups (``small_rows``:
+    partition -> file id -> rows it holds now, under ``target_rows``) then new file groups of
+    ``target_rows`` each. ``current`` is the partition -> file id -> file name listing."""
+    del current
+    plan: dict[str, list[Slot]] = {}
+    for partition, count in sorted(counts.items()):
+        slots, left = [], count
+        for file_id, rows in sorted((small_rows or {}).get(partition, {}).items()):
+            room = target_rows - rows
+            if left <= 0 or room <= 0:
+                continue
+            take = min(room, left)
+            slots.append(Slot(file_id, take))
+            left -= take
+        while left > 0:
+            take = min(target_rows, left)
+            slots.append(Slot(str(uuid.uuid4()), take))
+            left -= take
+        plan[partition] = slots
+    return plan
+
+
+def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
+    """Give every row its target file group; moved keys also yield a delete row for their
+    old group. Inserts are spread over the partition's slots in proportion to their room by
+    the format's key hash, so every engine routes the same key to the same slot."""
+    new = _new_in_partition(tagged)
+    keep_old = pc.fill_null(pc.invert(new), True)
+    targets = pc.if_else(
+        keep_old, tagged.column(OLD_FILE_ID), pa.nulls(tagged.num_rows, pa.string())
+    )
+    inserts = tagged.filter(new)
+    if inserts.num_rows:
+        chosen = _choose_slots(inserts, plan)
+        indices = pc.indices_nonzero(new).to_numpy()
+        values = np.array(targets.to_pylist(), dtype=object)
+        values[indices] = chosen
+        targets = pa.array(values.tolist(), pa.string())
+    routed = tagged.append_column(TARGET_FILE_ID, targets)
+    moved = pc.and_(new, pc.is_valid(tagged.column(OLD_FILE_ID)))
+    leaving = tagged.filter(moved)
+    if leaving.num_rows:
+        deletes = leaving.set_column(
+            leaving.schema.get_field_index(OP),
+            OP,
+            pa.array([OP_DELETE] * leaving.num_rows, pa.int8()),
+        )
+        deletes = deletes.set_column(
+            deletes.schema.get_field_index(PARTITION), PARTITION, deletes.column(OLD_PARTITION)
+        )
+        deletes = deletes.append_column(TARGET_FILE_ID, leaving.column(OLD_FILE_ID))
+        routed = pa.concat_tables([routed, deletes])
+    unknown = pc.and_(
+        pc.equal(routed.column(OP), OP_DELETE), pc.is_null(routed.column(TARGET_FILE_ID))
+    )
+    return routed.filter(pc.invert(unknown))  # deletes of keys the table does not hold
+
+
+def _choose_slots(inserts: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> np.ndarray:
+    hashes = stable_hashes(inserts.column(RECORD_KEY))
+    partitions = np.array(inserts.column(PARTITION).to_pylist(), dtype=object)
+    chosen = np.empty(len(hashes), dtype=object)
+    for partition, slots in plan.items():
+        rows = partitions == partition
+        if not rows.any():
+            continue
+        bounds = np.cumsum([s.rows for s in slots]).astype(np.uint64)
+        ids = np.array([s.file_id for s in slots], dtype=object)
+        points = hashes[rows] % bounds[-1]
+        chosen[rows] = ids[np.searchsorted(bounds, points, side="right")]
+    return chosen
+
+
+def current_files(listing: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, str]]:
+    """partition -> file id -> newest file name, from a ``files`` partition listing."""
+    current: dict[str, dict[str, str]] = {}
+    for partition, files in listing.items():
+        groups = current.setdefault(partition, {})
+        for name in files:
+            parsed = parse_data_file_name(name)
+            known = groups.get(parsed.file_id)
+            if known is None or parse_data_file_name(known).instant < parsed.instant:
+                groups[parsed.file_id] = name
+    return current

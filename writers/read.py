@@ -1,0 +1,57 @@
+"""Reads of the data table: the file slices as of a read point come from the metadata table's
+``files`` partition (data folders are never listed), pruned with ``column_stats``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
+
+from timeline.table_config import FieldSpec
+from writers.filegroup import conform, data_schema
+from writers.pruning import prune
+
+
+def table_schema(schema: Sequence[FieldSpec]) -> pa.Schema:
+    return data_schema([(f.name, f.type, f.nullable) for f in schema])
+
+
+def read_arrow_files(
+    fs: AbstractFileSystem, paths: Sequence[str], schema: Sequence[FieldSpec]
+) -> pa.Table:
+    target = table_schema(schema)
+    parts = []
+    for path in paths:
+        with fs.open(path, "rb") as handle:
+            parts.append(conform(pq.read_table(handle), target))
+    return pa.concat_tables(parts) if parts else target.empty_table()
+
+
+def selected_paths(client: Any, as_of: str | None, where: Any) -> list[str]:
+    """Data files to read: all of the read point's, minus those ``where`` rules out."""
+    reader = client.metadata.reader(as_of)
+    listing = reader.files()
+    pairs = [(p, name) for p, files in sorted(listing.items()) for name in sorted(files)]
+    if isinstance(where, str) and pairs:
+        pairs = prune(pairs, reader.column_stats(), where)
+    layout = client.table.layout
+    return [layout.data_file(p, name) for p, name in pairs]
+
+
+def read_spark(client: Any, as_of: str | None, where: Any) -> Any:
+    spark = client.spark
+    schema = table_schema(client.schema(as_of))
+    paths = selected_paths(client, as_of, where)
+    if not paths:
+        frame = spark.createDataFrame(schema.empty_table())
+    else:
+        fs = client.table.fs
+        urls = [fs.unstrip_protocol(p) for p in paths]
+        frame = spark.read.option("mergeSchema", "true").parquet(*urls)
+        frame = frame.select(*[n for n in schema.names if n in frame.columns])
+    if where is not None:
+        frame = frame.where(where)
+    return frame

@@ -1,0 +1,100 @@
+"""Input of a write: conversion to Arrow and the checks that run before anything is written.
+
+Schema rules: the record key and every partition field must be present, keys must not be
+null, ``_braid_*`` names are reserved. A column the table has keeps its type (integers and
+floats may arrive narrower and are widened); a new column is added as nullable; a nullable
+column missing from the input is written as nulls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from timeline.errors import ConfigError
+from timeline.table_config import FieldSpec, TableConfig, text_to_type, type_to_text
+from writers.errors import InputError
+
+_WIDENS = {
+    pa.int8(): (pa.int16(), pa.int32(), pa.int64()),
+    pa.int16(): (pa.int32(), pa.int64()),
+    pa.int32(): (pa.int64(),),
+    pa.float32(): (pa.float64(),),
+    pa.string(): (pa.large_string(),),
+}
+
+
+def to_arrow(data: Any) -> pa.Table:
+    """A pyarrow Table from a pyarrow Table/RecordBatch, a pandas or a Spark DataFrame."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if hasattr(data, "toArrow") and hasattr(data, "sparkSession"):
+        return data.toArrow()
+    if type(data).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise InputError(
+        f"cannot write a {type(data).__name__}: pass a Spark DataFrame, a pyarrow Table or a "
+        "pandas DataFrame"
+    )
+
+
+def check_input(
+    incoming: pa.Table, config: TableConfig, current: Sequence[FieldSpec], *, table: str
+) -> list[FieldSpec]:
+    """Check ``incoming`` against the table; returns the table schema after this write."""
+    names = incoming.column_names
+    key = config.record_key
+    if key not in names:
+        raise InputError(
+            f"the input has no record key column {key!r} (columns: {names}); add it or "
+            "rename the key column",
+            table=table,
+        )
+    nulls = incoming.column(key).null_count
+    if nulls:
+        raise InputError(
+            f"{nulls} rows have a null record key {key!r}: every row needs a key; drop or fill "
+            "them before writing",
+            table=table,
+        )
+    missing = [f for f in config.partition_fields if f not in names]
+    if missing:
+        raise InputError(
+            f"the input lacks partition field(s) {missing} of the table (partitioned by "
+            f"{config.partition_fields}); columns given: {names}",
+            table=table,
+        )
+    reserved = [n for n in names if n.startswith("_braid_")]
+    if reserved:
+        raise InputError(f"column names {reserved} are reserved for lakebraid", table=table)
+    if len(set(names)) != len(names):
+        raise InputError(f"duplicate column names in the input: {names}", table=table)
+    known = {f.name: f for f in current}
+    schema = list(current)
+    for field in incoming.schema:
+        if field.name in known:
+            want = text_to_type(known[field.name].type)
+            if field.type != want and want not in _WIDENS.get(field.type, ()):
+                raise InputError(
+                    f"column {field.name!r} has type {field.type} in the input but "
+                    f"{want} in the table; cast it to {want} (changing a column's type is "
+                    "not supported)",
+                    table=table,
+                )
+            continue
+        try:
+            text = type_to_text(field.type)
+        except ConfigError as exc:
+            raise InputError(f"column {field.name!r}: {exc.message}", table=table) from None
+        nullable = field.name != key and (field.nullable or bool(current))
+        schema.append(FieldSpec(field.name, text, nullable))
+    absent = [f.name for f in current if f.name not in names and not f.nullable]
+    if absent:
+        raise InputError(
+            f"the input lacks non-nullable column(s) {absent} of the table", table=table
+        )
+    return schema

@@ -1,0 +1,30 @@
+"""Config keys of the write client (registered in the one registry, ``timeline.config``)."""
+
+from __future__ import annotations
+
+from timeline import config as cfg
+
+SMALL_WRITE_ROWS = cfg.register(
+    "write.inprocess.max.rows",
+    int,
+    200_000,
+    "Writes of at most this many rows run in-process on pyarrow (no Spark jobs); larger ones "
+    "run as Spark tasks. 0 sends every write to Spark.",
+    cfg.at_least(0),
+)
+TARGET_FILE_ROWS = cfg.register(
+    "write.target.file.rows",
+    int,
+    1_000_000,
+    "Rows a data file group grows to before inserts go to a new file group; groups below "
+    "it take inserts first (small-file handling).",
+    cfg.at_least(1),
+)
+EXPECTED_RECORDS = cfg.register(
+    "index.expected.records",
+    int,
+    0,
+    "Records the table is expected to hold; at creation the number of record-index file "
+    "groups is estimated from it (metadata.record_index.records.per.group).",
+    cfg.at_least(0),
+)
