@@ -52,3 +52,22 @@ def new_table(tmp_path):
         return TableTimelines.create(str(tmp_path / name), config, options)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One embedded Spark session per test process, tuned for tests (shared/spark-facts.md)."""
+    from writers.spark import embedded_session
+
+    session = embedded_session(
+        "lakebraid-tests",
+        master="local[2]",
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.driver.memory": "2g",
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        },
+    )
+    yield session
+    session.stop()

@@ -1,0 +1,182 @@
+"""The write client against a model: random batches, reads as of every instant, index
+exactness, and bad input that changes nothing. Runs on both engines."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from timeline.layout import parse_data_file_name
+from writers.client import WriteClient
+from writers.errors import InputError
+from writers.read import selected_paths
+
+pytestmark = pytest.mark.xdist_group("spark")
+ENGINES = {"inprocess": {}, "spark": {"write.inprocess.max.rows": 0}}
+DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
+
+
+def batch(rng: random.Random, keys: list[str], n: int, ts: int) -> pa.Table:
+    """n rows over ``keys`` (duplicates likely), random days (keys move partitions)."""
+    chosen = [rng.choice(keys) for _ in range(n)]
+    return pa.table(
+        {
+            "id": chosen,
+            "day": [rng.choice(DAYS) for _ in chosen],
+            "ts": [ts + rng.randrange(3) for _ in chosen],
+            "amount": [float(rng.randrange(1000)) for _ in chosen],
+        }
+    )
+
+
+def apply_model(model: dict[str, dict], data: pa.Table, op: str) -> None:
+    rows = data.to_pylist()
+    if op == "delete":
+        for row in rows:
+            model.pop(row["id"], None)
+        return
+    best: dict[str, tuple[int, int, dict]] = {}
+    for seq, row in enumerate(rows):  # highest ts wins, then the later row
+        rank = (row["ts"], seq)
+        if row["id"] not in best or rank > best[row["id"]][:2]:
+            best[row["id"]] = (*rank, row)
+    for key, (_, _, row) in best.items():
+        model[key] = row
+
+
+def table_rows(table: pa.Table) -> dict[str, dict]:
+    cols = ["id", "day", "ts", "amount"]
+    rows = table.select(cols).to_pylist()
+    keys = [r["id"] for r in rows]
+    assert len(keys) == len(set(keys)), "a key appears twice in the table"
+    return {r["id"]: r for r in rows}
+
+
+def check_index_and_listing(client: WriteClient, model: dict[str, dict]) -> None:
+    root = Path(client.path)
+    listed = client.files()
+    on_disk: dict[str, list[str]] = {}
+    for path in root.rglob("*.parquet"):
+        if ".braid" in path.parts:
+            continue
+        on_disk.setdefault(parse_data_file_name(path.name).file_id, []).append(str(path))
+    holder: dict[str, str] = {}
+    stats = {(s.partition, s.file, s.column): s for s in client.column_stats("amount")}
+    for partition, files in listed.items():
+        for name, size in files.items():
+            path = root / partition / name
+            assert path.exists() and path.stat().st_size == size
+            fid = parse_data_file_name(name).file_id
+            newest = max(on_disk[fid], key=lambda p: parse_data_file_name(Path(p).name).instant)
+            assert Path(newest) == path, "the listing must name a file group's newest file"
+            data = pq.read_table(path)
+            for key in data.column("id").to_pylist():
+                holder[key] = fid
+            s = stats[(partition, name, "amount")]
+            amount = data.column("amount")
+            assert (s.min_value, s.max_value) == (pc.min(amount).as_py(), pc.max(amount).as_py())
+            assert s.null_count == amount.null_count
+            assert s.value_count == len(amount) - amount.null_count
+    assert set(holder) == set(model)
+    located = client.lookup([*list(model), "never-written"])
+    assert located.pop("never-written") is None
+    for key, location in located.items():
+        assert location is not None and location.file_id == holder[key], key
+
+
+@pytest.mark.parametrize("engine", ["inprocess", "spark"])
+def test_random_batches_match_the_model_now_and_as_of_every_instant(
+    tmp_path, spark, engine
+) -> None:
+    rng = random.Random(7)
+    options = {"write.target.file.rows": 6, **ENGINES[engine]}
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", spark=spark, **options)
+    keys = [f"k{i:03d}" for i in range(40)]
+    model: dict[str, dict] = {}
+    history: list[tuple[str, dict[str, dict]]] = []
+    deleted_ever: list[str] = []
+    steps = 30 if engine == "inprocess" else 8
+    for step in range(steps):
+        op = rng.choice(["insert", "upsert", "upsert", "delete"]) if step else "bulk_insert"
+        if op == "delete":
+            gone = rng.sample(keys, 5)
+            data = pa.table({"id": gone})
+            client.delete(data)
+            deleted_ever += [k for k in gone if k in model]
+        elif op in ("insert", "bulk_insert"):
+            fresh = [k for k in keys if k not in model]
+            if not fresh:
+                continue
+            data = batch(rng, fresh, 6, step * 10)
+            getattr(client, op)(data)
+        else:
+            data = batch(rng, keys, 12, step * 10)
+            client.upsert(data)
+        apply_model(model, data, op)
+        done = client.timeline()[-1]
+        history.append((done.completion_time, {k: dict(v) for k, v in model.items()}))
+        assert table_rows(client.read_arrow()) == model
+        check_index_and_listing(client, model)
+    for as_of, expected in history:
+        assert table_rows(client.read_arrow(as_of=as_of)) == expected, as_of
+    assert deleted_ever, "the random walk must delete keys the table held"
+
+
+@pytest.fixture
+def client(tmp_path, spark) -> WriteClient:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", spark=spark)
+    c.insert(pa.table({"id": ["a", "b"], "day": DAYS[:2], "ts": [1, 1], "amount": [1.0, 2.0]}))
+    return c
+
+
+def snapshot(c: WriteClient) -> tuple:
+    files = sorted(
+        str(p) for p in Path(c.path).rglob("*") if p.is_file() and "heartbeats" not in str(p)
+    )
+    return files, c.timeline("global"), c.timeline("data"), c.timeline("metadata")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (pa.table({"id": ["x", None], "day": DAYS[:2], "ts": [1, 1]}), "null record key"),
+        (pa.table({"day": DAYS[:1], "ts": [1]}), "no record key column 'id'"),
+        (pa.table({"id": ["x"], "day": DAYS[:1], "ts": ["late"]}), "column 'ts' has type string"),
+        (pa.table({"id": ["x"], "ts": [1]}), "partition field"),
+    ],
+    ids=["null-key", "no-key-column", "type-change", "no-partition-field"],
+)
+def test_bad_input_is_refused_before_anything_is_written(client, data, message) -> None:
+    before = snapshot(client)
+    for write in (client.upsert, client.insert):
+        with pytest.raises(InputError, match=message) as info:
+            write(data)
+        assert client.path in str(info.value)
+    assert snapshot(client) == before
+
+
+def test_new_nullable_columns_are_added(client) -> None:
+    client.upsert(
+        pa.table({"id": ["c"], "day": DAYS[:1], "ts": [2], "amount": [3.0], "note": ["hi"]})
+    )
+    rows = client.read_arrow().sort_by("id").to_pydict()
+    assert rows["note"] == [None, None, "hi"]
+    assert [f.name for f in client.schema()][-1] == "note"
+
+
+def test_read_prunes_files_and_matches_the_filter(client) -> None:
+    client.upsert(
+        pa.table({"id": ["c", "d"], "day": DAYS[2:] * 2, "ts": [1, 1], "amount": [50.0, 60.0]})
+    )
+    where = "amount > 10 and day = '2024-01-03'"
+    rows = client.read(where=where).toArrow()
+    assert sorted(rows.column("id").to_pylist()) == ["c", "d"]
+    chosen = selected_paths(client, None, where)
+    assert len(chosen) == 1 and "day=2024-01-03" in chosen[0]
+    assert os.path.exists(chosen[0])
