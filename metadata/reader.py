@@ -174,11 +174,11 @@ class MetadataReader:
     def _listing(self, partition: Partition) -> dict[str, list[MetadataFile]]:
         if partition not in self._listings:
             folder = self.folder(partition)
-            names = (
-                [p.rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
-                if (self.fs.exists(folder))
-                else []
-            )
+            try:
+                entries = self.fs.ls(folder, detail=True)
+            except FileNotFoundError:
+                entries = []
+            names = [(e["name"].rsplit("/", 1)[-1], int(e.get("size") or 0)) for e in entries]
             self._listings[partition] = group_files(names)
         return self._listings[partition]
 

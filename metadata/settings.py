@@ -56,3 +56,19 @@ LOOKUP_THREADS = cfg.register(
     "releases the GIL).",
     cfg.at_least(1),
 )
+COMPACT_LOG_FILES = cfg.register(
+    "metadata.compact.max.log.files",
+    int,
+    8,
+    "After a commit, metadata file groups with this many log files since their base are "
+    "compacted inline (0 turns inline compaction off).",
+    cfg.at_least(0),
+)
+COMPACT_LOG_BYTES = cfg.register(
+    "metadata.compact.max.log.bytes",
+    int,
+    1024 * 1024,
+    "After a commit, metadata file groups whose log files since their base add up to this "
+    "many bytes are compacted inline (large writes fold at once, so lookups stay fast).",
+    cfg.at_least(1),
+)

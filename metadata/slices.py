@@ -38,6 +38,7 @@ class MetadataFile(msgspec.Struct, frozen=True):
     file_group: str
     instant: str
     kind: str  # "base" | "log"
+    size: int = 0
 
 
 class FileSlice(msgspec.Struct, frozen=True):
@@ -47,9 +48,10 @@ class FileSlice(msgspec.Struct, frozen=True):
     logs: tuple[str, ...]  # file names in merge order (oldest completion first)
     log_instants: tuple[str, ...]
     folded: frozenset[str] = frozenset()  # instants the base already holds
+    log_bytes: int = 0  # total size of the log files
 
 
-def parse_name(name: str) -> MetadataFile | None:
+def parse_name(name: str, size: int = 0) -> MetadataFile | None:
     if name.startswith(".") or name.endswith(".inprogress"):
         return None
     stem, dot, ext = name.rpartition(".")
@@ -58,13 +60,14 @@ def parse_name(name: str) -> MetadataFile | None:
     group, sep, instant = stem.rpartition("_")
     if not sep or len(instant) != 17 or not instant.isdigit():
         return None
-    return MetadataFile(name, group, instant, "base" if ext == "parquet" else "log")
+    return MetadataFile(name, group, instant, "base" if ext == "parquet" else "log", size)
 
 
-def group_files(names: Iterable[str]) -> dict[str, list[MetadataFile]]:
+def group_files(names: Iterable[str | tuple[str, int]]) -> dict[str, list[MetadataFile]]:
+    """Files by file group, from names or (name, size) pairs."""
     groups: dict[str, list[MetadataFile]] = {}
-    for name in names:
-        parsed = parse_name(name)
+    for entry in names:
+        parsed = parse_name(entry) if isinstance(entry, str) else parse_name(*entry)
         if parsed is not None:
             groups.setdefault(parsed.file_group, []).append(parsed)
     return groups
@@ -105,4 +108,5 @@ def build_slice(
         logs=tuple(f.name for f in logs),
         log_instants=tuple(f.instant for f in logs),
         folded=folded,
+        log_bytes=sum(f.size for f in logs),
     )

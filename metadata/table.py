@@ -106,16 +106,24 @@ class MetadataTable:
 
     # ---- compaction ------------------------------------------------------------------
     def compact(
-        self, partitions: Iterable[Partition] | None = None, *, min_logs: int = 1
+        self,
+        partitions: Iterable[Partition] | None = None,
+        *,
+        min_logs: int = 1,
+        min_log_bytes: int | None = None,
     ) -> str | None:
         """Fold the visible log files of every file group holding at least ``min_logs`` of
-        them into new bases, as one compaction instant. Returns its time (None: no work)."""
+        them or ``min_log_bytes`` of logs (either suffices) into new bases, as one compaction
+        instant. Returns its time (None: no work)."""
         point = self.read_point()
         reader = MetadataReader(self.fs, self.layout, point, self.table.options)
         work: list[tuple[Partition, FileSlice]] = []
         for partition in partitions or list(Partition):
             for piece in reader.slices(partition):
-                if len(piece.logs) >= min_logs and piece.logs:
+                due = len(piece.logs) >= min_logs or (
+                    min_log_bytes is not None and piece.log_bytes >= min_log_bytes
+                )
+                if piece.logs and due:
                     work.append((partition, piece))
         if not work:
             return None
@@ -150,6 +158,18 @@ class MetadataTable:
         return time
 
     # ---- reindex ---------------------------------------------------------------------
+    def compact_if_due(self) -> str | None:
+        """The inline compaction a writer runs after its commit (config keys
+        ``metadata.compact.max.log.files`` / ``metadata.compact.max.log.bytes``)."""
+        options = self.table.options
+        files, size = (
+            options.get(settings.COMPACT_LOG_FILES),
+            options.get(settings.COMPACT_LOG_BYTES),
+        )
+        if files == 0:
+            return None
+        return self.compact(min_logs=files, min_log_bytes=size)
+
     def estimate_groups(self, record_count: int) -> int:
         options = self.table.options
         return estimate_file_groups(

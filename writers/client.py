@@ -187,10 +187,12 @@ class WriteClient:
         try:
             tasks = _tasks(self.table, routed, listing, time, schema)
             statuses = self._engine(routed.num_rows).rewrite(tasks)
-            return tx.commit(statuses, schema)
+            tx.commit(statuses, schema)
         except BaseException:
             tx.close(failed=True)
             raise
+        self.metadata.compact_if_due()
+        return time
 
     def _engine(self, rows: int) -> Engine:
         limit = self.table.options.get(settings.SMALL_WRITE_ROWS)

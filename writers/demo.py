@@ -1,9 +1,9 @@
-"""``make demo``: the end-to-end story on embedded defaults (local Spark, local files).
+"""``make demo``: the whole story on embedded defaults (local Spark, local files).
 
-Today (timeline layer): start the embedded Spark session, generate a trips dataset, create a
-table with its schema, walk one instant through requested -> inflight -> completed on all
-three timelines, leave a second one half-finished as a crashed writer would, and print the
-timelines and what a reader may see. Later issues extend this to real writes.
+Generates trips with Spark (default 1,000,000 over 30 days), then: create a table, bulk insert,
+upsert a mixed batch (updates, new keys, keys moving to another day, duplicates), delete some
+keys, print the three timelines, look keys up as of two instants, read as of the first instant
+and now (with data skipping), and print the time of every step.
 """
 
 from __future__ import annotations
@@ -11,79 +11,102 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pyspark.sql import functions as F
 
-from timeline.instant import Action
 from timeline.layout import TimelineKind
-from timeline.table import TableTimelines
-from timeline.table_config import TableConfig, schema_to_fields
 from writers.cli import format_timeline
+from writers.client import WriteClient
+from writers.read import selected_paths
 from writers.spark import embedded_session
 
-G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
+T = TypeVar("T")
+
+
+def step(label: str, work: Callable[[], T]) -> T:
+    print(f"-> {label} ...", flush=True)
+    started = time.perf_counter()
+    result = work()
+    print(f"   {label}: {time.perf_counter() - started:.2f} s", flush=True)
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--path", default="demo-output/trips")
-    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--rows", type=int, default=1_000_000)
     args = parser.parse_args()
     started = time.perf_counter()
-    spark = embedded_session("lakebraid-demo")
+    spark = step("start Spark", lambda: embedded_session("lakebraid-demo"))
+    spark.sparkContext.setLogLevel("ERROR")
     trips = (
         spark.range(args.rows)
-        .withColumn("trip_id", F.expr("uuid()"))
+        .withColumn("trip_id", F.format_string("trip-%09d", F.col("id")))
         .withColumn(
-            "day", F.expr("date_format(date_add('2024-01-01', cast(id % 7 as int)), 'yyyy-MM-dd')")
+            "day", F.expr("date_format(date_add('2024-01-01', cast(id % 30 as int)), 'yyyy-MM-dd')")
         )
         .withColumn("fare", F.round(F.rand(7) * 80 + 3, 2))
-        .withColumn("ts", F.col("id"))
+        .withColumn("ts", F.lit(1).cast("long"))
         .drop("id")
     )
-    schema = trips.limit(0).toArrow().schema
-    print(f"generated {trips.count():,} trips with Spark {spark.version}: {schema.names}")
-
     shutil.rmtree(args.path, ignore_errors=True)
     Path(args.path).parent.mkdir(parents=True, exist_ok=True)
-    config = TableConfig(
-        name="trips",
+    client = WriteClient.create(
+        args.path,
         record_key="trip_id",
-        partition_fields=["day"],
-        precombine_field="ts",
-        schema=schema_to_fields(schema),
+        partition_by=["day"],
+        precombine="ts",
+        spark=spark,
+        **{"index.expected.records": args.rows, "write.target.file.rows": 200_000},
     )
-    table = TableTimelines.create(args.path, config)
-    print(f"created table {table.path}")
-
-    # one instant, all the way (the commit protocol's skeleton, without data files yet)
-    done = table.next_time()
-    with table.heartbeat(done):
-        with table.lock:
-            for kind, action in ((G, Action.COMMIT), (D, Action.COMMIT), (M, Action.DELTACOMMIT)):
-                table.store.request(kind, done, action)
-        table.store.start(D, done, Action.COMMIT)
-        table.store.start(M, done, Action.DELTACOMMIT)
-        table.store.start(G, done, Action.COMMIT)
-        with table.lock:
-            completion = table.next_time()
-            for kind, action in ((D, Action.COMMIT), (M, Action.DELTACOMMIT), (G, Action.COMMIT)):
-                table.store.complete(kind, done, action, completion_time=completion)
-    # a second one whose writer "crashed" after completing on data but not on global
-    crashed = table.next_time()
-    with table.lock:
-        for kind, action in ((G, Action.COMMIT), (D, Action.COMMIT), (M, Action.DELTACOMMIT)):
-            table.store.request(kind, crashed, action)
-    table.store.start(D, crashed, Action.COMMIT)
-    table.store.start(G, crashed, Action.COMMIT)
-    table.store.complete(D, crashed, Action.COMMIT)
-
-    for kind in (G, D, M):
-        print(format_timeline(table, kind))
-    visible = [i.time for i in table.visibility().visible]
-    dead = [i.time for i in table.dead_instants()]
-    print(f"visible to readers: {visible}; pending with no live writer: {dead}")
+    print(f"created table {client.path}")
+    first = step(f"bulk insert {args.rows:,} trips", lambda: client.bulk_insert(trips))
+    n = max(10, args.rows // 100)
+    mixed = (
+        spark.range(n)
+        .withColumn(
+            "k",
+            F.when(F.col("id") % 2 == 0, F.col("id") * 37 % args.rows).otherwise(
+                args.rows + F.col("id")
+            ),
+        )
+        .withColumn("trip_id", F.format_string("trip-%09d", F.col("k")))
+        .withColumn(
+            "day", F.expr("date_format(date_add('2024-01-01', cast(k % 29 as int)), 'yyyy-MM-dd')")
+        )
+        .withColumn("fare", F.lit(99.5))
+        .withColumn("ts", F.lit(2).cast("long"))
+        .drop("id", "k")
+    )
+    second = step(
+        f"upsert {n:,} rows (half updates, some moving day; half new)", lambda: client.upsert(mixed)
+    )
+    doomed = [f"trip-{i:09d}" for i in range(1, args.rows, max(1, args.rows // 1000))][:1000]
+    third = step(f"delete {len(doomed):,} keys", lambda: client.delete(doomed))
+    for kind in TimelineKind:
+        print(format_timeline(client.table, kind))
+    first_done = next(i.completion_time for i in client.timeline() if i.time == first)
+    probe = ["trip-000000000", "trip-000000001", f"trip-{args.rows + 1:09d}"]
+    for label, as_of in (("after the bulk insert", first_done), ("now", None)):
+        found = step(
+            f"look up {len(probe)} keys as of {label}",
+            lambda a=as_of: client.lookup(probe, as_of=a),
+        )
+        for key, where in found.items():
+            print(f"   {key}: {where.partition + ' ' + where.file_id if where else 'absent'}")
+    before = step("count rows as of the bulk insert", lambda: client.read(as_of=first_done).count())
+    now = step("count rows now", lambda: client.read().count())
+    where = "day = '2024-01-05' and fare > 50"
+    files = len(selected_paths(client, None, where))
+    total = len(selected_paths(client, None, None))
+    hits = step(f"read where {where}", lambda: client.read(where=where).count())
+    print(
+        f"rows as of {first}: {before:,}; now: {now:,}; filtered: {hits:,} "
+        f"(read {files} of {total} files); commits {first}, {second}, {third}"
+    )
     print(f"demo finished in {time.perf_counter() - started:.1f} s")
     spark.stop()
 
