@@ -14,6 +14,7 @@ tombstones and delete blocks remove the key.
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -45,6 +46,7 @@ from timeline import config as cfg
 from timeline.layout import TableLayout
 
 T = TypeVar("T")
+_key_of = operator.attrgetter("key")
 LogState = dict[str, MetadataRecord | None]  # None: deleted by a delete block
 
 
@@ -76,14 +78,17 @@ LOGS = _LogCache()
 def fold_logs(partition: Partition, blocks: Iterable[LogBlock]) -> LogState:
     """The net effect of log blocks (in merge order), tombstones kept."""
     state: LogState = {}
+    cumulative = partition is Partition.FILES
     for block in blocks:
         if block.block_type is BlockType.DATA:
+            if not cumulative:  # newest replaces: no per-record merge needed
+                state.update(zip(map(_key_of, block.records), block.records, strict=True))
+                continue
             for record in block.records:
                 older = state.get(record.key)
                 state[record.key] = merge_records(partition, older, record, keep_tombstones=True)
         elif block.block_type is BlockType.DELETE:
-            for key in block.keys:
-                state[key] = None
+            state.update(dict.fromkeys(block.keys))
     return state
 
 

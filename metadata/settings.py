@@ -67,7 +67,7 @@ COMPACT_LOG_FILES = cfg.register(
 COMPACT_LOG_BYTES = cfg.register(
     "metadata.compact.max.log.bytes",
     int,
-    1024 * 1024,
+    256 * 1024,
     "After a commit, metadata file groups whose log files since their base add up to this "
     "many bytes are compacted inline (large writes fold at once, so lookups stay fast).",
     cfg.at_least(1),
