@@ -10,11 +10,13 @@ import pytest
 from writers.client import WriteClient
 
 WRITER = """
-import sys
+import os, sys, time
 import pyarrow as pa
 from writers.client import WriteClient
 c = WriteClient.open(sys.argv[1])
 n = int(sys.argv[2])
+while not os.path.exists(sys.argv[3]):  # the reader has read once
+    time.sleep(0.05)
 for step in range(1, 6):
     ids = [f"k{i:06d}" for i in range(n)]
     days = [f"d{i % 4}" for i in range(n)]
@@ -32,6 +34,7 @@ while time.time() < deadline:
     rows = c.read_arrow()
     values = sorted(set(rows.column("v").to_pylist()))
     seen.append([rows.num_rows, values])
+    open(sys.argv[2], "w").close()
     if values == [5]:
         break
 print(json.dumps(seen), flush=True)
@@ -53,8 +56,9 @@ def test_reader_sees_only_whole_commits(tmp_path, run_python) -> None:
             }
         )
     )
-    reader = run_python(READER, path)
-    writer = run_python(WRITER, path, str(n))
+    ready = str(tmp_path / "reader-ready")
+    reader = run_python(READER, path, ready)
+    writer = run_python(WRITER, path, str(n), ready)
     _, err_w = writer.communicate(timeout=300)
     out_r, err_r = reader.communicate(timeout=300)
     assert writer.returncode == 0, err_w
