@@ -106,8 +106,10 @@ def route(
     keys = [r.key for r in records]
     if len(set(keys)) != len(keys):
         raise ValueError(f"{partition}: a key appears twice in one instant's changes")
-    for record, index in zip(records, file_groups_of(keys, n_groups).tolist(), strict=True):
-        by_group[file_group_id(str(partition), index)].append(record)
+    indexes = file_groups_of(keys, n_groups)
+    names = {int(i): file_group_id(str(partition), int(i)) for i in set(indexes.tolist())}
+    for record, index in zip(records, indexes.tolist(), strict=True):
+        by_group[names[index]].append(record)
     for group in by_group.values():
         group.sort(key=lambda r: r.key)
     return by_group
