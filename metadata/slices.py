@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 
+from metadata.errors import MetadataError
+
 
 class ReadPoint(msgspec.Struct, frozen=True):
     """What a metadata reader may see; plain data, safe to send to Spark executors."""
@@ -31,6 +33,7 @@ class ReadPoint(msgspec.Struct, frozen=True):
     undone: frozenset[str]  # instants undone by completed rollbacks / restores
     bases: tuple[str, ...]  # compaction / reindex instants whose bases are visible, in order
     group_counts: dict[str, int]  # metadata partition -> number of file groups
+    reindexed: dict[str, str] = {}  # metadata partition -> its latest visible reindex instant
 
 
 class MetadataFile(msgspec.Struct, frozen=True):
@@ -85,9 +88,11 @@ def build_slice(
     footer); it is called newest base first until one folds no undone instant."""
     files = list(files)
     base_rank = {t: n for n, t in enumerate(point.bases)}
+    reindex = point.reindexed.get(file_group.rsplit("-", 1)[0])
+    floor = base_rank[reindex] if reindex is not None else -1  # older layouts never count
     log_rank = {t: n for n, t in enumerate(point.visible)}
     bases = sorted(
-        (f for f in files if f.kind == "base" and f.instant in base_rank),
+        (f for f in files if f.kind == "base" and base_rank.get(f.instant, -1) >= max(floor, 0)),
         key=lambda f: base_rank[f.instant],
         reverse=True,
     )
@@ -97,6 +102,12 @@ def build_slice(
         if not candidate_folded & point.undone:
             base, folded = candidate, candidate_folded
             break
+    if base is None and reindex is not None:
+        raise MetadataError(
+            f"file group {file_group}: every base since reindex {reindex} folds an instant "
+            f"undone later ({sorted(point.undone)}); its rows cannot be rebuilt from logs: "
+            "run the reindex again"
+        )
     logs = sorted(
         (f for f in files if f.kind == "log" and f.instant in log_rank and f.instant not in folded),
         key=lambda f: log_rank[f.instant],

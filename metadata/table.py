@@ -76,15 +76,19 @@ class MetadataTable:
         meta = self.table.timeline(TimelineKind.METADATA)
         bases = [i for i in meta.by_completion(as_of) if i.action in BASE_ACTIONS]
         counts = default_group_counts(self.table)
+        reindexed: dict[str, str] = {}
         for inst in bases:
             if inst.action is Action.REINDEX:
-                counts.update(self._plan(inst.time, Action.REINDEX, ReindexPlan).group_counts)
+                plan = self._plan(inst.time, Action.REINDEX, ReindexPlan)
+                counts.update(plan.group_counts)
+                reindexed.update(dict.fromkeys(plan.group_counts, inst.time))
         return ReadPoint(
             as_of=as_of,
             visible=tuple(i.time for i in visibility.visible),
             undone=visibility.undone,
             bases=tuple(i.time for i in bases),
             group_counts=counts,
+            reindexed=reindexed,
         )
 
     def reader(self, as_of: str | None = None) -> MetadataReader:

@@ -14,9 +14,11 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import functions as F
 
 from metadata import settings as metadata_settings
 from metadata.hashing import estimate_file_groups
+from metadata.reader import MetadataReader
 from metadata.records import ColumnStatsRecord, RecordLocation
 from metadata.table import MetadataTable
 from timeline import config as cfg
@@ -27,7 +29,7 @@ from timeline.table import TableTimelines
 from timeline.table_config import FieldSpec, IndexSettings, TableConfig
 from writers import settings
 from writers.commit import CommitMetadata, G, Transaction
-from writers.engine import Engine, InProcessEngine, SparkEngine
+from writers.engine import InProcessEngine
 from writers.errors import WriteError
 from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask, WriteStatus
 from writers.pipeline import (
@@ -45,8 +47,9 @@ from writers.pipeline import (
     tag,
 )
 from writers.read import read_arrow_files, read_spark
-from writers.schema import check_input, to_arrow
+from writers.schema import check_input, is_spark_frame, to_arrow
 from writers.spark import embedded_session
+from writers.spark_pipeline import Context, rewrite_frame, route_frame
 
 
 class WriteClient:
@@ -156,9 +159,14 @@ class WriteClient:
         tagged = tagged.append_column(PARTITION, tagged.column(OLD_PARTITION))
         tagged = tagged.append_column(OP, pa.array([OP_DELETE] * tagged.num_rows, pa.int8()))
         routed = tagged.append_column(TARGET_FILE_ID, tagged.column(OLD_FILE_ID))
-        return self._commit("delete", routed, self.schema())
+        listing = current_files(self.metadata.reader().files())
+        return self._commit("delete", routed, self.schema(), listing)
 
     def _write(self, data: Any, operation: str) -> str:
+        if is_spark_frame(data):
+            limit = self.table.options.get(settings.SMALL_WRITE_ROWS)
+            if limit == 0 or data.count() > limit:
+                return self._write_spark(data, operation)
         config = self.table.config
         incoming = to_arrow(data)
         schema = check_input(incoming, config, self.schema(), table=self.path)
@@ -166,37 +174,84 @@ class WriteClient:
         prepared = deduplicate(prepared, config.precombine_field)
         prepared = prepared.append_column(OP, pa.array([OP_UPSERT] * prepared.num_rows, pa.int8()))
         reader = self.metadata.reader()
-        if operation == "upsert":
-            found = reader.lookup(prepared.column(RECORD_KEY))
-        else:
-            found = reader.lookup([])
+        found = reader.lookup(prepared.column(RECORD_KEY) if operation == "upsert" else [])
         tagged = tag(prepared, found)
         listing = current_files(reader.files())
-        small: dict[str, dict[str, int]] = {}
-        target = self.table.options.get(settings.TARGET_FILE_ROWS)
-        if operation != "bulk_insert":
-            small = _rows_per_group(reader.column_stats(config.record_key), listing, target)
+        target, small = self._insert_room(reader, listing, operation)
         plan = plan_slots(insert_counts(tagged), listing, target_rows=target, small_rows=small)
         routed = route(tagged, plan)
-        return self._commit(operation, routed, schema)
+        return self._commit(operation, routed, schema, listing)
 
-    def _commit(self, operation: str, routed: pa.Table, schema: list[FieldSpec]) -> str:
-        listing = current_files(self.metadata.reader().files())
+    def _insert_room(
+        self, reader: MetadataReader, listing: Mapping[str, Mapping[str, str]], operation: str
+    ) -> tuple[int, dict[str, dict[str, int]]]:
+        """Target rows per file group, and the small groups inserts may fill first."""
+        target = self.table.options.get(settings.TARGET_FILE_ROWS)
+        if operation == "bulk_insert":
+            return target, {}
+        stats = reader.column_stats(self.table.config.record_key)
+        return target, _rows_per_group(stats, listing, target)
+
+    def _write_spark(self, frame: Any, operation: str) -> str:
+        """The Spark engine: every step runs as Spark tasks (``writers.spark_pipeline``)."""
+        config = self.table.config
+        schema = check_input(frame.limit(0).toArrow(), config, self.schema(), table=self.path)
+        nulls = frame.where(F.col(config.record_key).isNull()).limit(1).count()
+        if nulls:
+            check_input(
+                frame.where(F.col(config.record_key).isNull()).limit(1).toArrow(),
+                config,
+                self.schema(),
+                table=self.path,
+            )
+        reader = self.metadata.reader()
+        listing = current_files(reader.files())
+        target, small = self._insert_room(reader, listing, operation)
+        root = self.table.fs.unstrip_protocol(self.table.layout.root)
+        options = {k: str(v) for k, v in self.table.options.given().items()}
+        ctx = Context(
+            root=root,
+            key=config.record_key,
+            partition_fields=list(config.partition_fields),
+            precombine=config.precombine_field,
+            point=reader.point,
+            options=options,
+        )
+        routed = route_frame(
+            frame, ctx, tagging=operation == "upsert", target_rows=target, small_rows=small
+        )
+        spec = [(f.name, f.type, f.nullable) for f in schema]
+        tx = Transaction(self.table, self.metadata, operation)
+        time = tx.begin()
+        try:
+            statuses = rewrite_frame(routed, listing, root=root, time=time, schema=spec)
+            tx.commit(statuses, schema)
+        except BaseException:
+            tx.close(failed=True)
+            raise
+        finally:
+            routed.unpersist()
+        self.metadata.compact_if_due()
+        return time
+
+    def _commit(
+        self,
+        operation: str,
+        routed: pa.Table,
+        schema: list[FieldSpec],
+        listing: Mapping[str, Mapping[str, str]],
+    ) -> str:
         tx = Transaction(self.table, self.metadata, operation)
         time = tx.begin()
         try:
             tasks = _tasks(self.table, routed, listing, time, schema)
-            statuses = self._engine(routed.num_rows).rewrite(tasks)
+            statuses = InProcessEngine().rewrite(tasks)
             tx.commit(statuses, schema)
         except BaseException:
             tx.close(failed=True)
             raise
         self.metadata.compact_if_due()
         return time
-
-    def _engine(self, rows: int) -> Engine:
-        limit = self.table.options.get(settings.SMALL_WRITE_ROWS)
-        return InProcessEngine() if rows <= limit else SparkEngine(self.spark)
 
     # ---- reads ---------------------------------------------------------------------------
     def lookup(

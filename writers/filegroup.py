@@ -24,6 +24,8 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
 
 from timeline.layout import TableLayout, data_file_name
 from timeline.table_config import text_to_type
@@ -97,8 +99,7 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     schema = data_schema(task.schema)
     folder = layout.partition_dir(task.partition)
     if task.old_file is not None:
-        with fs.open(f"{folder}/{task.old_file}", "rb") as handle:
-            old = conform(pq.read_table(handle), schema)
+        old = conform(read_parquet(fs, f"{folder}/{task.old_file}"), schema)
     else:
         old = schema.empty_table()
     ops = incoming.column(OP)
@@ -147,6 +148,15 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
         stats=column_stats(result, meta, [n for n, _, _ in task.schema]),
         **status,  # type: ignore[arg-type]
     )
+
+
+def read_parquet(fs: AbstractFileSystem, path: str) -> pa.Table:
+    """A whole Parquet file; local files through Arrow's own file system (no Python file
+    object crosses into Arrow's I/O threads)."""
+    if isinstance(fs, LocalFileSystem):
+        return pq.read_table(path, use_threads=True)
+    with fs.open(path, "rb") as handle:
+        return pq.read_table(handle, pre_buffer=False)
 
 
 def _flat(array: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from timeline.table_config import FieldSpec
-from writers.filegroup import conform, data_schema
+from writers.filegroup import conform, data_schema, read_parquet
 from writers.pruning import prune
 
 
@@ -23,10 +22,7 @@ def read_arrow_files(
     fs: AbstractFileSystem, paths: Sequence[str], schema: Sequence[FieldSpec]
 ) -> pa.Table:
     target = table_schema(schema)
-    parts = []
-    for path in paths:
-        with fs.open(path, "rb") as handle:
-            parts.append(conform(pq.read_table(handle), target))
+    parts = [conform(read_parquet(fs, path), target) for path in paths]
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 

@@ -26,13 +26,17 @@ _WIDENS = {
 }
 
 
+def is_spark_frame(data: Any) -> bool:
+    return hasattr(data, "toArrow") and hasattr(data, "sparkSession")
+
+
 def to_arrow(data: Any) -> pa.Table:
     """A pyarrow Table from a pyarrow Table/RecordBatch, a pandas or a Spark DataFrame."""
     if isinstance(data, pa.Table):
         return data
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data])
-    if hasattr(data, "toArrow") and hasattr(data, "sparkSession"):
+    if is_spark_frame(data):
         return data.toArrow()
     if type(data).__module__.startswith("pandas"):
         return pa.Table.from_pandas(data, preserve_index=False)

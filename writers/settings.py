@@ -8,8 +8,9 @@ SMALL_WRITE_ROWS = cfg.register(
     "write.inprocess.max.rows",
     int,
     200_000,
-    "Writes of at most this many rows run in-process on pyarrow (no Spark jobs); larger ones "
-    "run as Spark tasks. 0 sends every write to Spark.",
+    "A Spark DataFrame write of at most this many rows is collected and runs in-process on "
+    "pyarrow (no further Spark jobs); larger ones run as Spark tasks, and 0 sends every "
+    "Spark DataFrame to Spark. pyarrow and pandas input always runs in-process.",
     cfg.at_least(0),
 )
 TARGET_FILE_ROWS = cfg.register(

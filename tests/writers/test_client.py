@@ -101,6 +101,9 @@ def test_random_batches_match_the_model_now_and_as_of_every_instant(
     model: dict[str, dict] = {}
     history: list[tuple[str, dict[str, dict]]] = []
     deleted_ever: list[str] = []
+
+    def feed(data: pa.Table):
+        return spark.createDataFrame(data) if engine == "spark" else data
     steps = 30 if engine == "inprocess" else 8
     for step in range(steps):
         op = rng.choice(["insert", "upsert", "upsert", "delete"]) if step else "bulk_insert"
@@ -114,10 +117,10 @@ def test_random_batches_match_the_model_now_and_as_of_every_instant(
             if not fresh:
                 continue
             data = batch(rng, fresh, 6, step * 10)
-            getattr(client, op)(data)
+            getattr(client, op)(feed(data))
         else:
             data = batch(rng, keys, 12, step * 10)
-            client.upsert(data)
+            client.upsert(feed(data))
         apply_model(model, data, op)
         done = client.timeline()[-1]
         history.append((done.completion_time, {k: dict(v) for k, v in model.items()}))
