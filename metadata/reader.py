@@ -262,6 +262,8 @@ class MetadataReader:
         """``{key: RecordLocation | None}`` for every key asked."""
         found: dict[str, RecordLocation | None] = dict.fromkeys(keys)
         rows = self.lookup(list(found)).to_pydict()
+        ids: dict[tuple[int, int], str] = {}  # few distinct file ids and instants: convert once
+        instants: dict[int, str] = {}
         for key, part, hi, lo, instant in zip(
             rows[KEY],
             rows["partition"],
@@ -270,7 +272,13 @@ class MetadataReader:
             rows["instant"],
             strict=True,
         ):
-            found[key] = RecordLocation(part, ints_to_file_id(hi, lo), int_to_instant(instant))
+            fid = ids.get((hi, lo))
+            if fid is None:
+                fid = ids[(hi, lo)] = ints_to_file_id(hi, lo)
+            when = instants.get(instant)
+            if when is None:
+                when = instants[instant] = int_to_instant(instant)
+            found[key] = RecordLocation(part, fid, when)
         return found
 
     # ---- files and column stats --------------------------------------------------------
