@@ -224,13 +224,15 @@ class WriteClient:
         tx = Transaction(self.table, self.metadata, operation)
         time = tx.begin()
         try:
-            statuses = rewrite_frame(routed, listing, root=root, time=time, schema=spec)
+            statuses = rewrite_frame(
+                routed.frame, routed.targets, listing, root=root, time=time, schema=spec
+            )
             tx.commit(statuses, schema)
         except BaseException:
             tx.close(failed=True)
             raise
         finally:
-            routed.unpersist()
+            routed.release()
         self.metadata.compact_if_due()
         return time
 

@@ -3,9 +3,10 @@
 For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
 
     mapInArrow(prepare)            record key, partition path, op, record-index file group
-    window dedup                   highest precombine per key wins (then the latest row)
-    repartition(record-index file groups) + mapInArrow(tag)     one lookup task per group
-    groupBy(partition).count()     inserts per partition -> driver plans the insert slots
+    repartition(record-index file groups) + mapInArrow(dedup, tag)   one lookup task per
+                                   group (inserts: repartition by key, dedup, no lookup)
+    groupBy + collect              inserts per partition and the file groups touched ->
+                                   the driver plans the insert slots
     mapInArrow(route)              target file group per row (moves: delete + insert)
     repartition(target groups) + mapInArrow(rewrite)            one task per file group
     collect                        write statuses (msgpack bytes)
@@ -18,14 +19,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import fsspec
 import msgspec
 import pyarrow as pa
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from metadata.hashing import file_groups_of
 from metadata.reader import MetadataReader
@@ -47,6 +48,7 @@ from writers.pipeline import (
     TARGET_FILE_ID,
     WORK_COLUMNS,
     Slot,
+    deduplicate,
     plan_slots,
     prepare,
     route,
@@ -54,8 +56,16 @@ from writers.pipeline import (
 )
 
 RI_GROUP = "_braid_ri_group"
-SEQ = "_braid_seq"
 STATUS = "status"
+
+
+class Routed(NamedTuple):
+    frame: DataFrame
+    targets: list[tuple[str, str]]
+    cached: DataFrame  # persisted by route_frame
+
+    def release(self) -> None:
+        self.cached.unpersist()
 
 
 class Context(msgspec.Struct, frozen=True, kw_only=True):
@@ -74,23 +84,40 @@ def _schema_with(schema: pa.Schema, *fields: pa.Field) -> pa.Schema:
 
 
 def _prepare(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Record key, partition path, op and record-index file group of every row."""
     ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
-    groups = ctx.point.group_counts["record_index"]
     for batch in batches:
-        table = prepare(pa.Table.from_batches([batch]), ctx.key, ctx.partition_fields)
-        table = table.append_column(OP, pa.array([OP_UPSERT] * table.num_rows, pa.int8()))
-        ri = file_groups_of(table.column(RECORD_KEY), groups).astype("int32")
-        yield from table.append_column(RI_GROUP, pa.array(ri)).to_batches()
+        yield from _prepared(pa.Table.from_batches([batch]), ctx).to_batches()
 
 
-def _tag(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _prepared(table: pa.Table, ctx: Context) -> pa.Table:
+    table = prepare(table, ctx.key, ctx.partition_fields)
+    table = table.append_column(OP, pa.array([OP_UPSERT] * table.num_rows, pa.int8()))
+    ri = file_groups_of(table.column(RECORD_KEY), ctx.point.group_counts["record_index"])
+    return table.append_column(RI_GROUP, pa.array(ri.astype("int32")))
+
+
+def _dedup_tag(
+    ctx_bytes: bytes, prepared: bool, tagging: bool, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Deduplicate a task's rows (every row of a key is in this task) and tag them with
+    their current location, or with none when ``tagging`` is off."""
     ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
-    fs, root = fsspec.core.url_to_fs(ctx.root)
-    reader = MetadataReader(fs, TableLayout(root), ctx.point, cfg.Options(ctx.options))
-    for batch in batches:
-        table = pa.Table.from_batches([batch])
-        found = reader.lookup(table.column(RECORD_KEY))
-        yield from tag(table, found).to_batches()
+    received = list(batches)
+    if not received:
+        return
+    table = pa.Table.from_batches(received)
+    if not prepared:
+        table = _prepared(table, ctx)
+    table = deduplicate(table, ctx.precombine)
+    if tagging:
+        fs, root = fsspec.core.url_to_fs(ctx.root)
+        reader = MetadataReader(fs, TableLayout(root), ctx.point, cfg.Options(ctx.options))
+        table = tag(table, reader.lookup(table.column(RECORD_KEY)))
+    else:
+        table = table.append_column(OLD_PARTITION, pa.nulls(table.num_rows, pa.string()))
+        table = table.append_column(OLD_FILE_ID, pa.nulls(table.num_rows, pa.string()))
+    yield from table.to_batches()
 
 
 def _route(plan_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -125,56 +152,69 @@ def route_frame(
     tagging: bool,
     target_rows: int,
     small_rows: Mapping[str, Mapping[str, int]],
-) -> DataFrame:
-    """Prepared, deduplicated, tagged and routed rows (persisted: planning reads them)."""
+) -> Routed:
+    """Prepared, deduplicated, tagged and routed rows, and the (partition, file id) of every
+    file group they touch (call ``Routed.release`` after the rewrite). Tagging shuffles by
+    record-index file group (one lookup task per group); without it, by record key. Either
+    way all rows of a key meet in one task."""
     packed = msgspec.msgpack.encode(ctx)
-    arrow_in = df.limit(0).toArrow().schema
     prepared_schema = _schema_with(
-        arrow_in,
+        to_arrow_schema(df.schema),
         pa.field(RECORD_KEY, pa.string()),
         pa.field(PARTITION, pa.string()),
         pa.field(OP, pa.int8()),
         pa.field(RI_GROUP, pa.int32()),
     )
-    prepared = df.mapInArrow(
-        functools.partial(_prepare, packed), from_arrow_schema(prepared_schema)
-    )
-    order = [F.col(ctx.precombine).desc_nulls_last()] if ctx.precombine else []
-    window = Window.partitionBy(RECORD_KEY).orderBy(*order, F.col(SEQ).desc())
-    deduped = (
-        prepared.withColumn(SEQ, F.monotonically_increasing_id())
-        .withColumn("_braid_rank", F.row_number().over(window))
-        .where("_braid_rank = 1")
-        .drop("_braid_rank", SEQ)
-    )
-    tagged_schema = _schema_with(
-        prepared_schema, pa.field(OLD_PARTITION, pa.string()), pa.field(OLD_FILE_ID, pa.string())
+    tagged_schema = from_arrow_schema(
+        _schema_with(
+            prepared_schema,
+            pa.field(OLD_PARTITION, pa.string()),
+            pa.field(OLD_FILE_ID, pa.string()),
+        )
     )
     if tagging:
         groups = ctx.point.group_counts["record_index"]
-        tagged = deduped.repartition(groups, RI_GROUP).mapInArrow(
-            functools.partial(_tag, packed), from_arrow_schema(tagged_schema)
+        prepared = df.mapInArrow(
+            functools.partial(_prepare, packed), from_arrow_schema(prepared_schema)
         )
+        shuffled = prepared.repartition(groups, RI_GROUP)
     else:
-        tagged = deduped.withColumn(OLD_PARTITION, F.lit(None).cast("string")).withColumn(
-            OLD_FILE_ID, F.lit(None).cast("string")
-        )
-    tagged = tagged.persist()
+        parallelism = df.sparkSession.sparkContext.defaultParallelism
+        shuffled = df.repartition(max(2, parallelism), ctx.key)
+    work = functools.partial(_dedup_tag, packed, tagging, tagging)
+    tagged = shuffled.mapInArrow(work, tagged_schema).persist()
     is_new = (F.col(OP) == OP_UPSERT) & (
         F.col(OLD_PARTITION).isNull() | (F.col(OLD_PARTITION) != F.col(PARTITION))
     )
-    counts = {
-        r[PARTITION]: r["count"] for r in tagged.where(is_new).groupBy(PARTITION).count().collect()
-    }
+    summary = (
+        tagged.groupBy(PARTITION, OLD_PARTITION, OLD_FILE_ID)
+        .agg(F.sum(is_new.cast("long")).alias("inserts"))
+        .collect()
+    )
+    counts: dict[str, int] = {}
+    touched: set[tuple[str, str]] = set()
+    for row in summary:
+        if row["inserts"]:
+            counts[row[PARTITION]] = counts.get(row[PARTITION], 0) + int(row["inserts"])
+        if row[OLD_FILE_ID] is not None:
+            touched.add((row[OLD_PARTITION], row[OLD_FILE_ID]))
     plan = plan_slots(counts, {}, target_rows=target_rows, small_rows=small_rows)
-    routed_schema = _schema_with(tagged_schema, pa.field(TARGET_FILE_ID, pa.string()))
-    return tagged.mapInArrow(
+    touched.update((p, slot.file_id) for p, slots in plan.items() for slot in slots)
+    routed_schema = _schema_with(
+        prepared_schema,
+        pa.field(OLD_PARTITION, pa.string()),
+        pa.field(OLD_FILE_ID, pa.string()),
+        pa.field(TARGET_FILE_ID, pa.string()),
+    )
+    routed = tagged.mapInArrow(
         functools.partial(_route, msgspec.msgpack.encode(plan)), from_arrow_schema(routed_schema)
     )
+    return Routed(routed, sorted(touched), tagged)
 
 
 def rewrite_frame(
     routed: DataFrame,
+    targets: list[tuple[str, str]],
     listing: Mapping[str, Mapping[str, str]],
     *,
     root: str,
@@ -182,10 +222,6 @@ def rewrite_frame(
     schema: list[tuple[str, str, bool]],
 ) -> list[WriteStatus]:
     """Rewrite every target file group in its own Spark task; returns the write statuses."""
-    targets = sorted(
-        (r[PARTITION], r[TARGET_FILE_ID])
-        for r in routed.select(PARTITION, TARGET_FILE_ID).distinct().collect()
-    )
     if not targets:
         return []
     tasks: dict[str, RewriteTask] = {}
