@@ -167,12 +167,15 @@ def encode_block(
     records: Sequence[MetadataRecord] = (),
     keys: Sequence[str] = (),
     command: Command | None = None,
+    encoded: tuple[Sequence[str], bytes] | None = None,
     extra: Mapping[str, str] | None = None,
     codec: str = "zstd",
     compression_level: int | None = None,
 ) -> bytes:
     """One encoded block: ``records`` for a data block (sorted by key, keys unique), ``keys``
-    for a delete block (sorted, unique), ``command`` for a command block.
+    for a delete block (sorted, unique), ``command`` for a command block. A data block may
+    instead take ``encoded=(keys, body)``: records already encoded in the record wire format
+    (``metadata.records.encode_index_rows``), with their sorted, unique keys.
 
     Raises ``ValueError`` / ``TypeError`` for arguments the format cannot hold (unsorted or
     duplicate keys, records of another partition, a malformed instant, ...)."""
@@ -186,12 +189,20 @@ def encode_block(
     extra = dict(extra or {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
         raise TypeError("extra must map str to str")
-    given = {"records": bool(records), "keys": bool(keys), "command": command is not None}
+    given = {
+        "records": bool(records) or encoded is not None,
+        "keys": bool(keys),
+        "command": command is not None,
+    }
     allowed = {BlockType.DATA: "records", BlockType.DELETE: "keys", BlockType.COMMAND: "command"}
     wrong = [name for name, present in given.items() if present and name != allowed[block_type]]
     if wrong:
         raise ValueError(f"a {block_type.name.lower()} block cannot carry {', '.join(wrong)}")
-    if block_type is BlockType.DATA:
+    if block_type is BlockType.DATA and encoded is not None:
+        block_keys = list(encoded[0])
+        _check_sorted(block_keys)
+        raw = encoded[1]
+    elif block_type is BlockType.DATA:
         block_keys = list(map(_KEY, records))
         _check_sorted(block_keys)
         raw = encode_records(partition, records)

@@ -13,10 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
+from metadata.arrow_records import index_table
 from metadata.hashing import file_group_id, file_groups_of
 from metadata.logblock import BlockType, append_blocks, encode_block
 from metadata.records import (
@@ -25,8 +27,7 @@ from metadata.records import (
     FilesRecord,
     MetadataRecord,
     Partition,
-    RecordIndexRecord,
-    file_id_to_ints,
+    encode_index_rows,
     instant_to_int,
 )
 from timeline.layout import TableLayout
@@ -79,21 +80,32 @@ def files_records(changes: InstantChanges) -> list[FilesRecord]:
     return records
 
 
-def index_records(changes: InstantChanges, instant: str) -> list[RecordIndexRecord]:
+def index_rows(changes: InstantChanges, instant: str) -> pa.Table:
+    """The record-index changes of an instant as columns (tombstones for deleted keys),
+    sorted by key."""
     deletes = pa.array(changes.index_deletes, pa.string())
-    records = [RecordIndexRecord.tombstone(k, instant) for k in deletes.to_pylist()]
     upserts = changes.index_upserts
-    if upserts is not None and upserts.num_rows:
-        if pc.any(pc.is_in(upserts.column("key"), value_set=deletes)).as_py():
-            raise ValueError(f"instant {instant}: a key is both upserted and deleted")
-        at = instant_to_int(instant)
-        ids = {f: file_id_to_ints(f) for f in pc.unique(upserts.column("file_id")).to_pylist()}
-        cols = upserts.select(["key", "partition", "file_id"]).to_pydict()
-        records.extend(
-            RecordIndexRecord(key, part, *ids[fid], at)
-            for key, part, fid in zip(cols["key"], cols["partition"], cols["file_id"], strict=True)
-        )
-    return records
+    at = instant_to_int(instant)
+    n = len(deletes)
+    gone = pa.table(
+        {
+            "key": deletes,
+            "partition": pa.array([""] * n, pa.string()),
+            "file_id_hi": pa.array([0] * n, pa.int64()),
+            "file_id_lo": pa.array([0] * n, pa.int64()),
+            "instant": pa.array([at] * n, pa.int64()),
+            "deleted": pa.array([True] * n, pa.bool_()),
+        }
+    )
+    if upserts is None or upserts.num_rows == 0:
+        return gone.sort_by("key")
+    if pc.any(pc.is_in(upserts.column("key"), value_set=deletes)).as_py():
+        raise ValueError(f"instant {instant}: a key is both upserted and deleted")
+    live = index_table(
+        upserts.column("key"), upserts.column("partition"), upserts.column("file_id"), instant
+    )
+    live = live.append_column("deleted", pa.array([False] * live.num_rows, pa.bool_()))
+    return pa.concat_tables([gone, live.cast(gone.schema)]).sort_by("key")
 
 
 def route(
@@ -126,9 +138,8 @@ def write_changes(
     per_partition: dict[Partition, list[MetadataRecord]] = {
         Partition.FILES: list(files_records(changes)),
         Partition.COLUMN_STATS: list(changes.column_stats),
-        Partition.RECORD_INDEX: list(index_records(changes, instant)),
     }
-    written = []
+    written = _write_index(fs, layout, instant, changes, group_counts)
     for partition, records in per_partition.items():
         groups = route(partition, records, group_counts[str(partition)])
         for group, group_records in sorted(groups.items()):
@@ -143,4 +154,50 @@ def write_changes(
             append_blocks(fs, path, [blob])
             name = path.rsplit("/", 1)[-1]
             written.append(WrittenLog(str(partition), group, name, len(blob), len(group_records)))
+    return written
+
+
+def _write_index(
+    fs: AbstractFileSystem,
+    layout: TableLayout,
+    instant: str,
+    changes: InstantChanges,
+    group_counts: Mapping[str, int],
+) -> list[WrittenLog]:
+    """Record-index log blocks, encoded from columns (no per-record objects)."""
+    partition = Partition.RECORD_INDEX
+    rows = index_rows(changes, instant)
+    if rows.num_rows == 0:
+        return []
+    keys = rows.column("key")
+    if pc.count_distinct(keys).as_py() != rows.num_rows:
+        raise ValueError(f"{partition}: a key appears twice in one instant's changes")
+    groups = file_groups_of(keys, group_counts[str(partition)])
+    order = np.argsort(groups, kind="stable")  # rows are sorted by key: stays so per group
+    rows, groups = rows.take(pa.array(order)), groups[order]
+    edges = np.flatnonzero(np.diff(groups)) + 1
+    written = []
+    for start, end in zip([0, *edges.tolist()], [*edges.tolist(), len(groups)], strict=True):
+        part = rows.slice(start, end - start).to_pydict()
+        body = encode_index_rows(
+            part["key"],
+            part["partition"],
+            part["file_id_hi"],
+            part["file_id_lo"],
+            part["instant"],
+            part["deleted"],
+        )
+        group = file_group_id(str(partition), int(groups[start]))
+        blob = encode_block(
+            BlockType.DATA,
+            instant=instant,
+            partition=partition,
+            file_group=group,
+            encoded=(part["key"], body),
+        )
+        path = layout.metadata_log_file(str(partition), group, instant)
+        append_blocks(fs, path, [blob])
+        written.append(
+            WrittenLog(str(partition), group, path.rsplit("/", 1)[-1], len(blob), end - start)
+        )
     return written

@@ -21,6 +21,7 @@ from metadata.records import (
     RecordLocation,
     column_stats_key,
     decode_records,
+    encode_index_rows,
     encode_records,
     file_id_to_ints,
     instant_to_int,
@@ -297,3 +298,25 @@ def test_codec_refuses_foreign_records_and_unknown_schema_versions() -> None:
     body = encode_records("files", [FilesRecord("p", {"a": 1}, [])])
     with pytest.raises(MetadataFormatError):
         decode_records("files", body, SCHEMA_VERSION + 1)
+
+
+@FAST
+@given(
+    st.lists(
+        st.tuples(
+            st.text(max_size=8),
+            st.text(max_size=6),
+            INT64,
+            INT64,
+            st.integers(0, 10**17 - 1),
+            st.booleans(),
+        ),
+        max_size=20,
+    )
+)
+def test_index_rows_encode_exactly_like_records(rows: list[tuple]) -> None:
+    records = [RecordIndexRecord(*row) for row in rows]
+    columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * 6
+    body = encode_index_rows(*columns)
+    assert body == encode_records(Partition.RECORD_INDEX, records)
+    assert decode_records(Partition.RECORD_INDEX, body) == records
