@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
@@ -123,7 +124,10 @@ def slice_table(
         rows, mode = read_base(fs, f"{folder}/{piece.base}"), "scan"
     else:
         rows, mode = lookup_base(fs, f"{folder}/{piece.base}", keys, scan_fraction=scan_fraction)
-    state = fold_logs(partition, _log_blocks(fs, folder, piece))
+    blocks = _log_blocks(fs, folder, piece)
+    if partition is Partition.RECORD_INDEX:
+        return _apply_index_logs(rows, blocks, keys), mode
+    state = fold_logs(partition, blocks)
     if not state:
         return rows, mode
     changed = pa.array(list(state), pa.string())
@@ -134,6 +138,57 @@ def slice_table(
         live = [r for r, keep in zip(live, wanted.to_pylist(), strict=True) if keep]
     added = records_to_table(partition, live)
     return pa.concat_tables([rows.select(added.schema.names).cast(added.schema), added]), mode
+
+
+_INDEX_FIELDS = ("key", "partition", "file_id_hi", "file_id_lo", "instant", "deleted")
+_INDEX_LOG_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("partition", pa.string()),
+        ("file_id_hi", pa.int64()),
+        ("file_id_lo", pa.int64()),
+        ("instant", pa.int64()),
+        ("deleted", pa.bool_()),
+    ]
+)
+
+
+def _index_block_table(block: LogBlock, seq: int) -> pa.Table:
+    """One record-index log block as columns, with its position in the merge order."""
+    if block.block_type is BlockType.DELETE:
+        n = len(block.keys)
+        columns = [block.keys, [""] * n, [0] * n, [0] * n, [0] * n, [True] * n]
+    else:
+        columns = [list(map(operator.attrgetter(f), block.records)) for f in _INDEX_FIELDS]
+    table = pa.Table.from_arrays(
+        [pa.array(c, f.type) for c, f in zip(columns, _INDEX_LOG_SCHEMA, strict=True)],
+        schema=_INDEX_LOG_SCHEMA,
+    )
+    return table.append_column("_seq", pa.array(np.full(table.num_rows, seq, np.int32)))
+
+
+def _apply_index_logs(rows: pa.Table, blocks: list[LogBlock], keys: pa.Array | None) -> pa.Table:
+    """Record-index base rows with log blocks applied, vectorised: newest wins per key,
+    tombstones remove it."""
+    parts = [
+        _index_block_table(b, i)
+        for i, b in enumerate(blocks)
+        if b.block_type in (BlockType.DATA, BlockType.DELETE)
+    ]
+    if not parts or not any(p.num_rows for p in parts):
+        return rows
+    state = pa.concat_tables(parts)
+    if len(parts) > 1:
+        state = state.sort_by([("key", "ascending"), ("_seq", "descending")])
+        ordered = state.column("key").combine_chunks()
+        first = pc.not_equal(ordered[1:], ordered[:-1])
+        state = state.filter(pa.concat_arrays([pa.array([True]), first]))
+    rows = rows.filter(pc.invert(pc.is_in(rows.column(KEY), value_set=state.column("key"))))
+    live = state.filter(pc.invert(state.column("deleted")))
+    if keys is not None:
+        live = live.filter(pc.is_in(live.column("key"), value_set=keys))
+    live = live.drop_columns(["deleted", "_seq"])
+    return pa.concat_tables([rows.select(live.schema.names).cast(live.schema), live])
 
 
 def slice_records(

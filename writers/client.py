@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
@@ -310,27 +311,32 @@ def _tasks(
     time: str,
     schema: Sequence[FieldSpec],
 ) -> list[tuple[RewriteTask, pa.Table]]:
-    ordered = routed.sort_by([(PARTITION, "ascending"), (TARGET_FILE_ID, "ascending")])
-    parts = ordered.column(PARTITION).to_pylist()
-    targets = ordered.column(TARGET_FILE_ID).to_pylist()
-    payload = ordered.drop_columns([c for c in WORK_COLUMNS if c in ordered.column_names])
+    combined = pc.binary_join_element_wise(
+        routed.column(PARTITION), routed.column(TARGET_FILE_ID), "\x00"
+    )
+    encoded = pc.dictionary_encode(combined).combine_chunks()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    payload = routed.drop_columns([c for c in WORK_COLUMNS if c in routed.column_names])
+    payload = payload.take(pa.array(order))
+    counts = np.bincount(codes, minlength=len(encoded.dictionary))
     root = table.fs.unstrip_protocol(table.layout.root)
     spec = [(f.name, f.type, f.nullable) for f in schema]
     tasks, start = [], 0
-    for i in range(1, len(parts) + 1):
-        if i == len(parts) or (parts[i], targets[i]) != (parts[start], targets[start]):
-            partition, file_id = parts[start], targets[start]
-            task = RewriteTask(
-                root=root,
-                partition=partition,
-                file_id=file_id,
-                old_file=listing.get(partition, {}).get(file_id),
-                instant=time,
-                write_token=f"{len(tasks)}-0",
-                schema=spec,
-            )
-            tasks.append((task, payload.slice(start, i - start)))
-            start = i
+    for code, name in enumerate(encoded.dictionary.to_pylist()):
+        partition, file_id = name.split("\x00")
+        size = int(counts[code])
+        task = RewriteTask(
+            root=root,
+            partition=partition,
+            file_id=file_id,
+            old_file=listing.get(partition, {}).get(file_id),
+            instant=time,
+            write_token=f"{code}-0",
+            schema=spec,
+        )
+        tasks.append((task, payload.slice(start, size)))
+        start += size
     return tasks
 
 

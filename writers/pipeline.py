@@ -185,16 +185,15 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
 
 def _choose_slots(inserts: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> np.ndarray:
     hashes = stable_hashes(inserts.column(RECORD_KEY))
-    partitions = np.array(inserts.column(PARTITION).to_pylist(), dtype=object)
+    encoded = pc.dictionary_encode(inserts.column(PARTITION)).combine_chunks()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
     chosen = np.empty(len(hashes), dtype=object)
-    for partition, slots in plan.items():
-        rows = partitions == partition
-        if not rows.any():
-            continue
+    for code, partition in enumerate(encoded.dictionary.to_pylist()):
+        slots = plan[partition]
+        rows = codes == code
         bounds = np.cumsum([s.rows for s in slots]).astype(np.uint64)
         ids = np.array([s.file_id for s in slots], dtype=object)
-        points = hashes[rows] % bounds[-1]
-        chosen[rows] = ids[np.searchsorted(bounds, points, side="right")]
+        chosen[rows] = ids[np.searchsorted(bounds, hashes[rows] % bounds[-1], side="right")]
     return chosen
 
 
