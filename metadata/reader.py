@@ -19,7 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -55,7 +55,7 @@ class _LogCache:
     """Decoded log files, keyed by (path, size): a visible log file never changes."""
 
     def __init__(self, capacity: int = 256):
-        self._items: OrderedDict[tuple[str, int], list[LogBlock]] = OrderedDict()
+        self._items: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self._capacity = capacity
         self._lock = threading.Lock()
 
@@ -66,11 +66,25 @@ class _LogCache:
                 self._items.move_to_end(key)
                 return self._items[key]
         blocks = read_log_file(fs, path)
+        self._put(key, blocks)
+        return blocks
+
+    def index_table(self, fs: AbstractFileSystem, path: str) -> pa.Table:
+        """A record-index log file as columns (:func:`index_log_table`), cached."""
+        key = (f"{path}#columns", int(fs.size(path)))
         with self._lock:
-            self._items[key] = blocks
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        table = index_log_table(self.blocks(fs, path))
+        self._put(key, table)
+        return table
+
+    def _put(self, key: tuple[str, int], value: object) -> None:
+        with self._lock:
+            self._items[key] = value
             while len(self._items) > self._capacity:
                 self._items.popitem(last=False)
-        return blocks
 
 
 LOGS = _LogCache()
@@ -124,10 +138,9 @@ def slice_table(
         rows, mode = read_base(fs, f"{folder}/{piece.base}"), "scan"
     else:
         rows, mode = lookup_base(fs, f"{folder}/{piece.base}", keys, scan_fraction=scan_fraction)
-    blocks = _log_blocks(fs, folder, piece)
     if partition is Partition.RECORD_INDEX:
-        return _apply_index_logs(rows, blocks, keys), mode
-    state = fold_logs(partition, blocks)
+        return _apply_index_logs(rows, fs, folder, piece, keys), mode
+    state = fold_logs(partition, _log_blocks(fs, folder, piece))
     if not state:
         return rows, mode
     changed = pa.array(list(state), pa.string())
@@ -153,8 +166,24 @@ _INDEX_LOG_SCHEMA = pa.schema(
 )
 
 
-def _index_block_table(block: LogBlock, seq: int) -> pa.Table:
-    """One record-index log block as columns, with its position in the merge order."""
+def index_log_table(blocks: list[LogBlock]) -> pa.Table:
+    """The net record-index changes of one log file's blocks as columns (newest wins)."""
+    tables = [_index_block_table(b) for b in blocks if b.block_type is not BlockType.COMMAND]
+    if not tables:
+        return _INDEX_LOG_SCHEMA.empty_table()
+    if len(tables) == 1:
+        return tables[0]
+    ranked = [
+        t.append_column("_n", pa.array(np.full(len(t), i, np.int32))) for i, t in enumerate(tables)
+    ]
+    merged = pa.concat_tables(ranked).sort_by([("key", "ascending"), ("_n", "descending")])
+    ordered = merged.column("key").combine_chunks()
+    first = pa.concat_arrays([pa.array([True]), pc.not_equal(ordered[1:], ordered[:-1])])
+    return merged.filter(first).drop_columns(["_n"])
+
+
+def _index_block_table(block: LogBlock) -> pa.Table:
+    """One record-index log block as columns."""
     if block.block_type is BlockType.DELETE:
         n = len(block.keys)
         columns = [block.keys, [""] * n, [0] * n, [0] * n, [0] * n, [True] * n]
@@ -164,18 +193,24 @@ def _index_block_table(block: LogBlock, seq: int) -> pa.Table:
         [pa.array(c, f.type) for c, f in zip(columns, _INDEX_LOG_SCHEMA, strict=True)],
         schema=_INDEX_LOG_SCHEMA,
     )
-    return table.append_column("_seq", pa.array(np.full(table.num_rows, seq, np.int32)))
+    return table
 
 
-def _apply_index_logs(rows: pa.Table, blocks: list[LogBlock], keys: pa.Array | None) -> pa.Table:
-    """Record-index base rows with log blocks applied, vectorised: newest wins per key,
-    tombstones remove it."""
-    parts = [
-        _index_block_table(b, i)
-        for i, b in enumerate(blocks)
-        if b.block_type in (BlockType.DATA, BlockType.DELETE)
-    ]
-    if not parts or not any(p.num_rows for p in parts):
+def _apply_index_logs(
+    rows: pa.Table,
+    fs: AbstractFileSystem,
+    folder: str,
+    piece: FileSlice,
+    keys: pa.Array | None,
+) -> pa.Table:
+    """Record-index base rows with the slice's log files applied, vectorised: newest wins
+    per key, tombstones remove it. Each log file's columns are cached like its blocks."""
+    parts = []
+    for seq, name in enumerate(piece.logs):
+        table = LOGS.index_table(fs, f"{folder}/{name}")
+        if table.num_rows:
+            parts.append(table.append_column("_seq", pa.array(np.full(len(table), seq, np.int32))))
+    if not parts:
         return rows
     state = pa.concat_tables(parts)
     if len(parts) > 1:

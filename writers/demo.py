@@ -40,7 +40,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     args = parser.parse_args()
     started = time.perf_counter()
-    spark = step("start Spark", lambda: embedded_session("lakebraid-demo"))
+    progress = {"spark.ui.showConsoleProgress": "true"}  # progress bars while jobs run
+    spark = step("start Spark", lambda: embedded_session("lakebraid-demo", conf=progress))
     spark.sparkContext.setLogLevel("ERROR")
     trips = (
         spark.range(args.rows)
