@@ -1,6 +1,8 @@
 """Data skipping: which files can hold rows matching a filter, from ``column_stats``.
 
-A filter given as SQL text is split into its top-level ``AND``-ed conjuncts; each conjunct of
+A Spark Column filter is read from the prefix form Spark prints for it
+(``and(>(amount, 10), =(day, '2024-01-02'))``) into the same conditions. A filter given as SQL
+text is split into its top-level ``AND``-ed conjuncts; each conjunct of
 the form ``column OP literal`` (``=, ==, !=, <>, <, <=, >, >=``; literals: quoted strings,
 numbers, true/false) or ``column IN (literal, ...)`` prunes files whose [min, max] cannot hold
 a match. Anything else (OR at the top level, functions, column-to-column comparisons) prunes
@@ -89,6 +91,91 @@ def parse_conditions(where: str) -> list[Condition]:
     return found
 
 
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DATE_LIKE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T][0-9:.]+)?$")
+
+
+def _call_tree(text: str) -> Any:
+    """Parse the prefix form Spark prints for a Column (``and(>(a, 1), =(b, 'x'))``) into
+    nested ``(name, [args])`` tuples; atoms stay strings (quoted ones keep their quotes)."""
+    pos = 0
+
+    def parse() -> Any:
+        nonlocal pos
+        while pos < len(text) and text[pos] == " ":
+            pos += 1
+        if pos < len(text) and text[pos] == "'":
+            end = pos + 1
+            while end < len(text) and text[end] != "'":
+                end += 1
+            atom, pos = text[pos : end + 1], end + 1
+            return atom
+        start = pos
+        while pos < len(text) and text[pos] not in "(),":
+            pos += 1
+        name = text[start:pos].strip()
+        if pos < len(text) and text[pos] == "(":
+            pos += 1
+            args = []
+            while pos < len(text) and text[pos] != ")":
+                args.append(parse())
+                if pos < len(text) and text[pos] == ",":
+                    pos += 1
+                elif pos >= len(text) or text[pos] != ")":
+                    raise ValueError(f"unexpected text at {pos}")  # e.g. a quote inside a value
+            pos += 1
+            return (name, args)
+        return name
+
+    tree = parse()
+    if pos != len(text):
+        raise ValueError(f"unparsed text at {pos}")
+    return tree
+
+
+def _atom_literal(atom: Any) -> tuple[bool, Any]:
+    if not isinstance(atom, str):
+        return False, None
+    if _DATE_LIKE.match(atom):
+        return True, atom
+    return literal(atom)
+
+
+def column_conditions(text: str) -> list[Condition]:
+    """The prunable conjuncts of a Spark Column, from its printed form (see
+    :func:`_call_tree`); anything not understood prunes nothing."""
+    inner = text.removeprefix("Column<'").removesuffix("'>")
+    if inner.count("'") % 2:
+        return []
+    try:
+        tree = _call_tree(inner)
+    except ValueError:
+        return []
+    found: list[Condition] = []
+
+    def walk(node: Any) -> None:
+        if not isinstance(node, tuple):
+            return
+        name, args = node
+        if name == "and":
+            for arg in args:
+                walk(arg)
+        elif name == "in" and args and isinstance(args[0], str) and _IDENT.match(args[0]):
+            values = [_atom_literal(a) for a in args[1:]]
+            if values and all(ok for ok, _ in values):
+                found.append(Condition(args[0], "in", tuple(v for _, v in values)))
+        elif name in _FLIP and len(args) == 2:
+            left, right = args
+            if isinstance(left, str) and _IDENT.match(left) and _atom_literal(right)[0]:
+                found.append(Condition(left, name, (_atom_literal(right)[1],)))
+            elif isinstance(right, str) and _IDENT.match(right) and _atom_literal(left)[0]:
+                found.append(Condition(right, _FLIP[name], (_atom_literal(left)[1],)))
+
+    walk(tree)
+    return found
+
+
 def _coerce(value: Any, like: Any) -> Any:
     """Bring a literal to the type of a statistic (a date column compared with '2024-01-02')."""
     if isinstance(like, dt.datetime) and isinstance(value, str):
@@ -127,10 +214,13 @@ def may_match(stat: ColumnStatsRecord, cond: Condition) -> bool:
 
 
 def prune(
-    files: Iterable[tuple[str, str]], stats: Iterable[ColumnStatsRecord], where: str
+    files: Iterable[tuple[str, str]], stats: Iterable[ColumnStatsRecord], where: Any
 ) -> list[tuple[str, str]]:
-    """The (partition, file) pairs that may hold rows matching ``where``."""
-    conditions = parse_conditions(where)
+    """The (partition, file) pairs that may hold rows matching ``where`` (SQL text or a
+    Spark Column)."""
+    conditions = (
+        parse_conditions(where) if isinstance(where, str) else column_conditions(str(where))
+    )
     if not conditions:
         return list(files)
     by_file: dict[tuple[str, str, str], ColumnStatsRecord] = {

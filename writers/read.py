@@ -31,7 +31,7 @@ def selected_paths(client: Any, as_of: str | None, where: Any) -> list[str]:
     reader = client.metadata.reader(as_of)
     listing = reader.files()
     pairs = [(p, name) for p, files in sorted(listing.items()) for name in sorted(files)]
-    if isinstance(where, str) and pairs:
+    if where is not None and pairs:
         pairs = prune(pairs, reader.column_stats(), where)
     layout = client.table.layout
     return [layout.data_file(p, name) for p, name in pairs]

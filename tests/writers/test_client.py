@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 from timeline.layout import parse_data_file_name
 from writers.client import WriteClient
@@ -104,6 +105,7 @@ def test_random_batches_match_the_model_now_and_as_of_every_instant(
 
     def feed(data: pa.Table):
         return spark.createDataFrame(data) if engine == "spark" else data
+
     steps = 30 if engine == "inprocess" else 8
     for step in range(steps):
         op = rng.choice(["insert", "upsert", "upsert", "delete"]) if step else "bulk_insert"
@@ -183,3 +185,7 @@ def test_read_prunes_files_and_matches_the_filter(client) -> None:
     chosen = selected_paths(client, None, where)
     assert len(chosen) == 1 and "day=2024-01-03" in chosen[0]
     assert os.path.exists(chosen[0])
+    column = (F.col("amount") > 10) & (F.col("day") == "2024-01-03")
+    assert selected_paths(client, None, column) == chosen
+    assert sorted(client.read(where=column).toArrow().column("id").to_pylist()) == ["c", "d"]
+    assert len(selected_paths(client, None, None)) == 3
