@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
+from timeline.errors import ConfigError
 from timeline.layout import parse_data_file_name
 from writers.client import WriteClient
 from writers.errors import InputError
@@ -189,3 +190,11 @@ def test_read_prunes_files_and_matches_the_filter(client) -> None:
     assert selected_paths(client, None, column) == chosen
     assert sorted(client.read(where=column).toArrow().column("id").to_pylist()) == ["c", "d"]
     assert len(selected_paths(client, None, None)) == 3
+
+
+def test_opening_a_table_of_another_format_version_is_a_clear_error(client) -> None:
+    config = Path(client.path) / ".braid" / "table.json"
+    config.write_text(config.read_text().replace('"format_version": 1', '"format_version": 0'))
+    with pytest.raises(ConfigError, match="format version 0") as info:
+        WriteClient.open(client.path)
+    assert "upgrade lakebraid or migrate the table" in str(info.value)
