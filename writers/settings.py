@@ -7,7 +7,7 @@ from timeline import config as cfg
 SMALL_WRITE_ROWS = cfg.register(
     "write.inprocess.max.rows",
     int,
-    200_000,
+    2_000_000,
     "A Spark DataFrame write of at most this many rows is collected and runs in-process on "
     "pyarrow (no further Spark jobs); larger ones run as Spark tasks, and 0 sends every "
     "Spark DataFrame to Spark. pyarrow and pandas input always runs in-process.",
