@@ -65,6 +65,7 @@ from metadata.records import (
     encode_records,
     instant_to_int,
 )
+from timeline.store import fsync_dir
 
 MAGIC = b"LBLK"
 FORMAT_VERSION = 1
@@ -472,7 +473,7 @@ def append_blocks(fs: AbstractFileSystem, path: str, blocks: Sequence[bytes]) ->
         handle.flush()
         os.fsync(handle.fileno())
     if not existed:
-        _fsync_dir(folder)
+        fsync_dir(folder)
 
 
 def _check_tail(fd: int, path: str) -> None:
@@ -496,11 +497,3 @@ def _check_tail(fd: int, path: str) -> None:
             path=path,
             offset=start if OVERHEAD <= total <= size else max(0, size - _TOTAL.size),
         )
-
-
-def _fsync_dir(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

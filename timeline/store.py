@@ -30,7 +30,8 @@ from timeline.lock import TableLock, is_local
 from timeline.timeline import Timeline, check_transition
 
 
-def _fsync_dir(folder: str) -> None:
+def fsync_dir(folder: str) -> None:
+    """Make a new or renamed entry of a local folder durable."""
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -58,7 +59,7 @@ def put_if_absent(fs: AbstractFileSystem, path: str, data: bytes) -> None:
         raise InstantExistsError(f"{path} exists; instant files are never overwritten") from None
     finally:
         os.unlink(tmp)
-    _fsync_dir(folder)
+    fsync_dir(folder)
 
 
 class InstantStore:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,7 +31,7 @@ from writers import settings
 from writers.commit import CommitMetadata, G, Transaction
 from writers.engine import InProcessEngine
 from writers.errors import WriteError
-from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask, WriteStatus
+from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask
 from writers.pipeline import (
     OLD_FILE_ID,
     OLD_PARTITION,
@@ -44,6 +43,7 @@ from writers.pipeline import (
     insert_counts,
     plan_slots,
     prepare,
+    rewrite_tasks,
     route,
     tag,
 )
@@ -322,23 +322,11 @@ def _tasks(
     counts = np.bincount(codes, minlength=len(encoded.dictionary))
     root = table.fs.unstrip_protocol(table.layout.root)
     spec = [(f.name, f.type, f.nullable) for f in schema]
-    tasks, start = [], 0
-    for code, name in enumerate(encoded.dictionary.to_pylist()):
-        partition, file_id = name.split("\x00")
-        size = int(counts[code])
-        task = RewriteTask(
-            root=root,
-            partition=partition,
-            file_id=file_id,
-            old_file=listing.get(partition, {}).get(file_id),
-            instant=time,
-            write_token=f"{code}-0",
-            schema=spec,
-        )
-        tasks.append((task, payload.slice(start, size)))
-        start += size
-    return tasks
+    targets = [tuple(name.split("\x00")) for name in encoded.dictionary.to_pylist()]
+    tasks = rewrite_tasks(targets, listing, root=root, time=time, schema=spec)  # type: ignore[arg-type]
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    return [
+        (task, payload.slice(int(starts[code]), int(counts[code])))
+        for code, task in enumerate(tasks)
+    ]
 
-
-def decode_status(data: bytes) -> WriteStatus:
-    return msgspec.msgpack.decode(data, type=WriteStatus)

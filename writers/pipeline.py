@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from metadata.hashing import stable_hashes
 from metadata.records import ints_to_file_id
 from timeline.layout import parse_data_file_name, partition_path
-from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY
+from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask
 
 PARTITION = "_braid_partition"
 OLD_PARTITION = "_braid_old_partition"
@@ -208,3 +208,27 @@ def current_files(listing: Mapping[str, Mapping[str, int]]) -> dict[str, dict[st
             if known is None or parse_data_file_name(known).instant < parsed.instant:
                 groups[parsed.file_id] = name
     return current
+
+
+def rewrite_tasks(
+    targets: Sequence[tuple[str, str]],
+    listing: Mapping[str, Mapping[str, str]],
+    *,
+    root: str,
+    time: str,
+    schema: list[tuple[str, str, bool]],
+) -> list[RewriteTask]:
+    """One rewrite task per (partition, file id), each with its own write token; the old
+    file is the group's current file in ``listing`` (None for a new group)."""
+    return [
+        RewriteTask(
+            root=root,
+            partition=partition,
+            file_id=file_id,
+            old_file=listing.get(partition, {}).get(file_id),
+            instant=time,
+            write_token=f"{n}-0",
+            schema=schema,
+        )
+        for n, (partition, file_id) in enumerate(targets)
+    ]

@@ -51,6 +51,7 @@ from writers.pipeline import (
     deduplicate,
     plan_slots,
     prepare,
+    rewrite_tasks,
     route,
     tag,
 )
@@ -224,17 +225,8 @@ def rewrite_frame(
     """Rewrite every target file group in its own Spark task; returns the write statuses."""
     if not targets:
         return []
-    tasks: dict[str, RewriteTask] = {}
-    for n, (partition, file_id) in enumerate(targets):
-        tasks[f"{partition}\x00{file_id}"] = RewriteTask(
-            root=root,
-            partition=partition,
-            file_id=file_id,
-            old_file=listing.get(partition, {}).get(file_id),
-            instant=time,
-            write_token=f"{n}-0",
-            schema=schema,
-        )
+    made = rewrite_tasks(targets, listing, root=root, time=time, schema=schema)
+    tasks = {f"{t.partition}\x00{t.file_id}": t for t in made}
     packed = msgspec.msgpack.encode(tasks)
     statuses = (
         routed.repartition(len(targets), PARTITION, TARGET_FILE_ID)
