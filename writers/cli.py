@@ -7,9 +7,13 @@ import json
 import sys
 from collections.abc import Sequence
 
+import msgspec
+
+from metadata.table import MetadataTable
 from timeline.errors import LakebraidError
 from timeline.layout import TimelineKind
 from timeline.table import TableTimelines
+from writers.rollback import rollback
 
 
 def _instant_json(table: TableTimelines, kind: TimelineKind) -> list[dict[str, object]]:
@@ -46,6 +50,43 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rollback(args: argparse.Namespace) -> int:
+    undo = rollback(TableTimelines.open(args.path), args.instant)
+    print(
+        json.dumps({"rolled_back": args.instant, "rollback": undo})
+        if args.json
+        else f"rolled back {args.instant} as rollback instant {undo}"
+    )
+    return 0
+
+
+def cmd_lookup(args: argparse.Namespace) -> int:
+    reader = MetadataTable(TableTimelines.open(args.path)).reader(args.as_of)
+    found = reader.locations(args.keys)
+    if args.json:
+        print(json.dumps({k: msgspec.to_builtins(v) for k, v in found.items()}))
+    else:
+        for key, where in found.items():
+            print(
+                f"{key}\t{where.partition}\t{where.file_id}\t{where.instant}"
+                if where
+                else f"{key}\t(absent)"
+            )
+    return 0
+
+
+def cmd_files(args: argparse.Namespace) -> int:
+    reader = MetadataTable(TableTimelines.open(args.path)).reader(args.as_of)
+    listing = reader.files(args.partition)
+    if args.json:
+        print(json.dumps(listing))
+    else:
+        for partition, files in sorted(listing.items()):
+            for name, size in sorted(files.items()):
+                print(f"{partition}/{name}\t{size}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lakebraid", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -54,6 +95,23 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--which", choices=[k.value for k in TimelineKind])
     tl.add_argument("--json", action="store_true", help="machine-readable output")
     tl.set_defaults(run=cmd_timeline)
+    rb = sub.add_parser("rollback", help="undo a pending (dead) or completed commit")
+    rb.add_argument("path")
+    rb.add_argument("instant")
+    rb.add_argument("--json", action="store_true")
+    rb.set_defaults(run=cmd_rollback)
+    lk = sub.add_parser("lookup", help="where keys live, from the record index")
+    lk.add_argument("path")
+    lk.add_argument("keys", nargs="+")
+    lk.add_argument("--as-of", dest="as_of")
+    lk.add_argument("--json", action="store_true")
+    lk.set_defaults(run=cmd_lookup)
+    fl = sub.add_parser("files", help="data files, from the metadata table's files partition")
+    fl.add_argument("path")
+    fl.add_argument("--partition")
+    fl.add_argument("--as-of", dest="as_of")
+    fl.add_argument("--json", action="store_true")
+    fl.set_defaults(run=cmd_files)
     return parser
 
 

@@ -30,8 +30,8 @@ from timeline.table_config import FieldSpec, IndexSettings, TableConfig
 from writers import settings
 from writers.commit import CommitMetadata, G, Transaction
 from writers.engine import InProcessEngine
-from writers.errors import WriteError
-from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask
+from writers.errors import ConflictDetected, WriteConflictError, WriteError
+from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask, WriteStatus
 from writers.pipeline import (
     OLD_FILE_ID,
     OLD_PARTITION,
@@ -48,6 +48,7 @@ from writers.pipeline import (
     tag,
 )
 from writers.read import read_arrow_files, read_spark
+from writers.rollback import recover, rollback
 from writers.schema import check_input, is_spark_frame, to_arrow
 from writers.spark import embedded_session
 from writers.spark_pipeline import Context, rewrite_frame, route_frame
@@ -140,6 +141,7 @@ class WriteClient:
         return self._write(data, "upsert")
 
     def delete(self, keys: Any) -> str:
+        recover(self.table)
         config = self.table.config
         if isinstance(keys, list | tuple):
             keys = pa.table({config.record_key: pa.array([str(k) for k in keys], pa.string())})
@@ -164,6 +166,7 @@ class WriteClient:
         return self._commit("delete", routed, self.schema(), listing)
 
     def _write(self, data: Any, operation: str) -> str:
+        recover(self.table)
         if is_spark_frame(data):
             limit = self.table.options.get(settings.SMALL_WRITE_ROWS)
             if limit == 0 or data.count() > limit:
@@ -228,7 +231,7 @@ class WriteClient:
             statuses = rewrite_frame(
                 routed.frame, routed.targets, listing, root=root, time=time, schema=spec
             )
-            tx.commit(statuses, schema)
+            self._finish(tx, statuses, schema)
         except BaseException:
             tx.close(failed=True)
             raise
@@ -236,6 +239,30 @@ class WriteClient:
             routed.release()
         self.metadata.compact_if_due()
         return time
+
+    def _finish(
+        self, tx: Transaction, statuses: list[WriteStatus], schema: list[FieldSpec]
+    ) -> None:
+        """Commit, or on a conflict roll this write back and raise WriteConflictError."""
+        try:
+            tx.commit(statuses, schema)
+        except ConflictDetected as conflict:
+            tx.close()
+            rollback(self.table, conflict.instant, force_pending=True)  # type: ignore[arg-type]
+            raise WriteConflictError(
+                f"{conflict.message}; this write was rolled back and nothing of theirs was "
+                "touched: retry it",
+                table=self.path,
+                instant=conflict.instant,
+            ) from None
+
+    def recover(self) -> list[str]:
+        """Finish dead rollbacks and roll back dead writes (every write does this first)."""
+        return recover(self.table)
+
+    def rollback(self, instant: str) -> str:
+        """Undo a pending (dead) or completed commit; returns the rollback instant."""
+        return rollback(self.table, instant)
 
     def _commit(
         self,
@@ -249,7 +276,7 @@ class WriteClient:
         try:
             tasks = _tasks(self.table, routed, listing, time, schema)
             statuses = InProcessEngine().rewrite(tasks)
-            tx.commit(statuses, schema)
+            self._finish(tx, statuses, schema)
         except BaseException:
             tx.close(failed=True)
             raise
@@ -329,4 +356,3 @@ def _tasks(
         (task, payload.slice(int(starts[code]), int(counts[code])))
         for code, task in enumerate(tasks)
     ]
-

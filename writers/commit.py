@@ -23,12 +23,13 @@ import pyarrow as pa
 from metadata.records import ColumnStatsRecord
 from metadata.table import MetadataTable
 from metadata.writer import InstantChanges, WrittenLog
-from timeline.bodies import encode_body
+from timeline.bodies import decode_body, encode_body
 from timeline.heartbeat import Heartbeat
 from timeline.instant import Action
 from timeline.layout import TimelineKind
 from timeline.table import TableTimelines
 from timeline.table_config import FieldSpec
+from writers.errors import ConflictDetected
 from writers.filegroup import WriteStatus
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
@@ -94,6 +95,16 @@ def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> Insta
     )
 
 
+def touched(statuses: Sequence[WriteStatus], logs: Sequence[WrittenLog]) -> set[tuple[str, str]]:
+    """The file groups a commit wrote: data file groups and record-index file groups (two
+    writers adding the same new key touch the same record-index group, so they conflict)."""
+    groups = {(s.partition, s.file_id) for s in statuses}
+    groups.update(
+        ("record_index", log.file_group) for log in logs if log.partition == "record_index"
+    )
+    return groups
+
+
 class Transaction:
     """One write on the three timelines. Use as: ``begin()``, write files, ``commit()``."""
 
@@ -130,12 +141,34 @@ class Transaction:
         logs = self.metadata.write(time, changes)
         done = encode_body(msgspec.structs.replace(body, logs=logs))
         with table.lock:
+            others = self._overlapping(touched(statuses, logs))
+            if others:
+                raise ConflictDetected(
+                    f"commits {others} completed since {time} started and touched the same "
+                    "file groups",
+                    others=others,
+                    table=table.path,
+                    instant=time,
+                )
             completion = table.next_time()
             table.store.complete(D, time, Action.COMMIT, done, completion_time=completion)
             table.store.complete(M, time, Action.DELTACOMMIT, completion_time=completion)
             table.store.complete(G, time, Action.COMMIT, done, completion_time=completion)
         self.close()
         return time
+
+    def _overlapping(self, mine: set[tuple[str, str]]) -> list[str]:
+        """Visible commits completed since this one started whose file groups (data, and
+        record-index groups) overlap ``mine``. Called under the table lock."""
+        table, found = self.table, []
+        for inst in table.visibility().visible:
+            if inst.action is not Action.COMMIT or inst.completion_time <= self.time:  # type: ignore[operator]
+                continue
+            where = table.store.path_of(G, inst)
+            body = decode_body(table.store.read_body(G, inst), CommitMetadata, where=where)
+            if touched(body.statuses, body.logs) & mine:
+                found.append(inst.time)
+        return found
 
     def close(self, *, failed: bool = False) -> None:
         """Stop the heartbeat; after a failure its file stays, expires, and recovery rolls

@@ -4,11 +4,13 @@
 * :class:`InputError` -- the data handed to a write is unusable (null keys, a missing key or
   partition column, a column whose type differs from the table's); raised before anything is
   written, so the table is unchanged.
+* :class:`WriteConflictError` -- a concurrent writer committed overlapping file groups first;
+  this write was rolled back: retry it (a :class:`timeline.errors.RetryableError`).
 """
 
 from __future__ import annotations
 
-from timeline.errors import LakebraidError
+from timeline.errors import LakebraidError, RetryableError
 
 
 class WriteError(LakebraidError):
@@ -17,3 +19,17 @@ class WriteError(LakebraidError):
 
 class InputError(WriteError):
     """The input of a write is invalid; nothing was written."""
+
+
+class WriteConflictError(WriteError, RetryableError):
+    """A concurrent commit touched the same file groups first; this write was rolled back
+    and nothing of the other writer was touched: safe to retry."""
+
+
+class ConflictDetected(WriteError):
+    """Raised inside the commit protocol when the conflict check fails (the client turns it
+    into :class:`WriteConflictError` after rolling its own instant back)."""
+
+    def __init__(self, message: str, *, others: list[str], table: str, instant: str):
+        super().__init__(message, table=table, instant=instant)
+        self.others = others

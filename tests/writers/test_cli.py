@@ -4,9 +4,12 @@ import json
 import subprocess
 import sys
 
+import pyarrow as pa
+
 from timeline.instant import Action
 from timeline.layout import TimelineKind
 from writers.cli import main
+from writers.client import WriteClient
 
 
 def test_timeline_command_json_and_text(new_table, capsys) -> None:
@@ -37,3 +40,36 @@ def test_missing_table_one_line_reason_nonzero(tmp_path) -> None:
     )
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "no lakebraid table" in proc.stderr
+
+
+def test_lookup_files_and_rollback_round_trip_as_subprocesses(tmp_path) -> None:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    c.insert(pa.table({"id": ["a", "b"], "day": ["d1", "d2"], "ts": [1, 1]}))
+    second = c.upsert(pa.table({"id": ["a"], "day": ["d1"], "ts": [2]}))
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "writers.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    found = run("lookup", c.path, "a", "zz", "--json")
+    assert found.returncode == 0, found.stderr
+    located = json.loads(found.stdout)
+    assert located["zz"] is None and located["a"]["partition"] == "day=d1"
+    assert located["a"]["file_id"] == c.lookup(["a"])["a"].file_id
+    listing = run("files", c.path, "--json")
+    assert json.loads(listing.stdout) == c.files()
+    old = run("files", c.path, "--as-of", c.timeline()[0].completion_time, "--json")
+    assert json.loads(old.stdout) == c.files(as_of=c.timeline()[0].completion_time)
+    undo = run("rollback", c.path, second, "--json")
+    assert undo.returncode == 0, undo.stderr
+    assert json.loads(undo.stdout)["rolled_back"] == second
+    again = run("rollback", c.path, second)
+    assert again.returncode == 1 and "already rolled back" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    assert c.read_arrow().sort_by("id").column("ts").to_pylist() == [1, 1]
+    missing = run("lookup", str(tmp_path / "none"), "a")
+    assert missing.returncode == 1 and "no lakebraid table" in missing.stderr

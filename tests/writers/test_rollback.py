@@ -1,0 +1,158 @@
+"""Rollback, recovery from a writer killed with SIGKILL, and optimistic concurrency."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from metadata.table import MetadataTable
+from writers.client import WriteClient
+from writers.errors import WriteError
+
+DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
+FAST_HEARTBEAT = {"heartbeat.interval.ms": 100, "heartbeat.expiry.ms": 1500}
+
+
+def rows(keys: list[str], day: str, ts: int, amount: float) -> pa.Table:
+    n = len(keys)
+    return pa.table({"id": keys, "day": [day] * n, "ts": [ts] * n, "amount": [amount] * n})
+
+
+def state(c: WriteClient, as_of: str | None = None) -> tuple:
+    table = c.read_arrow(as_of=as_of).sort_by("id").select(["id", "day", "ts", "amount"])
+    keys = table.column("id").to_pylist()
+    return table.to_pylist(), c.lookup([*keys, "nope"], as_of=as_of), c.files(as_of=as_of)
+
+
+def data_files(c: WriteClient) -> set[str]:
+    root = Path(c.path)
+    return {str(p.relative_to(root)) for p in root.rglob("*.parquet") if ".braid" not in p.parts}
+
+
+@pytest.fixture
+def client(tmp_path) -> WriteClient:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **FAST_HEARTBEAT)
+    c.insert(rows([f"a{i}" for i in range(5)], DAYS[0], 1, 1.0))
+    c.insert(rows([f"b{i}" for i in range(5)], DAYS[1], 1, 2.0))
+    return c
+
+
+def test_rollback_of_a_completed_commit_restores_data_index_and_listing(client) -> None:
+    before = state(client)
+    files_before = data_files(client)
+    t = client.upsert(rows(["a1", "a2", "new"], DAYS[0], 2, 9.0))
+    assert state(client) != before
+    undo = client.rollback(t)
+    assert state(client) == before
+    assert data_files(client) == files_before, "the rolled-back commit's files are deleted"
+    assert t not in {i.time for i in client.table.visibility().visible}
+    assert undo in {i.time for i in client.timeline() if i.action.value == "rollback"}
+    with pytest.raises(WriteError, match="already rolled back"):
+        client.rollback(t)
+
+
+def test_rollback_refuses_while_a_later_commit_rewrote_the_same_groups(client) -> None:
+    first = client.upsert(rows(["a1"], DAYS[0], 2, 5.0))
+    second = client.upsert(rows(["a2"], DAYS[0], 3, 6.0))
+    with pytest.raises(WriteError, match=f"later commits \\['{second}'\\]"):
+        client.rollback(first)
+    client.rollback(second)
+    client.rollback(first)
+    assert {r["id"]: r["amount"] for r in state(client)[0]}["a1"] == 1.0
+
+
+def test_rollback_after_metadata_compaction(client) -> None:
+    before = state(client)
+    t = client.upsert(rows(["a3", "c1"], DAYS[2], 2, 7.0))
+    assert MetadataTable(client.table).compact() is not None
+    client.rollback(t)
+    assert state(client) == before
+    client.upsert(rows(["c2"], DAYS[2], 3, 8.0))  # and the table goes on
+    assert state(client)[1]["c2"] is not None
+
+
+KILLER = """
+import os, signal, sys
+from metadata.table import MetadataTable
+from writers.client import WriteClient
+import pyarrow as pa
+def die(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)   # after the data files, before the metadata
+MetadataTable.write = die
+c = WriteClient.open(sys.argv[1])
+c.upsert(pa.table({"id": ["a1", "zz"], "day": ["2024-01-01"] * 2, "ts": [9, 9],
+                   "amount": [99.0, 99.0]}))
+"""
+
+
+def test_a_writer_killed_mid_commit_is_rolled_back_by_the_next_write(client, run_python) -> None:
+    before = state(client)
+    files_before = data_files(client)
+    proc = run_python(KILLER, client.path)
+    proc.communicate(timeout=120)
+    assert proc.returncode == -9
+    assert data_files(client) > files_before, "the killed writer left data files behind"
+    assert state(client) == before, "nothing of the killed write is visible"
+    dead = client.timeline()[-1]
+    assert dead.is_pending
+    time.sleep(1.6)  # its heartbeat expires
+    client.upsert(rows(["b1"], DAYS[1], 5, 3.0))
+    assert dead.time in client.table.visibility().undone
+    assert not [f for f in data_files(client) if dead.time in f], "its files are deleted"
+    assert files_before <= data_files(client)
+    assert client.lookup(["zz"])["zz"] is None
+    assert {r["id"]: r["amount"] for r in state(client)[0]}["a1"] == 1.0
+
+
+SLOW_WRITER = """
+import json, sys, time
+from metadata.table import MetadataTable
+from writers.client import WriteClient
+from writers.errors import WriteConflictError
+import pyarrow as pa
+original = MetadataTable.write
+def slow(self, *args, **kwargs):
+    open(sys.argv[2], "w").close()
+    while not __import__("os").path.exists(sys.argv[3]):
+        time.sleep(0.05)
+    return original(self, *args, **kwargs)
+MetadataTable.write = slow
+c = WriteClient.open(sys.argv[1])
+try:
+    c.upsert(pa.table({"id": ["a1"], "day": [sys.argv[4]], "ts": [7], "amount": [70.0]}))
+    print(json.dumps("committed"))
+except WriteConflictError as exc:
+    print(json.dumps(str(exc)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("slow_day", "fast_key", "conflict"),
+    [
+        (DAYS[0], "a2", True),  # same file group
+        (DAYS[0], "b2", False),  # another partition: disjoint groups both commit
+    ],
+)
+def test_optimistic_concurrency(client, run_python, tmp_path, slow_day, fast_key, conflict) -> None:
+    started, go = str(tmp_path / "started"), str(tmp_path / "go")
+    proc = run_python(SLOW_WRITER, client.path, started, go, slow_day)
+    while not Path(started).exists():
+        assert proc.poll() is None, proc.stderr.read()
+    fast_day = DAYS[0] if fast_key.startswith("a") else DAYS[1]
+    client.upsert(rows([fast_key], fast_day, 8, 80.0))
+    Path(go).touch()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    outcome = json.loads(out)
+    amounts = {r["id"]: r["amount"] for r in state(client)[0]}
+    assert amounts[fast_key] == 80.0, "the winner is untouched"
+    if conflict:
+        assert "retry" in outcome and "rolled back" in outcome
+        assert amounts["a1"] == 1.0, "nothing of the loser is visible"
+    else:
+        assert outcome == "committed"
+        assert amounts["a1"] == 70.0

@@ -1,0 +1,191 @@
+"""Rollback of a pending or completed commit, and recovery from dead writers.
+
+A rollback is its own instant ``r`` on all three timelines::
+
+    lock:   r = next instant time; requested on global, data, metadata (body: RollbackPlan)
+    inflight on global, data, metadata
+    delete the target's data files (from its markers and its write statuses), its metadata
+    log files (``<group>_<target>.log``) and its markers folder
+    lock:   completed on data, metadata, then global (body: the plan, a superset of
+            ``timeline.bodies.RollbackBody``): from here the target is undone for every reader
+
+Every step is idempotent, so a rollback whose writer died is finished by :func:`recover`,
+which every write calls first: it finishes dead rollbacks and rolls back dead commits
+(pending instants whose heartbeat expired).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from metadata.records import Partition
+from timeline.bodies import decode_body, encode_body
+from timeline.heartbeat import read_beat
+from timeline.instant import Action, Instant, State
+from timeline.table import TableTimelines
+from writers.commit import CommitMetadata, D, G, M
+from writers.errors import WriteError
+
+PLAN_VERSION = 1
+
+
+class RollbackPlan(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = PLAN_VERSION
+    target: str
+    target_action: Action
+    data_files: list[str] = []  # paths relative to the table root
+    logs: list[str] = []  # paths relative to the metadata folder
+
+
+def _relative(path: str, root: str) -> str:
+    return path[len(root) :].lstrip("/")
+
+
+def plan_rollback(table: TableTimelines, target: Instant) -> RollbackPlan:
+    """What a rollback of ``target`` deletes: files its markers or statuses name, and the
+    metadata log files written at its time."""
+    fs, layout = table.fs, table.layout
+    files: set[str] = set()
+    markers = layout.markers_dir(target.time)
+    if fs.exists(markers):
+        for path in fs.find(markers):
+            if path.endswith(".marker"):
+                files.add(_relative(path, markers)[: -len(".marker")])
+    if target.is_completed:
+        body = decode_body(
+            table.store.read_body(G, target), CommitMetadata, where=table.store.path_of(G, target)
+        )
+        files.update(
+            f"{s.partition}/{s.file_name}".lstrip("/") for s in body.statuses if s.file_name
+        )
+    logs = []
+    for partition in Partition:
+        folder = layout.metadata_partition_dir(str(partition))
+        if fs.exists(folder):
+            for path in fs.ls(folder, detail=False):
+                if path.endswith(f"_{target.time}.log"):
+                    logs.append(_relative(path, layout.metadata_dir))
+    return RollbackPlan(
+        target=target.time,
+        target_action=target.action,
+        data_files=sorted(files),
+        logs=sorted(logs),
+    )
+
+
+def check_dependents(table: TableTimelines, target: Instant) -> None:
+    """Refuse to roll back a completed commit whose file groups a later visible commit
+    rewrote: those must be rolled back first, newest first."""
+    visibility = table.visibility()
+    if not visibility.is_visible(target.time):
+        return
+
+    def groups(inst: Instant) -> set[tuple[str, str]]:
+        where = table.store.path_of(G, inst)
+        body = decode_body(table.store.read_body(G, inst), CommitMetadata, where=where)
+        return {(s.partition, s.file_id) for s in body.statuses}
+
+    mine = groups(target)
+    later = [
+        i
+        for i in visibility.visible
+        if i.action is Action.COMMIT and i.completion_time > target.completion_time  # type: ignore[operator]
+    ]
+    blocking = [i.time for i in later if groups(i) & mine]
+    if blocking:
+        raise WriteError(
+            f"cannot roll back {target.time}: later commits {blocking} rewrote its file "
+            "groups; roll those back first, newest first",
+            table=table.path,
+            instant=target.time,
+        )
+
+
+def rollback(table: TableTimelines, time: str, *, force_pending: bool = False) -> str:
+    """Roll back the commit at ``time``; returns the rollback instant's time."""
+    target = table.timeline(G).get(time, Action.COMMIT)
+    if target is None:
+        raise WriteError(
+            f"no commit {time} on the global timeline; `lakebraid timeline` lists the instants",
+            table=table.path,
+            instant=time,
+        )
+    if time in table.visibility().undone:
+        raise WriteError(f"commit {time} is already rolled back", table=table.path, instant=time)
+    if target.is_pending and not force_pending and _alive(table, time):
+        raise WriteError(
+            f"commit {time} is still being written (its heartbeat is fresh); wait for it or "
+            "for its heartbeat to expire",
+            table=table.path,
+            instant=time,
+        )
+    if target.is_completed:
+        check_dependents(table, target)
+    plan = plan_rollback(table, target)
+    body = encode_body(plan)
+    with table.lock:
+        undo = table.next_time()
+        heartbeat = table.heartbeat(undo).start()
+        for kind in (G, D, M):
+            table.store.request(kind, undo, Action.ROLLBACK, body)
+    try:
+        _execute(table, undo, plan)
+    except BaseException:
+        heartbeat.stop(remove=False)
+        raise
+    heartbeat.stop()
+    return undo
+
+
+def _alive(table: TableTimelines, time: str) -> bool:
+    beat = read_beat(table.fs, table.layout, time)
+    if beat is None:
+        return False
+    dead = {i.time for i in table.dead_instants()}
+    return time not in dead
+
+
+def _execute(table: TableTimelines, undo: str, plan: RollbackPlan) -> None:
+    """Inflight, delete, complete: each step skipped when already done (re-entrant)."""
+    body = encode_body(plan)
+    for kind in (G, D, M):
+        if State.INFLIGHT not in table.timeline(kind).states_of(undo, Action.ROLLBACK):
+            table.store.start(kind, undo, Action.ROLLBACK, body)
+    fs, layout = table.fs, table.layout
+    for relative in plan.data_files:
+        _remove(fs, f"{layout.root}/{relative}")
+    for relative in plan.logs:
+        _remove(fs, f"{layout.metadata_dir}/{relative}")
+    markers = layout.markers_dir(plan.target)
+    if fs.exists(markers):
+        fs.rm(markers, recursive=True)
+    with table.lock:
+        completion = table.next_time()
+        for kind in (D, M, G):
+            if State.COMPLETED not in table.timeline(kind).states_of(undo, Action.ROLLBACK):
+                table.store.complete(kind, undo, Action.ROLLBACK, body, completion_time=completion)
+
+
+def _remove(fs: object, path: str) -> None:
+    try:
+        fs.rm_file(path)  # type: ignore[attr-defined]
+    except FileNotFoundError:
+        pass
+
+
+def recover(table: TableTimelines) -> list[str]:
+    """Finish rollbacks whose writer died and roll back dead commits; returns the times of
+    the instants dealt with. Called at the start of every write."""
+    done = []
+    undone = table.visibility().undone
+    for inst in table.dead_instants():
+        if inst.action is Action.ROLLBACK:
+            requested = Instant(inst.time, Action.ROLLBACK, State.REQUESTED)
+            where = table.store.path_of(G, requested)
+            plan = decode_body(table.store.read_body(G, requested), RollbackPlan, where=where)
+            _execute(table, inst.time, plan)
+            done.append(inst.time)
+        elif inst.action is Action.COMMIT and inst.time not in undone:
+            rollback(table, inst.time, force_pending=True)
+            done.append(inst.time)
+    return done
