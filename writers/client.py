@@ -22,13 +22,12 @@ from metadata.reader import MetadataReader
 from metadata.records import ColumnStatsRecord, RecordLocation
 from metadata.table import MetadataTable
 from timeline import config as cfg
-from timeline.bodies import decode_body
-from timeline.instant import Action, Instant
+from timeline.instant import Instant
 from timeline.layout import TimelineKind
 from timeline.table import TableTimelines
 from timeline.table_config import FieldSpec, IndexSettings, TableConfig
 from writers import settings
-from writers.commit import CommitMetadata, G, Transaction
+from writers.commit import Transaction, schema_as_of
 from writers.engine import InProcessEngine
 from writers.errors import ConflictDetected, WriteConflictError, WriteError
 from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask, WriteStatus
@@ -52,6 +51,7 @@ from writers.rollback import recover, rollback
 from writers.schema import check_input, is_spark_frame, to_arrow
 from writers.spark import embedded_session
 from writers.spark_pipeline import Context, rewrite_frame, route_frame
+from writers.validate import validate
 
 
 class WriteClient:
@@ -117,18 +117,15 @@ class WriteClient:
     # ---- schema --------------------------------------------------------------------------
     def schema(self, as_of: str | None = None) -> list[FieldSpec]:
         """The table schema as of a read point: that of the latest visible commit."""
-        visibility = self.table.visibility(as_of)
-        for inst in reversed(visibility.visible):
-            if inst.action is Action.COMMIT:
-                body = self._commit_body(inst)
-                if body.schema:
-                    return list(body.schema)
-        return list(self.table.config.schema)
+        return schema_as_of(self.table, as_of)
 
-    def _commit_body(self, inst: Instant) -> CommitMetadata:
-        data = self.table.store.read_body(G, inst)
-        where = self.table.store.path_of(G, inst)
-        return decode_body(data, CommitMetadata, where=where)
+    def validate(self) -> list[str]:
+        """Compare the metadata table with a rebuild from storage; [] when they agree."""
+        return validate(self.table)
+
+    def compact_metadata(self) -> str | None:
+        """Compact every metadata file group that has log files; returns the instant."""
+        return self.metadata.compact()
 
     # ---- writes --------------------------------------------------------------------------
     def insert(self, data: Any) -> str:

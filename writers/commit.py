@@ -176,3 +176,14 @@ class Transaction:
         if self._heartbeat is not None:
             self._heartbeat.stop(remove=not failed)
             self._heartbeat = None
+
+
+def schema_as_of(table: TableTimelines, as_of: str | None = None) -> list[FieldSpec]:
+    """The table schema as of a read point: that of the latest visible commit."""
+    for inst in reversed(table.visibility(as_of).visible):
+        if inst.action is Action.COMMIT:
+            where = table.store.path_of(G, inst)
+            body = decode_body(table.store.read_body(G, inst), CommitMetadata, where=where)
+            if body.schema:
+                return list(body.schema)
+    return list(table.config.schema)

@@ -129,6 +129,7 @@ def test_random_batches_match_the_model_now_and_as_of_every_instant(
         history.append((done.completion_time, {k: dict(v) for k, v in model.items()}))
         assert table_rows(client.read_arrow()) == model
         check_index_and_listing(client, model)
+        assert client.validate() == []
     for as_of, expected in history:
         assert table_rows(client.read_arrow(as_of=as_of)) == expected, as_of
     assert deleted_ever, "the random walk must delete keys the table held"

@@ -48,6 +48,7 @@ def test_rollback_of_a_completed_commit_restores_data_index_and_listing(client) 
     assert state(client) != before
     undo = client.rollback(t)
     assert state(client) == before
+    assert client.validate() == []
     assert data_files(client) == files_before, "the rolled-back commit's files are deleted"
     assert t not in {i.time for i in client.table.visibility().visible}
     assert undo in {i.time for i in client.timeline() if i.action.value == "rollback"}
@@ -71,7 +72,9 @@ def test_rollback_after_metadata_compaction(client) -> None:
     assert MetadataTable(client.table).compact() is not None
     client.rollback(t)
     assert state(client) == before
+    assert client.validate() == []
     client.upsert(rows(["c2"], DAYS[2], 3, 8.0))  # and the table goes on
+    assert client.validate() == []
     assert state(client)[1]["c2"] is not None
 
 
@@ -105,6 +108,7 @@ def test_a_writer_killed_mid_commit_is_rolled_back_by_the_next_write(client, run
     assert not [f for f in data_files(client) if dead.time in f], "its files are deleted"
     assert files_before <= data_files(client)
     assert client.lookup(["zz"])["zz"] is None
+    assert client.validate() == []
     assert {r["id"]: r["amount"] for r in state(client)[0]}["a1"] == 1.0
 
 
@@ -150,9 +154,21 @@ def test_optimistic_concurrency(client, run_python, tmp_path, slow_day, fast_key
     outcome = json.loads(out)
     amounts = {r["id"]: r["amount"] for r in state(client)[0]}
     assert amounts[fast_key] == 80.0, "the winner is untouched"
+    assert client.validate() == []
     if conflict:
         assert "retry" in outcome and "rolled back" in outcome
         assert amounts["a1"] == 1.0, "nothing of the loser is visible"
     else:
         assert outcome == "committed"
         assert amounts["a1"] == 70.0
+
+
+def test_validate_reports_what_storage_and_metadata_disagree_on(client) -> None:
+    assert client.validate() == []
+    listing = client.files()
+    partition = sorted(listing)[0]
+    name = sorted(listing[partition])[0]
+    (Path(client.path) / partition / name).unlink()
+    problems = client.validate()
+    assert any(f"files: {partition}/{name}" in p for p in problems)
+    assert any(p.startswith("record_index: key") for p in problems)
