@@ -13,6 +13,7 @@ from metadata.table import MetadataTable
 from timeline.errors import LakebraidError
 from timeline.layout import TimelineKind
 from timeline.table import TableTimelines
+from writers.client import WriteClient
 from writers.rollback import rollback
 
 
@@ -58,6 +59,49 @@ def cmd_rollback(args: argparse.Namespace) -> int:
         else f"rolled back {args.instant} as rollback instant {undo}"
     )
     return 0
+
+
+def _client_call(args: argparse.Namespace, what: str) -> object:
+    return getattr(WriteClient.open(args.path), what)
+
+
+def cmd_savepoint(args: argparse.Namespace) -> int:
+    mark = _client_call(args, "savepoint")(args.instant)  # type: ignore[operator]
+    print(
+        json.dumps({"savepoint": mark, "target": args.instant})
+        if args.json
+        else f"savepointed {args.instant} as {mark}"
+    )
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    undo = _client_call(args, "restore")(args.instant)  # type: ignore[operator]
+    print(
+        json.dumps({"restore": undo, "target": args.instant})
+        if args.json
+        else f"restored to {args.instant} as {undo}"
+    )
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    done = _client_call(args, "compact_metadata")()  # type: ignore[operator]
+    print(
+        json.dumps({"compaction": done})
+        if args.json
+        else (f"compacted as {done}" if done else "nothing to compact")
+    )
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    problems = _client_call(args, "validate")()  # type: ignore[operator]
+    if args.json:
+        print(json.dumps({"problems": problems}))
+    else:
+        print("\n".join(problems) if problems else "the metadata table matches storage")
+    return 1 if problems else 0
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
@@ -112,6 +156,18 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--as-of", dest="as_of")
     fl.add_argument("--json", action="store_true")
     fl.set_defaults(run=cmd_files)
+    for name, run, needs_instant, text in (
+        ("savepoint", cmd_savepoint, True, "keep a commit's files and make it a restore point"),
+        ("restore", cmd_restore, True, "return the table to a savepointed commit"),
+        ("compact", cmd_compact, False, "compact the metadata table's file groups now"),
+        ("validate", cmd_validate, False, "compare the metadata table with storage"),
+    ):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("path")
+        if needs_instant:
+            cmd.add_argument("instant")
+        cmd.add_argument("--json", action="store_true")
+        cmd.set_defaults(run=run)
     return parser
 
 

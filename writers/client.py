@@ -47,7 +47,9 @@ from writers.pipeline import (
     tag,
 )
 from writers.read import read_arrow_files, read_spark
-from writers.rollback import recover, rollback
+from writers.recovery import recover
+from writers.restore import restore, savepoint
+from writers.rollback import rollback
 from writers.schema import check_input, is_spark_frame, to_arrow
 from writers.spark import embedded_session
 from writers.spark_pipeline import Context, rewrite_frame, route_frame
@@ -260,6 +262,15 @@ class WriteClient:
     def rollback(self, instant: str) -> str:
         """Undo a pending (dead) or completed commit; returns the rollback instant."""
         return rollback(self.table, instant)
+
+    def savepoint(self, instant: str) -> str:
+        """Keep a commit's files from cleaning and make it a restore point."""
+        return savepoint(self.table, instant)
+
+    def restore(self, instant: str) -> str:
+        """Return data, metadata and index to a savepointed commit, as one restore instant."""
+        recover(self.table)
+        return restore(self.table, instant)
 
     def _commit(
         self,

@@ -9,9 +9,8 @@ A rollback is its own instant ``r`` on all three timelines::
     lock:   completed on data, metadata, then global (body: the plan, a superset of
             ``timeline.bodies.RollbackBody``): from here the target is undone for every reader
 
-Every step is idempotent, so a rollback whose writer died is finished by :func:`recover`,
-which every write calls first: it finishes dead rollbacks and rolls back dead commits
-(pending instants whose heartbeat expired).
+Every step is idempotent, so a rollback whose writer died is finished by
+``writers.recovery.recover``, which every write calls first.
 """
 
 from __future__ import annotations
@@ -129,7 +128,7 @@ def rollback(table: TableTimelines, time: str, *, force_pending: bool = False) -
         for kind in (G, D, M):
             table.store.request(kind, undo, Action.ROLLBACK, body)
     try:
-        _execute(table, undo, plan)
+        execute_rollback_plan(table, undo, plan)
     except BaseException:
         heartbeat.stop(remove=False)
         raise
@@ -145,25 +144,40 @@ def _alive(table: TableTimelines, time: str) -> bool:
     return time not in dead
 
 
-def _execute(table: TableTimelines, undo: str, plan: RollbackPlan) -> None:
-    """Inflight, delete, complete: each step skipped when already done (re-entrant)."""
-    body = encode_body(plan)
+def execute_rollback_plan(table: TableTimelines, undo: str, plan: RollbackPlan) -> None:
+    execute_undo(
+        table, undo, Action.ROLLBACK, encode_body(plan), plan.data_files, plan.logs, [plan.target]
+    )
+
+
+def execute_undo(
+    table: TableTimelines,
+    undo: str,
+    action: Action,
+    body: bytes,
+    data_files: list[str],
+    logs: list[str],
+    targets: list[str],
+) -> None:
+    """Inflight, delete, complete: each step skipped when already done (re-entrant). Shared
+    by rollback and restore."""
     for kind in (G, D, M):
-        if State.INFLIGHT not in table.timeline(kind).states_of(undo, Action.ROLLBACK):
-            table.store.start(kind, undo, Action.ROLLBACK, body)
+        if State.INFLIGHT not in table.timeline(kind).states_of(undo, action):
+            table.store.start(kind, undo, action, body)
     fs, layout = table.fs, table.layout
-    for relative in plan.data_files:
+    for relative in data_files:
         _remove(fs, f"{layout.root}/{relative}")
-    for relative in plan.logs:
+    for relative in logs:
         _remove(fs, f"{layout.metadata_dir}/{relative}")
-    markers = layout.markers_dir(plan.target)
-    if fs.exists(markers):
-        fs.rm(markers, recursive=True)
+    for target in targets:
+        markers = layout.markers_dir(target)
+        if fs.exists(markers):
+            fs.rm(markers, recursive=True)
     with table.lock:
         completion = table.next_time()
         for kind in (D, M, G):
-            if State.COMPLETED not in table.timeline(kind).states_of(undo, Action.ROLLBACK):
-                table.store.complete(kind, undo, Action.ROLLBACK, body, completion_time=completion)
+            if State.COMPLETED not in table.timeline(kind).states_of(undo, action):
+                table.store.complete(kind, undo, action, body, completion_time=completion)
 
 
 def _remove(fs: object, path: str) -> None:
@@ -171,21 +185,3 @@ def _remove(fs: object, path: str) -> None:
         fs.rm_file(path)  # type: ignore[attr-defined]
     except FileNotFoundError:
         pass
-
-
-def recover(table: TableTimelines) -> list[str]:
-    """Finish rollbacks whose writer died and roll back dead commits; returns the times of
-    the instants dealt with. Called at the start of every write."""
-    done = []
-    undone = table.visibility().undone
-    for inst in table.dead_instants():
-        if inst.action is Action.ROLLBACK:
-            requested = Instant(inst.time, Action.ROLLBACK, State.REQUESTED)
-            where = table.store.path_of(G, requested)
-            plan = decode_body(table.store.read_body(G, requested), RollbackPlan, where=where)
-            _execute(table, inst.time, plan)
-            done.append(inst.time)
-        elif inst.action is Action.COMMIT and inst.time not in undone:
-            rollback(table, inst.time, force_pending=True)
-            done.append(inst.time)
-    return done

@@ -71,5 +71,17 @@ def test_lookup_files_and_rollback_round_trip_as_subprocesses(tmp_path) -> None:
     assert again.returncode == 1 and "already rolled back" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
     assert c.read_arrow().sort_by("id").column("ts").to_pylist() == [1, 1]
+    first = c.timeline()[0].time
+    mark = run("savepoint", c.path, first, "--json")
+    assert mark.returncode == 0, mark.stderr
+    assert json.loads(mark.stdout)["target"] == first
+    c.upsert(pa.table({"id": ["c"], "day": ["d3"], "ts": [3]}))
+    back = run("restore", c.path, first, "--json")
+    assert back.returncode == 0, back.stderr
+    assert sorted(c.read_arrow().column("id").to_pylist()) == ["a", "b"]
+    compacted = run("compact", c.path, "--json")
+    assert compacted.returncode == 0 and json.loads(compacted.stdout)["compaction"]
+    checked = run("validate", c.path, "--json")
+    assert checked.returncode == 0 and json.loads(checked.stdout) == {"problems": []}
     missing = run("lookup", str(tmp_path / "none"), "a")
     assert missing.returncode == 1 and "no lakebraid table" in missing.stderr

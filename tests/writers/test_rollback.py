@@ -172,3 +172,25 @@ def test_validate_reports_what_storage_and_metadata_disagree_on(client) -> None:
     problems = client.validate()
     assert any(f"files: {partition}/{name}" in p for p in problems)
     assert any(p.startswith("record_index: key") for p in problems)
+
+
+def test_restore_to_a_savepoint_equals_the_table_as_of_it(client) -> None:
+    t2 = client.upsert(rows(["a1", "c1"], DAYS[2], 2, 3.0))
+    t2_done = next(i.completion_time for i in client.timeline() if i.time == t2)
+    client.savepoint(t2)
+    expected = state(client, as_of=t2_done)
+    client.upsert(rows(["a2", "b2"], DAYS[0], 3, 4.0))
+    client.delete(["b3", "c1"])
+    client.upsert(rows(["d1", "a1"], DAYS[1], 4, 5.0))
+    assert MetadataTable(client.table).compact() is not None
+    client.insert(rows(["e1"], DAYS[2], 5, 6.0))
+    client.upsert(rows(["e1", "b4"], DAYS[0], 6, 7.0))
+    assert state(client) != expected
+    with pytest.raises(WriteError, match="has no savepoint"):
+        client.restore(client.timeline()[-1].time)
+    client.restore(t2)
+    assert state(client) == expected
+    assert client.validate() == []
+    after = client.upsert(rows(["f1"], DAYS[0], 9, 9.0))  # the table goes on
+    assert state(client)[1]["f1"] is not None and after > t2
+    assert client.validate() == []

@@ -1,0 +1,36 @@
+"""Recovery from dead writers, run at the start of every write.
+
+Pending instants on the global timeline whose heartbeat expired are dealt with oldest first:
+a rollback or restore is finished from its requested plan (every step is idempotent); a commit
+is rolled back. Instants already undone are left alone.
+"""
+
+from __future__ import annotations
+
+from timeline.bodies import decode_body
+from timeline.instant import Action, Instant, State
+from timeline.table import TableTimelines
+from writers.commit import G
+from writers.restore import finish_restore
+from writers.rollback import RollbackPlan, execute_rollback_plan, rollback
+
+
+def recover(table: TableTimelines) -> list[str]:
+    """Finish rollbacks and restores whose writer died and roll back dead commits; returns
+    the times of the instants dealt with."""
+    done = []
+    undone = table.visibility().undone
+    for inst in table.dead_instants():
+        if inst.action is Action.RESTORE:
+            finish_restore(table, inst)
+            done.append(inst.time)
+        elif inst.action is Action.ROLLBACK:
+            requested = Instant(inst.time, Action.ROLLBACK, State.REQUESTED)
+            where = table.store.path_of(G, requested)
+            plan = decode_body(table.store.read_body(G, requested), RollbackPlan, where=where)
+            execute_rollback_plan(table, inst.time, plan)
+            done.append(inst.time)
+        elif inst.action is Action.COMMIT and inst.time not in undone:
+            rollback(table, inst.time, force_pending=True)
+            done.append(inst.time)
+    return done
