@@ -95,6 +95,16 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_clean(args: argparse.Namespace) -> int:
+    done = _client_call(args, "clean")()  # type: ignore[operator]
+    print(
+        json.dumps({"clean": done})
+        if args.json
+        else (f"cleaned as {done}" if done else "nothing to clean")
+    )
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     problems = _client_call(args, "validate")()  # type: ignore[operator]
     if args.json:
@@ -160,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("savepoint", cmd_savepoint, True, "keep a commit's files and make it a restore point"),
         ("restore", cmd_restore, True, "return the table to a savepointed commit"),
         ("compact", cmd_compact, False, "compact the metadata table's file groups now"),
+        ("clean", cmd_clean, False, "delete file slices beyond the retention"),
         ("validate", cmd_validate, False, "compare the metadata table with storage"),
     ):
         cmd = sub.add_parser(name, help=text)

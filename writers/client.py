@@ -27,6 +27,7 @@ from timeline.layout import TimelineKind
 from timeline.table import TableTimelines
 from timeline.table_config import FieldSpec, IndexSettings, TableConfig
 from writers import settings
+from writers.clean import clean
 from writers.commit import Transaction, schema_as_of
 from writers.engine import InProcessEngine
 from writers.errors import ConflictDetected, WriteConflictError, WriteError
@@ -262,6 +263,11 @@ class WriteClient:
     def rollback(self, instant: str) -> str:
         """Undo a pending (dead) or completed commit; returns the rollback instant."""
         return rollback(self.table, instant)
+
+    def clean(self) -> str | None:
+        """Delete file slices beyond the retention (``clean.retain.commits``, savepoints)."""
+        recover(self.table)
+        return clean(self.table)
 
     def savepoint(self, instant: str) -> str:
         """Keep a commit's files from cleaning and make it a restore point."""

@@ -1,8 +1,8 @@
 """Recovery from dead writers, run at the start of every write.
 
 Pending instants on the global timeline whose heartbeat expired are dealt with oldest first:
-a rollback or restore is finished from its requested plan (every step is idempotent); a commit
-is rolled back. Instants already undone are left alone.
+a rollback, restore or clean is finished from its requested plan (every step is idempotent);
+a commit is rolled back. Instants already undone are left alone.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from timeline.bodies import decode_body
 from timeline.instant import Action, Instant, State
 from timeline.table import TableTimelines
+from writers.clean import CleanPlan, execute_clean
 from writers.commit import G
 from writers.restore import finish_restore
 from writers.rollback import RollbackPlan, execute_rollback_plan, rollback
@@ -21,7 +22,13 @@ def recover(table: TableTimelines) -> list[str]:
     done = []
     undone = table.visibility().undone
     for inst in table.dead_instants():
-        if inst.action is Action.RESTORE:
+        if inst.action is Action.CLEAN:
+            requested = Instant(inst.time, Action.CLEAN, State.REQUESTED)
+            data = table.store.read_body(G, requested)
+            plan = decode_body(data, CleanPlan, where=table.store.path_of(G, requested))
+            execute_clean(table, inst.time, plan)
+            done.append(inst.time)
+        elif inst.action is Action.RESTORE:
             finish_restore(table, inst)
             done.append(inst.time)
         elif inst.action is Action.ROLLBACK:

@@ -81,6 +81,8 @@ def test_lookup_files_and_rollback_round_trip_as_subprocesses(tmp_path) -> None:
     assert sorted(c.read_arrow().column("id").to_pylist()) == ["a", "b"]
     compacted = run("compact", c.path, "--json")
     assert compacted.returncode == 0 and json.loads(compacted.stdout)["compaction"]
+    cleaned = run("clean", c.path, "--json")
+    assert cleaned.returncode == 0 and "clean" in json.loads(cleaned.stdout)
     checked = run("validate", c.path, "--json")
     assert checked.returncode == 0 and json.loads(checked.stdout) == {"problems": []}
     missing = run("lookup", str(tmp_path / "none"), "a")

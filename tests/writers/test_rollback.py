@@ -33,6 +33,13 @@ def data_files(c: WriteClient) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*.parquet") if ".braid" not in p.parts}
 
 
+def metadata_files(c: WriteClient) -> set[Path]:
+    folders = [
+        Path(c.path, ".braid", "metadata", p) for p in ("files", "column_stats", "record_index")
+    ]
+    return {p for folder in folders if folder.exists() for p in folder.iterdir()}
+
+
 @pytest.fixture
 def client(tmp_path) -> WriteClient:
     c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **FAST_HEARTBEAT)
@@ -194,3 +201,28 @@ def test_restore_to_a_savepoint_equals_the_table_as_of_it(client) -> None:
     after = client.upsert(rows(["f1"], DAYS[0], 9, 9.0))  # the table goes on
     assert state(client)[1]["f1"] is not None and after > t2
     assert client.validate() == []
+
+
+def test_clean_keeps_what_retained_reads_and_savepoints_need(tmp_path) -> None:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **{"clean.retain.commits": 3})
+    saved = c.insert(rows(["a1", "a2"], DAYS[0], 1, 1.0))
+    c.savepoint(saved)
+    for step in range(2, 10):
+        c.upsert(rows(["a1", f"n{step}"], DAYS[step % 2], step, float(step)))
+        if step == 6:
+            assert MetadataTable(c.table).compact() is not None
+    commits = [i for i in c.timeline() if i.action.value == "commit"]
+    points = [i.completion_time for i in commits[-3:]] + [commits[0].completion_time, None]
+    before = {p: state(c, as_of=p) for p in points}
+    files_before = data_files(c)
+    meta_before = metadata_files(c)
+    assert c.clean() is not None
+    assert data_files(c) < files_before, "superseded data files are deleted"
+    meta_after = metadata_files(c)
+    assert meta_after < meta_before, "metadata slices beyond the retention are deleted"
+    for point, expected in before.items():
+        assert state(c, as_of=point) == expected, point
+    assert c.validate() == []
+    assert c.clean() is None  # nothing more to do
+    c.upsert(rows(["z"], DAYS[0], 20, 2.0))
+    assert c.validate() == []

@@ -1,0 +1,156 @@
+"""The cleaner: delete file slices no retained read point needs (keep the last K commits).
+
+Retained read points: the completion of each of the last ``clean.retain.commits`` visible
+commits (reads as of any later time need nothing older than the earliest of them) and the
+completion of every savepointed commit. Kept:
+
+* data files: those in the ``files`` listing as of a retained point, and every file written
+  by a commit that completed after the earliest retained point (so also anything pending);
+* metadata files: those of every file group's slice as of a retained point (base and logs),
+  and every base or log file written after the earliest retained point.
+
+Everything else written by visible commits and compactions is deleted, as one ``clean``
+instant on all three timelines whose body lists the files. Data files are known from the
+commits' write statuses, never from listing data folders; metadata folders are listed.
+Reads as of points older than the retention may then fail: that is what retention means.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from metadata.reader import MetadataReader
+from metadata.records import Partition
+from metadata.slices import parse_name
+from metadata.table import MetadataTable
+from timeline import config as cfg
+from timeline.bodies import decode_body, encode_body
+from timeline.instant import Action, State
+from timeline.table import TableTimelines
+from writers.commit import CommitMetadata, D, G, M
+from writers.restore import savepoints
+
+RETAIN_COMMITS = cfg.register(
+    "clean.retain.commits",
+    int,
+    10,
+    "The cleaner keeps every file the last this-many commits (and every savepoint) can read.",
+    cfg.at_least(1),
+)
+BODY_VERSION = 1
+
+
+class CleanPlan(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = BODY_VERSION
+    earliest_retained: str
+    data_files: list[str] = []  # relative to the table root
+    metadata_files: list[str] = []  # relative to the metadata folder
+
+
+def plan_clean(table: TableTimelines) -> CleanPlan | None:
+    visibility = table.visibility()
+    commits = [i for i in visibility.visible if i.action is Action.COMMIT]
+    keep_n = table.options.get(RETAIN_COMMITS)
+    if len(commits) <= keep_n:
+        return None
+    earliest = commits[-keep_n]
+    held = savepoints(table)
+    points = [earliest.completion_time] + [i.completion_time for i in commits if i.time in held]
+    metadata = MetadataTable(table)
+    keep_data: set[str] = set()
+    keep_meta: set[str] = set()
+    for point in points:
+        reader = metadata.reader(point)
+        for partition, files in reader.files().items():
+            keep_data.update(f"{partition}/{name}".lstrip("/") for name in files)
+        keep_meta.update(_slice_files(reader))
+    written: set[str] = set()
+    for inst in commits:
+        where = table.store.path_of(G, inst)
+        body = decode_body(table.store.read_body(G, inst), CommitMetadata, where=where)
+        names = {f"{s.partition}/{s.file_name}".lstrip("/") for s in body.statuses if s.file_name}
+        if inst.completion_time > earliest.completion_time:  # type: ignore[operator]
+            keep_data.update(names)
+        written.update(names)
+    old_enough = {
+        i.time for i in visibility.visible if i.completion_time <= earliest.completion_time
+    }  # type: ignore[operator]
+    meta_done = {
+        i.time
+        for i in table.timeline(M).by_completion(earliest.completion_time)
+        if i.action in (Action.COMPACTION, Action.REINDEX)
+    }
+    stale_meta = []
+    for partition in Partition:
+        folder = table.layout.metadata_partition_dir(str(partition))
+        if not table.fs.exists(folder):
+            continue
+        for path in table.fs.ls(folder, detail=False):
+            name = path.rsplit("/", 1)[-1]
+            parsed = parse_name(name)
+            relative = f"{partition}/{name}"
+            if parsed is None or relative in keep_meta:
+                continue
+            settled = old_enough if parsed.kind == "log" else meta_done
+            if parsed.instant in settled:
+                stale_meta.append(relative)
+    root = table.layout.root
+    doomed = [f for f in sorted(written - keep_data) if table.fs.exists(f"{root}/{f}")]
+    return CleanPlan(
+        earliest_retained=earliest.time,
+        data_files=doomed,
+        metadata_files=sorted(stale_meta),
+    )
+
+
+def _slice_files(reader: MetadataReader) -> set[str]:
+    kept = set()
+    for partition in Partition:
+        for piece in reader.slices(partition):
+            names = ([piece.base] if piece.base else []) + list(piece.logs)
+            kept.update(f"{partition}/{name}" for name in names)
+    return kept
+
+
+def clean(table: TableTimelines) -> str | None:
+    """Run the cleaner; returns the clean instant (None: nothing to clean)."""
+    plan = plan_clean(table)
+    if plan is None or not (plan.data_files or plan.metadata_files):
+        return None
+    body = encode_body(plan)
+    with table.lock:
+        time = table.next_time()
+        heartbeat = table.heartbeat(time).start()
+        for kind in (G, D, M):
+            table.store.request(kind, time, Action.CLEAN, body)
+    try:
+        execute_clean(table, time, plan)
+    except BaseException:
+        heartbeat.stop(remove=False)
+        raise
+    heartbeat.stop()
+    return time
+
+
+def execute_clean(table: TableTimelines, time: str, plan: CleanPlan) -> None:
+    """Inflight, delete, complete; every step skipped when done (finishes a dead clean)."""
+    body = encode_body(plan)
+    for kind in (G, D, M):
+        if State.INFLIGHT not in table.timeline(kind).states_of(time, Action.CLEAN):
+            table.store.start(kind, time, Action.CLEAN, body)
+    for relative in plan.data_files:
+        _remove(table, f"{table.layout.root}/{relative}")
+    for relative in plan.metadata_files:
+        _remove(table, f"{table.layout.metadata_dir}/{relative}")
+    with table.lock:
+        completion = table.next_time()
+        for kind in (D, M, G):
+            if State.COMPLETED not in table.timeline(kind).states_of(time, Action.CLEAN):
+                table.store.complete(kind, time, Action.CLEAN, body, completion_time=completion)
+
+
+def _remove(table: TableTimelines, path: str) -> None:
+    try:
+        table.fs.rm_file(path)
+    except FileNotFoundError:
+        pass
