@@ -121,8 +121,13 @@ class TableTimelines:
         return Heartbeat(self.fs, self.layout, instant, self.options.get(cfg.HEARTBEAT_INTERVAL_MS))
 
     def dead_instants(self, at_ms: int | None = None) -> list[Instant]:
+        """Pending instants of the global timeline whose writer is gone, minus those a
+        completed rollback or restore already undid (nothing is left to do for them)."""
         expiry = self.options.get(cfg.HEARTBEAT_EXPIRY_MS)
-        return dead_pending(self.fs, self.layout, self.timeline(), expiry, at_ms)
+        global_timeline = self.timeline()
+        undone = self.visibility(global_timeline=global_timeline).undone
+        dead = dead_pending(self.fs, self.layout, global_timeline, expiry, at_ms)
+        return [inst for inst in dead if inst.time not in undone]
 
 
 def _with_created(config: TableConfig, time: str) -> TableConfig:

@@ -13,6 +13,7 @@ Everything else written by visible commits and compactions is deleted, as one ``
 instant on all three timelines whose body lists the files. Data files are known from the
 commits' write statuses, never from listing data folders; metadata folders are listed.
 Reads as of points older than the retention may then fail: that is what retention means.
+The cleaner also deletes files that completed rollbacks and restores left behind.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from timeline.bodies import decode_body, encode_body
 from timeline.instant import Action, State
 from timeline.table import TableTimelines
 from writers.commit import CommitMetadata, D, G, M
-from writers.restore import savepoints
+from writers.restore import RestorePlan, savepoints
+from writers.rollback import RollbackPlan, delete_undone_files, requested_on
 
 RETAIN_COMMITS = cfg.register(
     "clean.retain.commits",
@@ -112,8 +114,22 @@ def _slice_files(reader: MetadataReader) -> set[str]:
     return kept
 
 
+def sweep_undone(table: TableTimelines) -> None:
+    """Delete files a completed rollback or restore left behind (its writer died after the
+    undo's commit point, before its deletes)."""
+    for inst in table.timeline(G).completed():
+        if inst.action not in (Action.ROLLBACK, Action.RESTORE):
+            continue
+        kind = RollbackPlan if inst.action is Action.ROLLBACK else RestorePlan
+        where = table.store.path_of(G, inst)
+        plan = decode_body(table.store.read_body(G, inst), kind, where=where)
+        targets = [plan.target] if isinstance(plan, RollbackPlan) else plan.undone
+        delete_undone_files(table, plan.data_files, plan.logs, targets)
+
+
 def clean(table: TableTimelines) -> str | None:
     """Run the cleaner; returns the clean instant (None: nothing to clean)."""
+    sweep_undone(table)
     plan = plan_clean(table)
     if plan is None or not (plan.data_files or plan.metadata_files):
         return None
@@ -135,7 +151,8 @@ def clean(table: TableTimelines) -> str | None:
 def execute_clean(table: TableTimelines, time: str, plan: CleanPlan) -> None:
     """Inflight, delete, complete; every step skipped when done (finishes a dead clean)."""
     body = encode_body(plan)
-    for kind in (G, D, M):
+    kinds = requested_on(table, time, Action.CLEAN)
+    for kind in kinds:
         if State.INFLIGHT not in table.timeline(kind).states_of(time, Action.CLEAN):
             table.store.start(kind, time, Action.CLEAN, body)
     for relative in plan.data_files:
@@ -145,7 +162,9 @@ def execute_clean(table: TableTimelines, time: str, plan: CleanPlan) -> None:
     with table.lock:
         completion = table.next_time()
         for kind in (D, M, G):
-            if State.COMPLETED not in table.timeline(kind).states_of(time, Action.CLEAN):
+            if kind in kinds and State.COMPLETED not in table.timeline(kind).states_of(
+                time, Action.CLEAN
+            ):
                 table.store.complete(kind, time, Action.CLEAN, body, completion_time=completion)
 
 

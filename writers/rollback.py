@@ -4,10 +4,10 @@ A rollback is its own instant ``r`` on all three timelines::
 
     lock:   r = next instant time; requested on global, data, metadata (body: RollbackPlan)
     inflight on global, data, metadata
-    delete the target's data files (from its markers and its write statuses), its metadata
-    log files (``<group>_<target>.log``) and its markers folder
     lock:   completed on data, metadata, then global (body: the plan, a superset of
             ``timeline.bodies.RollbackBody``): from here the target is undone for every reader
+    delete the target's data files (from its markers and its write statuses), its metadata
+    log files (``<group>_<target>.log``) and its markers folder
 
 Every step is idempotent, so a rollback whose writer died is finished by
 ``writers.recovery.recover``, which every write calls first.
@@ -21,6 +21,7 @@ from metadata.records import Partition
 from timeline.bodies import decode_body, encode_body
 from timeline.heartbeat import read_beat
 from timeline.instant import Action, Instant, State
+from timeline.layout import TimelineKind
 from timeline.table import TableTimelines
 from writers.commit import CommitMetadata, D, G, M
 from writers.errors import WriteError
@@ -159,11 +160,28 @@ def execute_undo(
     logs: list[str],
     targets: list[str],
 ) -> None:
-    """Inflight, delete, complete: each step skipped when already done (re-entrant). Shared
-    by rollback and restore."""
-    for kind in (G, D, M):
+    """Inflight, complete, then delete: each step skipped when already done (re-entrant).
+    Shared by rollback and restore. The files go only once the undo is complete (its commit
+    point), so no reader ever meets a visible commit with files missing; a crash after the
+    completion leaves invisible files that :func:`delete_undone_files` (the cleaner) removes."""
+    kinds = requested_on(table, undo, action)
+    for kind in kinds:
         if State.INFLIGHT not in table.timeline(kind).states_of(undo, action):
             table.store.start(kind, undo, action, body)
+    with table.lock:
+        completion = table.next_time()
+        for kind in (D, M, G):
+            if kind in kinds and State.COMPLETED not in table.timeline(kind).states_of(
+                undo, action
+            ):
+                table.store.complete(kind, undo, action, body, completion_time=completion)
+    delete_undone_files(table, data_files, logs, targets)
+
+
+def delete_undone_files(
+    table: TableTimelines, data_files: list[str], logs: list[str], targets: list[str]
+) -> None:
+    """Delete the files of undone instants (idempotent: missing files are fine)."""
     fs, layout = table.fs, table.layout
     for relative in data_files:
         _remove(fs, f"{layout.root}/{relative}")
@@ -173,11 +191,12 @@ def execute_undo(
         markers = layout.markers_dir(target)
         if fs.exists(markers):
             fs.rm(markers, recursive=True)
-    with table.lock:
-        completion = table.next_time()
-        for kind in (D, M, G):
-            if State.COMPLETED not in table.timeline(kind).states_of(undo, action):
-                table.store.complete(kind, undo, action, body, completion_time=completion)
+
+
+def requested_on(table: TableTimelines, time: str, action: Action) -> list[TimelineKind]:
+    """The timelines an instant was requested on (a writer that died between the three
+    requests leaves it on fewer; recovery finishes it on those, global always first)."""
+    return [k for k in (G, D, M) if table.timeline(k).states_of(time, action)]
 
 
 def _remove(fs: object, path: str) -> None:
