@@ -34,6 +34,7 @@ class ReadPoint(msgspec.Struct, frozen=True):
     bases: tuple[str, ...]  # compaction / reindex instants whose bases are visible, in order
     group_counts: dict[str, int]  # metadata partition -> number of file groups
     reindexed: dict[str, str] = {}  # metadata partition -> its latest visible reindex instant
+    read_at: str | None = None  # completion time of the latest visible instant
 
 
 class MetadataFile(msgspec.Struct, frozen=True):

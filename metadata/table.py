@@ -89,6 +89,7 @@ class MetadataTable:
             bases=tuple(i.time for i in bases),
             group_counts=counts,
             reindexed=reindexed,
+            read_at=visibility.visible[-1].completion_time if visibility.visible else None,
         )
 
     def reader(self, as_of: str | None = None) -> MetadataReader:

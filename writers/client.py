@@ -156,14 +156,15 @@ class WriteClient:
         if key_col.null_count:
             raise WriteError("delete: null record keys", table=self.path)
         rows = pa.table({RECORD_KEY: pc.unique(key_col)})
-        found = self.metadata.reader().lookup(rows.column(RECORD_KEY))
+        reader = self.metadata.reader()
+        found = reader.lookup(rows.column(RECORD_KEY))
         tagged = tag(rows, found)
         tagged = tagged.filter(pc.is_valid(tagged.column(OLD_FILE_ID)))
         tagged = tagged.append_column(PARTITION, tagged.column(OLD_PARTITION))
         tagged = tagged.append_column(OP, pa.array([OP_DELETE] * tagged.num_rows, pa.int8()))
         routed = tagged.append_column(TARGET_FILE_ID, tagged.column(OLD_FILE_ID))
-        listing = current_files(self.metadata.reader().files())
-        return self._commit("delete", routed, self.schema(), listing)
+        listing = current_files(reader.files())
+        return self._commit("delete", routed, self.schema(), listing, reader.point.read_at)
 
     def _write(self, data: Any, operation: str) -> str:
         recover(self.table)
@@ -184,7 +185,7 @@ class WriteClient:
         target, small = self._insert_room(reader, listing, operation)
         plan = plan_slots(insert_counts(tagged), listing, target_rows=target, small_rows=small)
         routed = route(tagged, plan)
-        return self._commit(operation, routed, schema, listing)
+        return self._commit(operation, routed, schema, listing, reader.point.read_at)
 
     def _insert_room(
         self, reader: MetadataReader, listing: Mapping[str, Mapping[str, str]], operation: str
@@ -225,7 +226,7 @@ class WriteClient:
             frame, ctx, tagging=operation == "upsert", target_rows=target, small_rows=small
         )
         spec = [(f.name, f.type, f.nullable) for f in schema]
-        tx = Transaction(self.table, self.metadata, operation)
+        tx = Transaction(self.table, self.metadata, operation, reader.point.read_at)
         time = tx.begin()
         try:
             statuses = rewrite_frame(
@@ -247,8 +248,8 @@ class WriteClient:
         try:
             tx.commit(statuses, schema)
         except ConflictDetected as conflict:
-            tx.close()
-            rollback(self.table, conflict.instant, force_pending=True)  # type: ignore[arg-type]
+            rollback(self.table, conflict.instant, own=True)  # type: ignore[arg-type]
+            tx.close()  # the heartbeat goes last: until then no recovery takes us for dead
             raise WriteConflictError(
                 f"{conflict.message}; this write was rolled back and nothing of theirs was "
                 "touched: retry it",
@@ -262,7 +263,7 @@ class WriteClient:
 
     def rollback(self, instant: str) -> str:
         """Undo a pending (dead) or completed commit; returns the rollback instant."""
-        return rollback(self.table, instant)
+        return rollback(self.table, instant)  # type: ignore[return-value]
 
     def clean(self) -> str | None:
         """Delete file slices beyond the retention (``clean.retain.commits``, savepoints)."""
@@ -284,8 +285,9 @@ class WriteClient:
         routed: pa.Table,
         schema: list[FieldSpec],
         listing: Mapping[str, Mapping[str, str]],
+        read_at: str | None,
     ) -> str:
-        tx = Transaction(self.table, self.metadata, operation)
+        tx = Transaction(self.table, self.metadata, operation, read_at)
         time = tx.begin()
         try:
             tasks = _tasks(self.table, routed, listing, time, schema)

@@ -20,16 +20,17 @@ from collections.abc import Sequence
 import msgspec
 import pyarrow as pa
 
+from metadata.logblock import read_log_file
 from metadata.records import ColumnStatsRecord
 from metadata.table import MetadataTable
 from metadata.writer import InstantChanges, WrittenLog
 from timeline.bodies import decode_body, encode_body
 from timeline.heartbeat import Heartbeat
-from timeline.instant import Action
+from timeline.instant import Action, Instant, State
 from timeline.layout import TimelineKind
 from timeline.table import TableTimelines
 from timeline.table_config import FieldSpec
-from writers.errors import ConflictDetected
+from writers.errors import ConflictDetected, WriteConflictError
 from writers.filegroup import WriteStatus
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
@@ -95,23 +96,35 @@ def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> Insta
     )
 
 
-def touched(statuses: Sequence[WriteStatus], logs: Sequence[WrittenLog]) -> set[tuple[str, str]]:
-    """The file groups a commit wrote: data file groups and record-index file groups (two
-    writers adding the same new key touch the same record-index group, so they conflict)."""
-    groups = {(s.partition, s.file_id) for s in statuses}
-    groups.update(
-        ("record_index", log.file_group) for log in logs if log.partition == "record_index"
-    )
-    return groups
+def data_groups(statuses: Sequence[WriteStatus]) -> set[tuple[str, str]]:
+    """The data file groups a commit rewrote, as (partition, file id)."""
+    return {(s.partition, s.file_id) for s in statuses}
+
+
+def index_keys(changes: InstantChanges) -> set[str]:
+    """The record keys whose index entry a commit writes."""
+    keys = set(changes.index_deletes)
+    if changes.index_upserts is not None:
+        keys.update(changes.index_upserts.column("key").to_pylist())
+    return keys
 
 
 class Transaction:
     """One write on the three timelines. Use as: ``begin()``, write files, ``commit()``."""
 
-    def __init__(self, table: TableTimelines, metadata: MetadataTable, operation: str):
+    def __init__(
+        self,
+        table: TableTimelines,
+        metadata: MetadataTable,
+        operation: str,
+        read_at: str | None = None,
+    ):
+        """``read_at``: the latest completion the write's reads saw; commits completed after
+        it are checked for conflicts (the write's plan may predate them)."""
         self.table = table
         self.metadata = metadata
         self.operation = operation
+        self.read_at = read_at
         self.time: str | None = None
         self._heartbeat: Heartbeat | None = None
 
@@ -141,7 +154,15 @@ class Transaction:
         logs = self.metadata.write(time, changes)
         done = encode_body(msgspec.structs.replace(body, logs=logs))
         with table.lock:
-            others = self._overlapping(touched(statuses, logs))
+            if self._undone_by_others():
+                raise WriteConflictError(
+                    f"write {time} was judged dead (its heartbeat expired) and rolled back by "
+                    "another writer's recovery; nothing of it is visible: retry it, and raise "
+                    "heartbeat.expiry.ms if writes stall this long",
+                    table=table.path,
+                    instant=time,
+                )
+            others = self._overlapping(data_groups(statuses), index_keys(changes))
             if others:
                 raise ConflictDetected(
                     f"commits {others} completed since {time} started and touched the same "
@@ -157,18 +178,43 @@ class Transaction:
         self.close()
         return time
 
-    def _overlapping(self, mine: set[tuple[str, str]]) -> list[str]:
-        """Visible commits completed since this one started whose file groups (data, and
-        record-index groups) overlap ``mine``. Called under the table lock."""
+    def _overlapping(self, groups: set[tuple[str, str]], keys: set[str]) -> list[str]:
+        """Visible commits completed since this one started that rewrote one of ``groups``
+        or wrote the index entry of one of ``keys`` (two writers inserting the same new key
+        into different groups). Called under the table lock."""
         table, found = self.table, []
         for inst in table.visibility().visible:
-            if inst.action is not Action.COMMIT or inst.completion_time <= self.time:  # type: ignore[operator]
+            since = self.read_at or self.time
+            if inst.action is not Action.COMMIT or inst.completion_time <= since:  # type: ignore[operator]
                 continue
             where = table.store.path_of(G, inst)
             body = decode_body(table.store.read_body(G, inst), CommitMetadata, where=where)
-            if touched(body.statuses, body.logs) & mine:
+            if data_groups(body.statuses) & groups or self._their_keys(body) & keys:
                 found.append(inst.time)
         return found
+
+    def _undone_by_others(self) -> bool:
+        """True if a rollback or restore requested since this write began targets it."""
+        for inst in self.table.timeline(G):
+            if inst.action not in (Action.ROLLBACK, Action.RESTORE) or inst.time < self.time:  # type: ignore[operator]
+                continue
+            requested = Instant(inst.time, inst.action, State.REQUESTED)
+            plan = msgspec.json.decode(self.table.store.read_body(G, requested))
+            if inst.action is Action.ROLLBACK and plan.get("target") == self.time:
+                return True
+            if inst.action is Action.RESTORE and plan.get("target", "") < self.time:  # type: ignore[operator]
+                return True
+        return False
+
+    def _their_keys(self, body: CommitMetadata) -> set[str]:
+        keys: set[str] = set()
+        folder = self.table.layout.metadata_partition_dir("record_index")
+        for log in body.logs:
+            if log.partition == "record_index":
+                for block in read_log_file(self.table.fs, f"{folder}/{log.name}"):
+                    keys.update(r.key for r in block.records)
+                    keys.update(block.keys)
+        return keys
 
     def close(self, *, failed: bool = False) -> None:
         """Stop the heartbeat; after a failure its file stays, expires, and recovery rolls

@@ -38,6 +38,6 @@ def recover(table: TableTimelines) -> list[str]:
             execute_rollback_plan(table, inst.time, plan)
             done.append(inst.time)
         elif inst.action is Action.COMMIT and inst.time not in undone:
-            rollback(table, inst.time, force_pending=True)
-            done.append(inst.time)
+            if rollback(table, inst.time, recovering=True) is not None:
+                done.append(inst.time)
     return done

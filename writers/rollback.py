@@ -101,29 +101,43 @@ def check_dependents(table: TableTimelines, target: Instant) -> None:
         )
 
 
-def rollback(table: TableTimelines, time: str, *, force_pending: bool = False) -> str:
-    """Roll back the commit at ``time``; returns the rollback instant's time."""
-    target = table.timeline(G).get(time, Action.COMMIT)
-    if target is None:
-        raise WriteError(
-            f"no commit {time} on the global timeline; `lakebraid timeline` lists the instants",
-            table=table.path,
-            instant=time,
-        )
-    if time in table.visibility().undone:
-        raise WriteError(f"commit {time} is already rolled back", table=table.path, instant=time)
-    if target.is_pending and not force_pending and _alive(table, time):
-        raise WriteError(
-            f"commit {time} is still being written (its heartbeat is fresh); wait for it or "
-            "for its heartbeat to expire",
-            table=table.path,
-            instant=time,
-        )
-    if target.is_completed:
-        check_dependents(table, target)
-    plan = plan_rollback(table, target)
-    body = encode_body(plan)
+def rollback(
+    table: TableTimelines, time: str, *, own: bool = False, recovering: bool = False
+) -> str | None:
+    """Roll back the commit at ``time``; returns the rollback instant's time.
+
+    ``own``: the caller wrote the pending instant (a lost conflict), so its heartbeat is
+    not a reason to refuse. ``recovering``: roll back only if the instant is still pending
+    with a dead heartbeat, judged under the table lock (a writer completes under the lock
+    and drops its heartbeat only after), else return None."""
     with table.lock:
+        target = table.timeline(G).get(time, Action.COMMIT)
+        if target is None:
+            raise WriteError(
+                f"no commit {time} on the global timeline; `lakebraid timeline` lists them",
+                table=table.path,
+                instant=time,
+            )
+        if recovering and (target.is_completed or _alive(table, time)):
+            return None
+        already = time in table.visibility().undone
+        if already and (own or recovering):
+            return None  # someone else's recovery got there first
+        if already:
+            raise WriteError(
+                f"commit {time} is already rolled back", table=table.path, instant=time
+            )
+        if target.is_pending and not (own or recovering) and _alive(table, time):
+            raise WriteError(
+                f"commit {time} is still being written (its heartbeat is fresh); wait for it "
+                "or for its heartbeat to expire",
+                table=table.path,
+                instant=time,
+            )
+        if target.is_completed:
+            check_dependents(table, target)
+        plan = plan_rollback(table, target)
+        body = encode_body(plan)
         undo = table.next_time()
         heartbeat = table.heartbeat(undo).start()
         for kind in (G, D, M):

@@ -1,0 +1,87 @@
+"""Four writer processes x 25 upserts on one table: optimistic concurrency end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from writers.client import WriteClient
+
+pytestmark = pytest.mark.slow
+
+WRITER = """
+import json, sys
+import pyarrow as pa
+from writers.client import WriteClient
+from writers.errors import WriteConflictError
+path, me, day, keys = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
+c = WriteClient.open(path)
+outcomes = []
+for i in range(25):
+    value = me * 1000 + i
+    data = pa.table({"id": keys, "day": [day] * len(keys), "ts": [value] * len(keys),
+                     "v": [value] * len(keys)})
+    try:
+        outcomes.append({"instant": c.upsert(data), "value": value, "committed": True})
+    except WriteConflictError as exc:
+        outcomes.append({"instant": exc.instant, "value": value, "committed": False})
+print(json.dumps(outcomes))
+"""
+
+
+def test_four_writers(tmp_path, run_python) -> None:
+    path = str(tmp_path / "t")
+    c = WriteClient.create(path, "id", ["day"], "ts", **{"write.inprocess.max.rows": 1000})
+    plan = {
+        0: ("d0", ["p0-a", "p0-b"]),  # disjoint from everyone
+        1: ("d1", ["p1-a", "p1-b"]),  # disjoint from everyone
+        2: ("d2", ["s-a", "s-b"]),  # 2 and 3 write the same keys of the same partition
+        3: ("d2", ["s-a", "s-b"]),
+    }
+    seed = [(k, day) for day, keys in plan.values() for k in keys]
+    c.insert(
+        pa.table(
+            {
+                "id": [k for k, _ in seed],
+                "day": [d for _, d in seed],
+                "ts": [0] * len(seed),
+                "v": [0] * len(seed),
+            }
+        )
+    )
+    procs = {
+        me: run_python(WRITER, path, str(me), day, ",".join(keys))
+        for me, (day, keys) in plan.items()
+    }
+    results = {}
+    for me, proc in procs.items():
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+        results[me] = json.loads(out)
+    for me in (0, 1):
+        assert all(o["committed"] for o in results[me]), f"disjoint writer {me} lost a commit"
+    conflicts = sum(not o["committed"] for me in (2, 3) for o in results[me])
+    print(f"overlapping writers: {conflicts} of 50 upserts raised WriteConflictError")
+    completion = {i.time: i.completion_time for i in c.timeline() if i.is_completed}
+    undone = c.table.visibility().undone
+    expected: dict[str, int] = {}
+    for me, (_, keys) in plan.items():
+        done = [o for o in results[me] if o["committed"]]
+        for o in results[me]:
+            assert (o["instant"] in undone) != o["committed"], o
+        for key in keys:
+            last = max(done, key=lambda o: completion[o["instant"]], default=None)
+            if last is not None:
+                previous = expected.get(key)
+                mine = (completion[last["instant"]], last["value"])
+                expected[key] = max(previous, mine) if previous else mine  # type: ignore[assignment]
+    table = c.read_arrow()
+    got = dict(zip(table.column("id").to_pylist(), table.column("v").to_pylist(), strict=True))
+    assert got == {k: v for k, (_, v) in expected.items()}
+    committed_values = {o["value"] for r in results.values() for o in r if o["committed"]}
+    assert set(got.values()) <= committed_values, "a rolled-back update is visible"
+    assert c.validate() == []
+    times = [i.time for i in c.timeline()]
+    assert len(times) == len(set(times))
