@@ -191,6 +191,8 @@ def test_restore_to_a_savepoint_equals_the_table_as_of_it(client) -> None:
     client.upsert(rows(["d1", "a1"], DAYS[1], 4, 5.0))
     assert MetadataTable(client.table).compact() is not None
     client.insert(rows(["e1"], DAYS[2], 5, 6.0))
+    cleaner = WriteClient.open(client.path, **{"clean.retain.commits": 1})
+    assert cleaner.clean() is not None, "the cleaner runs between the savepoint and restore"
     client.upsert(rows(["e1", "b4"], DAYS[0], 6, 7.0))
     assert state(client) != expected
     with pytest.raises(WriteError, match="has no savepoint"):
