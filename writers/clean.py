@@ -26,11 +26,12 @@ from metadata.slices import parse_name
 from metadata.table import MetadataTable
 from timeline import config as cfg
 from timeline.bodies import decode_body, encode_body
-from timeline.instant import Action, State
+from timeline.instant import Action
 from timeline.table import TableTimelines
-from writers.commit import CommitMetadata, D, G, M
+from writers.commit import CommitMetadata, G, M
 from writers.restore import RestorePlan, savepoints
-from writers.rollback import RollbackPlan, delete_undone_files, requested_on
+from writers.rollback import RollbackPlan, delete_undone_files
+from writers.service import complete_all, remove, run_service, start_all
 
 RETAIN_COMMITS = cfg.register(
     "clean.retain.commits",
@@ -133,43 +134,17 @@ def clean(table: TableTimelines) -> str | None:
     plan = plan_clean(table)
     if plan is None or not (plan.data_files or plan.metadata_files):
         return None
-    body = encode_body(plan)
-    with table.lock:
-        time = table.next_time()
-        heartbeat = table.heartbeat(time).start()
-        for kind in (G, D, M):
-            table.store.request(kind, time, Action.CLEAN, body)
-    try:
-        execute_clean(table, time, plan)
-    except BaseException:
-        heartbeat.stop(remove=False)
-        raise
-    heartbeat.stop()
-    return time
+    return run_service(
+        table, Action.CLEAN, encode_body(plan), lambda time: execute_clean(table, time, plan)
+    )
 
 
 def execute_clean(table: TableTimelines, time: str, plan: CleanPlan) -> None:
     """Inflight, delete, complete; every step skipped when done (finishes a dead clean)."""
     body = encode_body(plan)
-    kinds = requested_on(table, time, Action.CLEAN)
-    for kind in kinds:
-        if State.INFLIGHT not in table.timeline(kind).states_of(time, Action.CLEAN):
-            table.store.start(kind, time, Action.CLEAN, body)
+    start_all(table, time, Action.CLEAN, body)
     for relative in plan.data_files:
-        _remove(table, f"{table.layout.root}/{relative}")
+        remove(table.fs, f"{table.layout.root}/{relative}")
     for relative in plan.metadata_files:
-        _remove(table, f"{table.layout.metadata_dir}/{relative}")
-    with table.lock:
-        completion = table.next_time()
-        for kind in (D, M, G):
-            if kind in kinds and State.COMPLETED not in table.timeline(kind).states_of(
-                time, Action.CLEAN
-            ):
-                table.store.complete(kind, time, Action.CLEAN, body, completion_time=completion)
-
-
-def _remove(table: TableTimelines, path: str) -> None:
-    try:
-        table.fs.rm_file(path)
-    except FileNotFoundError:
-        pass
+        remove(table.fs, f"{table.layout.metadata_dir}/{relative}")
+    complete_all(table, time, Action.CLEAN, body)

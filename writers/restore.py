@@ -16,9 +16,10 @@ import msgspec
 from timeline.bodies import encode_body
 from timeline.instant import Action, Instant, State
 from timeline.table import TableTimelines
-from writers.commit import D, G, M
+from writers.commit import G
 from writers.errors import WriteError
 from writers.rollback import execute_undo, plan_rollback
+from writers.service import complete_all, run_service, start_all
 
 BODY_VERSION = 1
 
@@ -56,17 +57,12 @@ def savepoint(table: TableTimelines, time: str) -> str:
             instant=time,
         )
     body = encode_body(SavepointBody(target=time))
-    with table.lock:
-        mark = table.next_time()
-        for kind in (G, D, M):
-            table.store.request(kind, mark, Action.SAVEPOINT, body)
-    for kind in (G, D, M):
-        table.store.start(kind, mark, Action.SAVEPOINT, body)
-    with table.lock:
-        completion = table.next_time()
-        for kind in (D, M, G):
-            table.store.complete(kind, mark, Action.SAVEPOINT, body, completion_time=completion)
-    return mark
+
+    def mark(at: str) -> None:
+        start_all(table, at, Action.SAVEPOINT, body)
+        complete_all(table, at, Action.SAVEPOINT, body)
+
+    return run_service(table, Action.SAVEPOINT, body, mark)
 
 
 def restore(table: TableTimelines, time: str) -> str:
@@ -97,18 +93,11 @@ def restore(table: TableTimelines, time: str) -> str:
         logs=sorted(logs),
     )
     body = encode_body(plan)
-    with table.lock:
-        undo = table.next_time()
-        heartbeat = table.heartbeat(undo).start()
-        for kind in (G, D, M):
-            table.store.request(kind, undo, Action.RESTORE, body)
-    try:
+
+    def work(undo: str) -> None:
         execute_undo(table, undo, Action.RESTORE, body, plan.data_files, plan.logs, plan.undone)
-    except BaseException:
-        heartbeat.stop(remove=False)
-        raise
-    heartbeat.stop()
-    return undo
+
+    return run_service(table, Action.RESTORE, body, work)
 
 
 def finish_restore(table: TableTimelines, inst: Instant) -> None:

@@ -20,11 +20,11 @@ import msgspec
 from metadata.records import Partition
 from timeline.bodies import decode_body, encode_body
 from timeline.heartbeat import read_beat
-from timeline.instant import Action, Instant, State
-from timeline.layout import TimelineKind
+from timeline.instant import Action, Instant
 from timeline.table import TableTimelines
-from writers.commit import CommitMetadata, D, G, M
+from writers.commit import CommitMetadata, G
 from writers.errors import WriteError
+from writers.service import complete_all, open_instant, remove, run_opened, start_all
 
 PLAN_VERSION = 1
 
@@ -137,18 +137,8 @@ def rollback(
         if target.is_completed:
             check_dependents(table, target)
         plan = plan_rollback(table, target)
-        body = encode_body(plan)
-        undo = table.next_time()
-        heartbeat = table.heartbeat(undo).start()
-        for kind in (G, D, M):
-            table.store.request(kind, undo, Action.ROLLBACK, body)
-    try:
-        execute_rollback_plan(table, undo, plan)
-    except BaseException:
-        heartbeat.stop(remove=False)
-        raise
-    heartbeat.stop()
-    return undo
+        undo, heartbeat = open_instant(table, Action.ROLLBACK, encode_body(plan))
+    return run_opened(undo, heartbeat, lambda t: execute_rollback_plan(table, t, plan))
 
 
 def _alive(table: TableTimelines, time: str) -> bool:
@@ -178,17 +168,8 @@ def execute_undo(
     Shared by rollback and restore. The files go only once the undo is complete (its commit
     point), so no reader ever meets a visible commit with files missing; a crash after the
     completion leaves invisible files that :func:`delete_undone_files` (the cleaner) removes."""
-    kinds = requested_on(table, undo, action)
-    for kind in kinds:
-        if State.INFLIGHT not in table.timeline(kind).states_of(undo, action):
-            table.store.start(kind, undo, action, body)
-    with table.lock:
-        completion = table.next_time()
-        for kind in (D, M, G):
-            if kind in kinds and State.COMPLETED not in table.timeline(kind).states_of(
-                undo, action
-            ):
-                table.store.complete(kind, undo, action, body, completion_time=completion)
+    start_all(table, undo, action, body)
+    complete_all(table, undo, action, body)
     delete_undone_files(table, data_files, logs, targets)
 
 
@@ -198,23 +179,10 @@ def delete_undone_files(
     """Delete the files of undone instants (idempotent: missing files are fine)."""
     fs, layout = table.fs, table.layout
     for relative in data_files:
-        _remove(fs, f"{layout.root}/{relative}")
+        remove(fs, f"{layout.root}/{relative}")
     for relative in logs:
-        _remove(fs, f"{layout.metadata_dir}/{relative}")
+        remove(fs, f"{layout.metadata_dir}/{relative}")
     for target in targets:
         markers = layout.markers_dir(target)
         if fs.exists(markers):
             fs.rm(markers, recursive=True)
-
-
-def requested_on(table: TableTimelines, time: str, action: Action) -> list[TimelineKind]:
-    """The timelines an instant was requested on (a writer that died between the three
-    requests leaves it on fewer; recovery finishes it on those, global always first)."""
-    return [k for k in (G, D, M) if table.timeline(k).states_of(time, action)]
-
-
-def _remove(fs: object, path: str) -> None:
-    try:
-        fs.rm_file(path)  # type: ignore[attr-defined]
-    except FileNotFoundError:
-        pass

@@ -112,11 +112,11 @@ elif point == "mid-base-write":
     metadata.table.write_base = torn_base
 elif point == "mid-delete":
     for module in (writers.rollback, writers.clean):
-        original_remove = module._remove
+        original_remove = module.remove
         def remove_then_die(*args, _original=original_remove):
             _original(*args)
             die()
-        module._remove = remove_then_die
+        module.remove = remove_then_die
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
 def rows(keys, day, ts, amount):
     n = len(keys)

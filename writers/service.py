@@ -1,0 +1,83 @@
+"""The lifecycle every table service shares (rollback, restore, clean, savepoint).
+
+A service instant lives on all three timelines: requested on global, data, metadata under the
+table lock (with a heartbeat, so a dead one is found and finished), inflight, its work, then
+completed on data, metadata and global under the lock with one completion time. Each step
+checks what is already there, so finishing a service whose writer died repeats nothing:
+:func:`start_all` and :func:`complete_all` act only on the timelines the instant was
+requested on and skip states already written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fsspec import AbstractFileSystem
+
+from timeline.heartbeat import Heartbeat
+from timeline.instant import Action, State
+from timeline.layout import TimelineKind
+from timeline.table import TableTimelines
+
+G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
+
+
+def requested_on(table: TableTimelines, time: str, action: Action) -> list[TimelineKind]:
+    """The timelines an instant was requested on (a writer that died between the three
+    requests leaves it on fewer; it is finished on those, global always first)."""
+    return [k for k in (G, D, M) if table.timeline(k).states_of(time, action)]
+
+
+def start_all(table: TableTimelines, time: str, action: Action, body: bytes) -> None:
+    for kind in requested_on(table, time, action):
+        if State.INFLIGHT not in table.timeline(kind).states_of(time, action):
+            table.store.start(kind, time, action, body)
+
+
+def complete_all(table: TableTimelines, time: str, action: Action, body: bytes) -> None:
+    kinds = requested_on(table, time, action)
+    with table.lock:
+        completion = table.next_time()
+        for kind in (D, M, G):
+            if kind in kinds and State.COMPLETED not in table.timeline(kind).states_of(
+                time, action
+            ):
+                table.store.complete(kind, time, action, body, completion_time=completion)
+
+
+def open_instant(table: TableTimelines, action: Action, body: bytes) -> tuple[str, Heartbeat]:
+    """A new ``action`` instant requested on the three timelines, with a live heartbeat.
+    Takes the table lock (re-entrantly: a caller may hold it to check and request at once)."""
+    with table.lock:
+        time = table.next_time()
+        heartbeat = table.heartbeat(time).start()
+        for kind in (G, D, M):
+            table.store.request(kind, time, action, body)
+    return time, heartbeat
+
+
+def run_opened(time: str, heartbeat: Heartbeat, work: Callable[[str], None]) -> str:
+    """Run ``work(time)`` (which starts and completes the instant: :func:`start_all`,
+    :func:`complete_all`); on failure the heartbeat file stays, expires, and recovery
+    finishes the service."""
+    try:
+        work(time)
+    except BaseException:
+        heartbeat.stop(remove=False)
+        raise
+    heartbeat.stop()
+    return time
+
+
+def run_service(
+    table: TableTimelines, action: Action, body: bytes, work: Callable[[str], None]
+) -> str:
+    return run_opened(*open_instant(table, action, body), work)
+
+
+def remove(fs: AbstractFileSystem, path: str) -> None:
+    """Delete a file; a file already gone is fine (services repeat deletes on recovery)."""
+    try:
+        fs.rm_file(path)
+    except FileNotFoundError:
+        pass
