@@ -15,7 +15,7 @@ written and the table schema after this commit, so rollback and readers need not
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 import pyarrow as pa
@@ -162,7 +162,7 @@ class Transaction:
                     table=table.path,
                     instant=time,
                 )
-            others = self._overlapping(data_groups(statuses), index_keys(changes))
+            others = self._overlapping(data_groups(statuses), lambda: index_keys(changes))
             if others:
                 raise ConflictDetected(
                     f"commits {others} completed since {time} started and touched the same "
@@ -178,18 +178,26 @@ class Transaction:
         self.close()
         return time
 
-    def _overlapping(self, groups: set[tuple[str, str]], keys: set[str]) -> list[str]:
+    def _overlapping(
+        self, groups: set[tuple[str, str]], keys_of: Callable[[], set[str]]
+    ) -> list[str]:
         """Visible commits completed since this one started that rewrote one of ``groups``
-        or wrote the index entry of one of ``keys`` (two writers inserting the same new key
-        into different groups). Called under the table lock."""
+        or wrote the index entry of one of the keys ``keys_of()`` gives (two writers
+        inserting the same new key into different groups; computed only when a concurrent
+        commit exists). Called under the table lock."""
         table, found = self.table, []
+        keys: set[str] | None = None
         for inst in table.visibility().visible:
             since = self.read_at or self.time
             if inst.action is not Action.COMMIT or inst.completion_time <= since:  # type: ignore[operator]
                 continue
             where = table.store.path_of(G, inst)
             body = decode_body(table.store.read_body(G, inst), CommitMetadata, where=where)
-            if data_groups(body.statuses) & groups or self._their_keys(body) & keys:
+            if data_groups(body.statuses) & groups:
+                found.append(inst.time)
+                continue
+            keys = keys_of() if keys is None else keys
+            if self._their_keys(body) & keys:
                 found.append(inst.time)
         return found
 

@@ -62,7 +62,11 @@ def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
 
 
 def deduplicate(table: pa.Table, precombine: str | None) -> pa.Table:
-    """One row per record key: the highest precombine value wins, then the latest row."""
+    """One row per record key: the highest precombine value wins, then the latest row.
+    A batch whose keys are already unique (a hash count, no sort) is returned as is."""
+    keys = table.column(RECORD_KEY)
+    if pc.count_distinct(keys).as_py() == table.num_rows:
+        return table
     table = table.append_column(SEQ, pa.array(np.arange(table.num_rows, dtype=np.int64)))
     order = [(RECORD_KEY, "ascending")]
     if precombine is not None:
