@@ -112,7 +112,7 @@ class TableTimelines:
         self, as_of: str | None = None, global_timeline: Timeline | None = None
     ) -> Visibility:
         tl = global_timeline if global_timeline is not None else self.timeline()
-        return resolve(tl, self.undo_bodies(tl), as_of)
+        return resolve(tl, self.undo_bodies(tl), as_of_point(tl, as_of))
 
     def next_time(self) -> str:
         return self.store.next_time()
@@ -128,6 +128,19 @@ class TableTimelines:
         undone = self.visibility(global_timeline=global_timeline).undone
         dead = dead_pending(self.fs, self.layout, global_timeline, expiry, at_ms)
         return [inst for inst in dead if inst.time not in undone]
+
+
+def as_of_point(global_timeline: Timeline, as_of: str | None) -> str | None:
+    """``as_of`` as a completion-time read point. The time a write returned (its instant
+    time) means "after that write": it becomes the instant's completion time. Any other time
+    is a point in completion order as is (instant and completion times never collide: one
+    clock issues both)."""
+    if as_of is None:
+        return None
+    inst = global_timeline.get(as_of)
+    if inst is not None and inst.completion_time is not None:
+        return inst.completion_time
+    return as_of
 
 
 def _with_created(config: TableConfig, time: str) -> TableConfig:

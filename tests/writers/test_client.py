@@ -199,3 +199,16 @@ def test_opening_a_table_of_another_format_version_is_a_clear_error(client) -> N
     with pytest.raises(ConfigError, match="format version 0") as info:
         WriteClient.open(client.path)
     assert "upgrade lakebraid or migrate the table" in str(info.value)
+
+
+def test_as_of_a_write_time_means_after_that_write(client) -> None:
+    first = client.timeline()[-1]
+    second = client.upsert(
+        pa.table({"id": ["a", "z"], "day": DAYS[:2], "ts": [5, 5], "amount": [9.0, 9.0]})
+    )
+    after_first = table_rows(client.read_arrow(as_of=first.time))
+    assert after_first == table_rows(client.read_arrow(as_of=first.completion_time))
+    assert set(after_first) == {"a", "b"} and after_first["a"]["amount"] == 1.0
+    assert table_rows(client.read_arrow(as_of=second)) == table_rows(client.read_arrow())
+    assert client.lookup(["z"], as_of=first.time)["z"] is None
+    assert client.lookup(["z"], as_of=second)["z"] is not None
