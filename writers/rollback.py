@@ -101,6 +101,26 @@ def check_dependents(table: TableTimelines, target: Instant) -> None:
         )
 
 
+def check_retention(table: TableTimelines, target: Instant) -> None:
+    """Refuse a completed commit older than the last clean's earliest retained commit: the
+    file slices before it (data files and the metadata slices a reader falls back to when
+    the target is undone) are gone, so only a restore to a savepoint can go back that far."""
+    cleans = [i for i in table.timeline(G).completed() if i.action is Action.CLEAN]
+    if not cleans:
+        return
+    latest = max(cleans, key=Instant.completion_key)
+    plan = msgspec.json.decode(table.store.read_body(G, latest))
+    retained = table.timeline(G).get(plan.get("earliest_retained", ""), Action.COMMIT)
+    if retained is not None and target.completion_time < retained.completion_time:  # type: ignore[operator]
+        raise WriteError(
+            f"cannot roll back {target.time}: it is older than the retention of clean "
+            f"{latest.time} (earliest retained commit {retained.time}), whose files the "
+            "cleaner removed; restore a savepoint instead, or raise clean.retain.commits",
+            table=table.path,
+            instant=target.time,
+        )
+
+
 def rollback(
     table: TableTimelines, time: str, *, own: bool = False, recovering: bool = False
 ) -> str | None:
@@ -135,6 +155,7 @@ def rollback(
                 instant=time,
             )
         if target.is_completed:
+            check_retention(table, target)
             check_dependents(table, target)
         plan = plan_rollback(table, target)
         undo, heartbeat = open_instant(table, Action.ROLLBACK, encode_body(plan))

@@ -228,3 +228,19 @@ def test_clean_keeps_what_retained_reads_and_savepoints_need(tmp_path) -> None:
     assert c.clean() is None  # nothing more to do
     c.upsert(rows(["z"], DAYS[0], 20, 2.0))
     assert c.validate() == []
+
+
+def test_rollback_within_retention_after_compaction_and_clean(tmp_path) -> None:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **{"clean.retain.commits": 2})
+    old = c.insert(rows(["a1", "a2"], DAYS[0], 1, 1.0))
+    c.insert(rows(["b1"], DAYS[1], 2, 2.0))
+    c.upsert(rows(["a1"], DAYS[0], 3, 3.0))
+    before_last = state(c)
+    last = c.upsert(rows(["b1", "c1"], DAYS[1], 4, 4.0))
+    assert MetadataTable(c.table).compact() is not None  # folds `last` into new bases
+    assert c.clean() is not None  # and the slices before the retention go
+    with pytest.raises(WriteError, match="older than the retention"):
+        c.rollback(old)
+    c.rollback(last)
+    assert state(c) == before_last
+    assert c.validate() == []
