@@ -179,7 +179,12 @@ class Harness:
     # ---- the model -------------------------------------------------------------------
     def expected(self, as_of: str | None) -> dict[str, Any]:
         """The state as of ``as_of``: every instant completed on global at or before it and
-        never rolled back, applied in completion order."""
+        never rolled back, applied in completion order. An ``as_of`` that is the time of an
+        instant completed on global means "after it": its completion time."""
+        if as_of is not None:
+            done_on_global = self.table.timeline(TimelineKind.GLOBAL).get(as_of)
+            if done_on_global is not None and done_on_global.completion_time is not None:
+                as_of = done_on_global.completion_time
         index: dict[str, RecordLocation] = {}
         files: dict[str, dict[str, int]] = {}
         partitions: set[str] = set()
