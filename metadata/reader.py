@@ -80,6 +80,12 @@ class _LogCache:
         self._put(key, table)
         return table
 
+    def remember_index_table(self, path: str, size: int, table: pa.Table) -> None:
+        """Seed the cache with a record-index log file its writer has in hand as columns
+        (the file of ``size`` bytes holds exactly these rows), so the next lookup in this
+        process need not decode it."""
+        self._put((f"{path}#columns", size), table.select(_INDEX_FIELDS).cast(_INDEX_LOG_SCHEMA))
+
     def _put(self, key: tuple[str, int], value: object) -> None:
         with self._lock:
             self._items[key] = value

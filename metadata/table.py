@@ -35,7 +35,7 @@ from metadata.writer import InstantChanges, WrittenLog, write_changes
 from timeline.bodies import decode_body, encode_body
 from timeline.instant import Action
 from timeline.layout import TimelineKind
-from timeline.table import TableTimelines
+from timeline.table import TableTimelines, as_of_point
 
 P = TypeVar("P", bound=msgspec.Struct)
 BASE_ACTIONS = frozenset({Action.COMPACTION, Action.REINDEX})
@@ -72,9 +72,11 @@ class MetadataTable:
 
     # ---- reading ---------------------------------------------------------------------
     def read_point(self, as_of: str | None = None) -> ReadPoint:
-        visibility = self.table.visibility(as_of)
+        global_timeline = self.table.timeline(TimelineKind.GLOBAL)
+        point = as_of_point(global_timeline, as_of)  # a write's time means after that write
+        visibility = self.table.visibility(point, global_timeline)
         meta = self.table.timeline(TimelineKind.METADATA)
-        bases = [i for i in meta.by_completion(as_of) if i.action in BASE_ACTIONS]
+        bases = [i for i in meta.by_completion(point) if i.action in BASE_ACTIONS]
         counts = default_group_counts(self.table)
         reindexed: dict[str, str] = {}
         for inst in bases:

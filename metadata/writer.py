@@ -21,6 +21,7 @@ from fsspec import AbstractFileSystem
 from metadata.arrow_records import index_table
 from metadata.hashing import file_group_id, file_groups_of
 from metadata.logblock import BlockType, append_blocks, encode_block
+from metadata.reader import LOGS
 from metadata.records import (
     ALL_PARTITIONS_KEY,
     ColumnStatsRecord,
@@ -197,6 +198,8 @@ def _write_index(
         )
         path = layout.metadata_log_file(str(partition), group, instant)
         append_blocks(fs, path, [blob])
+        if int(fs.size(path)) == len(blob):  # a new file holding just this block
+            LOGS.remember_index_table(path, len(blob), rows.slice(start, end - start))
         written.append(
             WrittenLog(str(partition), group, path.rsplit("/", 1)[-1], len(blob), end - start)
         )

@@ -115,7 +115,7 @@ def render_markdown(keys: Iterable[ConfigKey[Any]] | None = None) -> str:
     lines = [
         "# Configuration",
         "",
-        "Generated from `timeline/config.py`'s registry by `python -m timeline.config`;",
+        "Generated from `timeline/config.py`'s registry by `.venv/bin/python docs/generate.py`;",
         "a test fails when this file is stale.",
         "",
         "| key | type | default | description |",
