@@ -136,11 +136,17 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     fs.pipe_file(f"{marker_dir}/{name}.marker", b"")
     fs.makedirs(folder, exist_ok=True)
     path = f"{folder}/{name}"
+    collected: list[pq.FileMetaData] = []
     with fs.open(path, "wb") as handle:
-        pq.write_table(result, handle, compression="zstd", write_statistics=True)
+        pq.write_table(
+            result,
+            handle,
+            compression="zstd",
+            write_statistics=True,
+            metadata_collector=collected,
+        )
     size = int(fs.size(path))
-    with fs.open(path, "rb") as handle:
-        meta = pq.ParquetFile(handle).metadata
+    meta = collected[0]
     return WriteStatus(
         file_name=name,
         size=size,
