@@ -151,11 +151,23 @@ def write_changes(
                 file_group=group,
                 records=group_records,
             )
-            path = layout.metadata_log_file(str(partition), group, instant)
-            append_blocks(fs, path, [blob])
-            name = path.rsplit("/", 1)[-1]
-            written.append(WrittenLog(str(partition), group, name, len(blob), len(group_records)))
+            written.append(_append(fs, layout, instant, partition, group, blob, len(group_records)))
     return written
+
+
+def _append(
+    fs: AbstractFileSystem,
+    layout: TableLayout,
+    instant: str,
+    partition: Partition,
+    group: str,
+    blob: bytes,
+    records: int,
+) -> WrittenLog:
+    """Append one encoded block to the group's log file of ``instant``."""
+    path = layout.metadata_log_file(str(partition), group, instant)
+    append_blocks(fs, path, [blob])
+    return WrittenLog(str(partition), group, path.rsplit("/", 1)[-1], len(blob), records)
 
 
 def _write_index(
@@ -196,11 +208,9 @@ def _write_index(
             file_group=group,
             encoded=(part["key"], body),
         )
+        log = _append(fs, layout, instant, partition, group, blob, end - start)
         path = layout.metadata_log_file(str(partition), group, instant)
-        append_blocks(fs, path, [blob])
         if int(fs.size(path)) == len(blob):  # a new file holding just this block
             LOGS.remember_index_table(path, len(blob), rows.slice(start, end - start))
-        written.append(
-            WrittenLog(str(partition), group, path.rsplit("/", 1)[-1], len(blob), end - start)
-        )
+        written.append(log)
     return written

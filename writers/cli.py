@@ -85,24 +85,19 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_compact(args: argparse.Namespace) -> int:
-    done = _client_call(args, "compact_metadata")()  # type: ignore[operator]
-    print(
-        json.dumps({"compaction": done})
-        if args.json
-        else (f"compacted as {done}" if done else "nothing to compact")
-    )
+def _service(args: argparse.Namespace, method: str, key: str, verb: str, idle: str) -> int:
+    """Run a table service taking no argument; print its instant (or that it had no work)."""
+    done = _client_call(args, method)()  # type: ignore[operator]
+    print(json.dumps({key: done}) if args.json else (f"{verb} as {done}" if done else idle))
     return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    return _service(args, "compact_metadata", "compaction", "compacted", "nothing to compact")
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    done = _client_call(args, "clean")()  # type: ignore[operator]
-    print(
-        json.dumps({"clean": done})
-        if args.json
-        else (f"cleaned as {done}" if done else "nothing to clean")
-    )
-    return 0
+    return _service(args, "clean", "clean", "cleaned", "nothing to clean")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
