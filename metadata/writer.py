@@ -84,18 +84,23 @@ def files_records(changes: InstantChanges) -> list[FilesRecord]:
 def index_rows(changes: InstantChanges, instant: str) -> pa.Table:
     """The record-index changes of an instant as columns (tombstones for deleted keys),
     sorted by key."""
-    deletes = pa.array(changes.index_deletes, pa.string())
+    deletes = changes.index_deletes
+    if isinstance(deletes, pa.ChunkedArray):
+        deletes = deletes.combine_chunks()
+    if not isinstance(deletes, pa.Array):
+        deletes = pa.array(list(deletes), pa.string())
     upserts = changes.index_upserts
     at = instant_to_int(instant)
     n = len(deletes)
+    zeros = pa.array(np.zeros(n, dtype=np.int64))
     gone = pa.table(
         {
-            "key": deletes,
-            "partition": pa.array([""] * n, pa.string()),
-            "file_id_hi": pa.array([0] * n, pa.int64()),
-            "file_id_lo": pa.array([0] * n, pa.int64()),
-            "instant": pa.array([at] * n, pa.int64()),
-            "deleted": pa.array([True] * n, pa.bool_()),
+            "key": deletes.cast(pa.string()),
+            "partition": pa.repeat(pa.scalar(""), n),
+            "file_id_hi": zeros,
+            "file_id_lo": zeros,
+            "instant": pa.array(np.full(n, at, dtype=np.int64)),
+            "deleted": pa.repeat(pa.scalar(True), n),
         }
     )
     if upserts is None or upserts.num_rows == 0:
@@ -105,7 +110,7 @@ def index_rows(changes: InstantChanges, instant: str) -> pa.Table:
     live = index_table(
         upserts.column("key"), upserts.column("partition"), upserts.column("file_id"), instant
     )
-    live = live.append_column("deleted", pa.array([False] * live.num_rows, pa.bool_()))
+    live = live.append_column("deleted", pa.repeat(pa.scalar(False), live.num_rows))
     return pa.concat_tables([gone, live.cast(gone.schema)]).sort_by("key")
 
 
@@ -183,7 +188,7 @@ def _write_index(
     if rows.num_rows == 0:
         return []
     keys = rows.column("key")
-    if pc.count_distinct(keys).as_py() != rows.num_rows:
+    if rows.num_rows > 1 and pc.any(pc.equal(keys[1:], keys[:-1])).as_py():  # sorted
         raise ValueError(f"{partition}: a key appears twice in one instant's changes")
     groups = file_groups_of(keys, group_counts[str(partition)])
     order = np.argsort(groups, kind="stable")  # rows are sorted by key: stays so per group

@@ -20,6 +20,7 @@ with ``.`` are temporary files of the storage module and are not instants.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -65,8 +66,14 @@ def is_valid_time(value: str) -> bool:
     """True if ``value`` is a 17-digit instant time naming a real UTC millisecond."""
     if len(value) != TIME_LENGTH or not value.isdigit():
         return False
+    return _is_real_second(value[:14])
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_real_second(value: str) -> bool:
+    """True if 14 digits name a real UTC second (timelines parse the same times often)."""
     try:
-        datetime.strptime(value[:14], _TIME_FORMAT)
+        datetime.strptime(value, _TIME_FORMAT)
     except ValueError:
         return False
     return True

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from metadata.logblock import read_log_file
 from metadata.records import ColumnStatsRecord
@@ -31,7 +32,7 @@ from timeline.layout import TimelineKind
 from timeline.table import TableTimelines
 from timeline.table_config import FieldSpec
 from writers.errors import ConflictDetected, WriteConflictError
-from writers.filegroup import WriteStatus
+from writers.filegroup import WriteStatus, unpack_keys
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
 BODY_VERSION = 1
@@ -55,7 +56,7 @@ def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> Insta
     added: dict[str, dict[str, int]] = {}
     deleted: dict[str, list[str]] = {}
     stats: list[ColumnStatsRecord] = []
-    keys, parts, ids, gone = [], [], [], set()
+    keys, parts, ids, gone = [], [], [], []
     for s in statuses:
         if s.file_name is not None:
             added.setdefault(s.partition, {})[s.file_name] = s.size
@@ -72,28 +73,34 @@ def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> Insta
                 )
                 for c in s.stats
             )
-            keys.extend(s.keys_added)
-            parts.extend([s.partition] * len(s.keys_added))
-            ids.extend([s.file_id] * len(s.keys_added))
+            new = unpack_keys(s.keys_added)
+            keys.append(new)
+            parts.append(pa.repeat(pa.scalar(s.partition), len(new)))
+            ids.append(pa.repeat(pa.scalar(s.file_id), len(new)))
         if s.old_file is not None:
             deleted.setdefault(s.partition, []).append(s.old_file)
             stats.extend(ColumnStatsRecord.tombstone(c, s.partition, s.old_file) for c in columns)
-        gone.update(s.keys_removed)
-    gone.difference_update(keys)
+        gone.append(unpack_keys(s.keys_removed))
     upserts = pa.table(
         {
-            "key": pa.array(keys, pa.string()),
-            "partition": pa.array(parts, pa.string()),
-            "file_id": pa.array(ids, pa.string()),
+            "key": _concat(keys),
+            "partition": _concat(parts),
+            "file_id": _concat(ids),
         }
     )
+    removed = _concat(gone)
+    removed = removed.filter(pc.invert(pc.is_in(removed, value_set=upserts.column("key"))))
     return InstantChanges(
         files_added=added,
         files_deleted=deleted,
         column_stats=stats,
         index_upserts=upserts,
-        index_deletes=sorted(gone),
+        index_deletes=pc.unique(removed),  # a key moved between groups is an upsert only
     )
+
+
+def _concat(arrays: list[pa.Array]) -> pa.Array:
+    return pa.concat_arrays(arrays) if arrays else pa.array([], pa.string())
 
 
 def data_groups(statuses: Sequence[WriteStatus]) -> set[tuple[str, str]]:
@@ -103,7 +110,7 @@ def data_groups(statuses: Sequence[WriteStatus]) -> set[tuple[str, str]]:
 
 def index_keys(changes: InstantChanges) -> set[str]:
     """The record keys whose index entry a commit writes."""
-    keys = set(changes.index_deletes)
+    keys = set(pa.array(changes.index_deletes, pa.string()).to_pylist())
     if changes.index_upserts is not None:
         keys.update(changes.index_upserts.column("key").to_pylist())
     return keys
@@ -146,7 +153,7 @@ class Transaction:
         table, time = self.table, self.time
         columns = [f.name for f in schema]
         changes = changes_of(statuses, columns)
-        summary = [msgspec.structs.replace(s, keys_added=[], keys_removed=[]) for s in statuses]
+        summary = [msgspec.structs.replace(s, keys_added=b"", keys_removed=b"") for s in statuses]
         body = CommitMetadata(operation=self.operation, statuses=summary, schema=list(schema))
         table.store.start(D, time, Action.COMMIT, encode_body(body))
         table.store.start(M, time, Action.DELTACOMMIT)

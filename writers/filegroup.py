@@ -1,8 +1,8 @@
 """Per-file-group work of a write, as plain functions over pyarrow data (engine independent).
 
 A :class:`RewriteTask` names one file group of the data table and how to rewrite it
-(copy-on-write): the rows of its current base file, minus the keys deleted or replaced, plus
-the incoming rows, sorted by record key, become a new base file
+(copy-on-write): the rows of its current base file, updated in place, minus the keys deleted,
+followed by the new rows, become a new base file
 ``<file id>_<write token>_<instant>.parquet``. Its marker
 (``.braid/markers/<instant>/<partition>/<file name>.marker``) is created before the file, so a
 crashed write can be rolled back from its markers alone. The result is a :class:`WriteStatus`.
@@ -21,6 +21,7 @@ from typing import Any
 
 import fsspec
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -59,8 +60,10 @@ class WriteStatus(msgspec.Struct, frozen=True, kw_only=True):
     updates: int = 0
     deletes: int = 0
     stats: list[ColumnStat] = []
-    keys_added: list[str] = []  # keys now in this group that were not before
-    keys_removed: list[str] = []  # keys that left this group (deleted or moved away)
+    # keys now in this group that were not before / that left it (deleted or moved away),
+    # each as :func:`pack_keys` bytes; commit bodies keep them empty
+    keys_added: bytes = b""
+    keys_removed: bytes = b""
 
 
 class RewriteTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,7 +96,11 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
-    """Rewrite one file group with ``incoming`` (upserts and deletes); see the module doc."""
+    """Rewrite one file group with ``incoming`` (upserts and deletes); see the module doc.
+
+    The old rows keep their order: an updated row takes its old place, a deleted one drops
+    out, new rows follow (a new group's rows sorted by key). One hash of the old keys and one
+    ``take`` build the new file; no sort of the whole group."""
     fs, root = fsspec.core.url_to_fs(task.root)
     layout = TableLayout(root)
     schema = data_schema(task.schema)
@@ -102,31 +109,43 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
         old = conform(read_parquet(fs, f"{folder}/{task.old_file}"), schema)
     else:
         old = schema.empty_table()
-    ops = incoming.column(OP)
-    upserts = incoming.filter(pc.equal(ops, OP_UPSERT))
-    deletes = incoming.filter(pc.equal(ops, OP_DELETE)).column(RECORD_KEY)
-    old_keys = old.column(RECORD_KEY)
-    new_keys = upserts.column(RECORD_KEY)
-    touched = pa.concat_arrays([_flat(new_keys), _flat(deletes)])
-    kept = old.filter(pc.invert(pc.is_in(old_keys, value_set=touched)))
-    was_there_new = pc.is_in(new_keys, value_set=old_keys)
-    was_there_del = pc.is_in(deletes, value_set=old_keys)
+    is_upsert = pc.equal(incoming.column(OP), OP_UPSERT)
+    upserts = incoming.filter(is_upsert)
+    deletes = _flat(incoming.filter(pc.invert(is_upsert)).column(RECORD_KEY))
+    new_keys = _flat(upserts.column(RECORD_KEY))
+    n_old, n_up = old.num_rows, upserts.num_rows
+    if n_old:
+        touched = pa.concat_arrays([new_keys, deletes])
+        found = pc.index_in(touched, value_set=_flat(old.column(RECORD_KEY)))
+        where = pc.fill_null(found, -1).to_numpy(zero_copy_only=False)
+    else:
+        where = np.full(n_up + len(deletes), -1, dtype=np.int32)
+    up_at, del_at = where[:n_up], where[n_up:]
+    updated = up_at >= 0
+    fresh = np.flatnonzero(~updated)
+    if task.old_file is None and len(fresh) > 1:  # a new group: its rows sorted by key
+        fresh = fresh[pc.sort_indices(new_keys.take(pa.array(fresh))).to_numpy()]
+    source = np.arange(n_old, dtype=np.int64)
+    source[up_at[updated]] = n_old + np.flatnonzero(updated)
+    keep = np.ones(n_old, dtype=bool)
+    removed_at = del_at[del_at >= 0]
+    keep[removed_at] = False
+    order = np.concatenate([source[keep], n_old + fresh])
     if COMMIT_TIME in upserts.column_names:
         upserts = upserts.drop_columns([COMMIT_TIME])
-    stamp = pa.array([task.instant] * upserts.num_rows, pa.string())
-    upserts = upserts.append_column(COMMIT_TIME, stamp)
-    result = pa.concat_tables([kept, conform(upserts, schema)]).sort_by(RECORD_KEY)
-    inserted = new_keys.filter(pc.invert(was_there_new))
-    removed = deletes.filter(was_there_del)
+    upserts = upserts.append_column(COMMIT_TIME, pa.repeat(pa.scalar(task.instant), n_up))
+    combined = pa.concat_tables([old, conform(upserts, schema)])
+    in_place = len(order) == combined.num_rows and bool(np.all(np.diff(order) > 0))
+    result = combined if in_place else combined.take(pa.array(order))
     status = dict(
         partition=task.partition,
         file_id=task.file_id,
         old_file=task.old_file,
-        inserts=len(inserted),
-        updates=int(pc.sum(was_there_new).as_py() or 0),
-        deletes=len(removed),
-        keys_added=inserted.to_pylist(),
-        keys_removed=removed.to_pylist(),
+        inserts=len(fresh),
+        updates=int(updated.sum()),
+        deletes=len(removed_at),
+        keys_added=pack_keys(new_keys.take(pa.array(np.flatnonzero(~updated)))),
+        keys_removed=pack_keys(deletes.filter(pa.array(del_at >= 0))),
     )
     if result.num_rows == 0:
         return WriteStatus(file_name=None, **status)  # type: ignore[arg-type]
@@ -137,23 +156,42 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     fs.makedirs(folder, exist_ok=True)
     path = f"{folder}/{name}"
     collected: list[pq.FileMetaData] = []
-    with fs.open(path, "wb") as handle:
-        pq.write_table(
-            result,
-            handle,
-            compression="zstd",
-            write_statistics=True,
-            metadata_collector=collected,
-        )
+    options: dict[str, Any] = dict(
+        compression="zstd",
+        write_statistics=True,
+        metadata_collector=collected,
+        use_dictionary=[n for n in schema.names if n != RECORD_KEY],  # keys are unique
+    )
+    if isinstance(fs, LocalFileSystem):
+        pq.write_table(result, path, **options)  # Arrow's own file I/O
+    else:
+        with fs.open(path, "wb") as handle:
+            pq.write_table(result, handle, **options)
     size = int(fs.size(path))
-    meta = collected[0]
     return WriteStatus(
         file_name=name,
         size=size,
         rows=result.num_rows,
-        stats=column_stats(result, meta, [n for n, _, _ in task.schema]),
+        stats=column_stats(result, collected[0], [n for n, _, _ in task.schema]),
         **status,  # type: ignore[arg-type]
     )
+
+
+def pack_keys(keys: pa.Array) -> bytes:
+    """Record keys as the bytes of an Arrow IPC stream (compact, no Python strings)."""
+    sink = pa.BufferOutputStream()
+    batch = pa.record_batch([keys.cast(pa.string())], names=["key"])
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def unpack_keys(blob: bytes) -> pa.Array:
+    """Inverse of :func:`pack_keys`; empty bytes are no keys."""
+    if not blob:
+        return pa.array([], pa.string())
+    table = pa.ipc.open_stream(blob).read_all()
+    return _flat(table.column(0))
 
 
 def read_parquet(fs: AbstractFileSystem, path: str) -> pa.Table:
@@ -172,27 +210,48 @@ def _flat(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def column_stats(table: pa.Table, meta: pq.FileMetaData, columns: list[str]) -> list[ColumnStat]:
-    """Min, max, nulls, values and compressed bytes of each column of a written file."""
+    """Min, max, nulls, values and compressed bytes of each column of a written file.
+
+    Integer and string bounds come from the footer the writer just made (exact: Arrow writes
+    untruncated statistics, or none); other types are computed from the rows."""
     sizes = {name: 0 for name in columns}
+    footer: dict[str, list[Any]] = {}
     for rg in range(meta.num_row_groups):
         group = meta.row_group(rg)
         for c in range(group.num_columns):
-            path = group.column(c).path_in_schema.split(".")[0]
+            chunk = group.column(c)
+            path = chunk.path_in_schema.split(".")[0]
             if path in sizes:
-                sizes[path] += group.column(c).total_compressed_size
+                sizes[path] += chunk.total_compressed_size
+                footer.setdefault(path, []).append(chunk.statistics)
     stats = []
     for name in columns:
         column = table.column(name)
         lo = hi = None
         if _orderable(column.type) and column.null_count < len(column):
-            bounds = pc.min_max(column)
-            lo, hi = _plain(bounds["min"].as_py()), _plain(bounds["max"].as_py())
+            bounds = _footer_bounds(column.type, footer.get(name, []))
+            if bounds is None:
+                found = pc.min_max(column)
+                bounds = (_plain(found["min"].as_py()), _plain(found["max"].as_py()))
+            lo, hi = bounds
         stats.append(
             ColumnStat(
                 name, lo, hi, column.null_count, len(column) - column.null_count, sizes[name]
             )
         )
     return stats
+
+
+def _footer_bounds(kind: pa.DataType, chunks: list[Any]) -> tuple[Any, Any] | None:
+    """(min, max) over the row groups' statistics, for integer and string columns only."""
+    if not (pa.types.is_integer(kind) or pa.types.is_string(kind)) or not chunks:
+        return None
+    found = [s for s in chunks if s is not None and s.has_min_max]
+    if len(found) != sum(1 for s in chunks if s is None or s.num_values > 0):
+        return None  # a group with values but no bounds (e.g. a value over the size limit)
+    if not found:
+        return None
+    return min(s.min for s in found), max(s.max for s in found)
 
 
 def _orderable(kind: pa.DataType) -> bool:

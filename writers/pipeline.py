@@ -63,10 +63,24 @@ def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
 
 def deduplicate(table: pa.Table, precombine: str | None) -> pa.Table:
     """One row per record key: the highest precombine value wins, then the latest row.
-    A batch whose keys are already unique (a hash count, no sort) is returned as is."""
-    keys = table.column(RECORD_KEY)
-    if pc.count_distinct(keys).as_py() == table.num_rows:
+
+    Keys are compared by their 64-bit format hash first (a numeric sort, no string sort):
+    rows whose hash is unique in the batch are unique; only the rows that share a hash (true
+    duplicates, or a rare collision) go through the exact sort by key."""
+    hashes = stable_hashes(table.column(RECORD_KEY))
+    order = np.argsort(hashes, kind="stable")
+    same = hashes[order][1:] == hashes[order][:-1]
+    if not same.any():
         return table
+    shared = np.zeros(table.num_rows, dtype=bool)
+    shared[order[1:][same]] = True
+    shared[order[:-1][same]] = True
+    return pa.concat_tables(
+        [table.filter(pa.array(~shared)), _deduplicate_exact(table.filter(shared), precombine)]
+    )
+
+
+def _deduplicate_exact(table: pa.Table, precombine: str | None) -> pa.Table:
     table = table.append_column(SEQ, pa.array(np.arange(table.num_rows, dtype=np.int64)))
     order = [(RECORD_KEY, "ascending")]
     if precombine is not None:
@@ -98,14 +112,21 @@ def tag(table: pa.Table, found: pa.Table) -> pa.Table:
 
 
 def _file_ids(found: pa.Table) -> pa.Array:
+    """File id strings from the index's (hi, lo) integer pairs, converted once per file id."""
     if found.num_rows == 0:
         return pa.array([], pa.string())
     hi = found.column("file_id_hi").to_numpy()
     lo = found.column("file_id_lo").to_numpy()
-    both = np.stack([hi, lo], axis=1)
-    unique, inverse = np.unique(both, axis=0, return_inverse=True)
-    names = [ints_to_file_id(int(h), int(low)) for h, low in unique]
-    return pa.array(names, pa.string()).take(pa.array(inverse.reshape(-1)))
+    pairs = np.stack([hi, lo], axis=1).astype("<i8").tobytes()
+    packed = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(16), len(hi), [None, pa.py_buffer(pairs)]
+    )
+    encoded = pc.dictionary_encode(packed)
+    names = [
+        ints_to_file_id(*(int(v) for v in np.frombuffer(pair, dtype="<i8")))
+        for pair in encoded.dictionary.to_pylist()
+    ]
+    return pa.array(names, pa.string()).take(encoded.indices)
 
 
 def insert_counts(tagged: pa.Table) -> dict[str, int]:
@@ -162,11 +183,7 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
     )
     inserts = tagged.filter(new)
     if inserts.num_rows:
-        chosen = _choose_slots(inserts, plan)
-        indices = pc.indices_nonzero(new).to_numpy()
-        values = np.array(targets.to_pylist(), dtype=object)
-        values[indices] = chosen
-        targets = pa.array(values.tolist(), pa.string())
+        targets = pc.replace_with_mask(_array(targets), _array(new), _choose_slots(inserts, plan))
     routed = tagged.append_column(TARGET_FILE_ID, targets)
     moved = pc.and_(new, pc.is_valid(tagged.column(OLD_FILE_ID)))
     leaving = tagged.filter(moved)
@@ -187,18 +204,26 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
     return routed.filter(pc.invert(unknown))  # deletes of keys the table does not hold
 
 
-def _choose_slots(inserts: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> np.ndarray:
+def _choose_slots(inserts: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Array:
     hashes = stable_hashes(inserts.column(RECORD_KEY))
     encoded = pc.dictionary_encode(inserts.column(PARTITION)).combine_chunks()
     codes = encoded.indices.to_numpy(zero_copy_only=False)
-    chosen = np.empty(len(hashes), dtype=object)
+    names: list[str] = []
+    chosen = np.empty(len(hashes), dtype=np.int64)  # index into names
     for code, partition in enumerate(encoded.dictionary.to_pylist()):
         slots = plan[partition]
         rows = codes == code
         bounds = np.cumsum([s.rows for s in slots]).astype(np.uint64)
-        ids = np.array([s.file_id for s in slots], dtype=object)
-        chosen[rows] = ids[np.searchsorted(bounds, hashes[rows] % bounds[-1], side="right")]
-    return chosen
+        picked = np.searchsorted(bounds, hashes[rows] % bounds[-1], side="right")
+        chosen[rows] = picked + len(names)
+        names.extend(s.file_id for s in slots)
+    return pa.array(names, pa.string()).take(pa.array(chosen))
+
+
+def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
+    return values
 
 
 def current_files(listing: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, str]]:

@@ -1,0 +1,129 @@
+"""The per-file-group rewrite and batch de-duplication against plain-dict models."""
+
+from __future__ import annotations
+
+import tempfile
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from timeline.layout import TableLayout
+from writers.filegroup import (
+    COMMIT_TIME,
+    OP,
+    OP_DELETE,
+    OP_UPSERT,
+    RECORD_KEY,
+    RewriteTask,
+    rewrite_file_group,
+    unpack_keys,
+)
+from writers.pipeline import deduplicate
+
+SCHEMA = [("id", "string", False), ("v", "int64", True)]
+KEYS = st.text(alphabet="abcé", min_size=1, max_size=4)
+
+
+def _rows(keys: list[str], values: list[int | None], ops: list[int]) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(keys, pa.string()),
+            "v": pa.array(values, pa.int64()),
+            RECORD_KEY: pa.array(keys, pa.string()),
+            OP: pa.array(ops, pa.int8()),
+        }
+    )
+
+
+def _task(root: str, old_file: str | None, instant: str) -> RewriteTask:
+    return RewriteTask(
+        root=root,
+        partition="",
+        file_id="00000000-0000-0000-0000-000000000001",
+        old_file=old_file,
+        instant=instant,
+        write_token="0-0",
+        schema=SCHEMA,
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    old=st.dictionaries(KEYS, st.integers(-5, 5) | st.none(), max_size=12),
+    upserts=st.dictionaries(KEYS, st.integers(-5, 5), max_size=8),
+    deletes=st.sets(KEYS, max_size=5),
+)
+def test_rewrite_matches_a_dict_model(
+    old: dict[str, int | None], upserts: dict[str, int], deletes: set[str]
+) -> None:
+    deletes -= set(upserts)  # a batch never upserts and deletes one key in one group
+    with tempfile.TemporaryDirectory() as root:
+        first = rewrite_file_group(
+            _task(root, None, "20260101000000000"),
+            _rows(list(old), list(old.values()), [OP_UPSERT] * len(old)),
+        )
+        incoming = _rows(
+            [*upserts, *deletes],
+            [*upserts.values(), *([None] * len(deletes))],
+            [OP_UPSERT] * len(upserts) + [OP_DELETE] * len(deletes),
+        )
+        status = rewrite_file_group(_task(root, first.file_name, "20260102000000000"), incoming)
+        model = {k: v for k, v in old.items() if k not in deletes} | upserts
+        if not model:
+            assert status.file_name is None
+            assert status.rows == 0
+            return
+        folder = TableLayout(root).partition_dir("")
+        written = pq.read_table(f"{folder}/{status.file_name}")
+        got = dict(zip(written["id"].to_pylist(), written["v"].to_pylist(), strict=True))
+        assert got == model
+        assert written[RECORD_KEY].to_pylist() == written["id"].to_pylist()
+        stamps = dict(zip(written["id"].to_pylist(), written[COMMIT_TIME].to_pylist(), strict=True))
+        assert {k for k, t in stamps.items() if t == "20260102000000000"} == set(upserts)
+        kept = [k for k in written["id"].to_pylist() if k in old and k not in upserts]
+        # a new group is sorted by key; a rewrite keeps the order of the rows it keeps
+        assert kept == [k for k in sorted(old) if k not in deletes and k not in upserts]
+        assert set(unpack_keys(status.keys_added).to_pylist()) == set(upserts) - set(old)
+        assert set(unpack_keys(status.keys_removed).to_pylist()) == deletes & set(old)
+        assert (status.inserts, status.updates, status.deletes) == (
+            len(set(upserts) - set(old)),
+            len(set(upserts) & set(old)),
+            len(deletes & set(old)),
+        )
+        assert status.rows == len(model)
+        values = [v for v in model.values() if v is not None]
+        stat = next(s for s in status.stats if s.column == "v")
+        assert (stat.min_value, stat.max_value) == (
+            (min(values), max(values)) if values else (None, None)
+        )
+        assert stat.null_count == sum(v is None for v in model.values())
+        key_stat = next(s for s in status.stats if s.column == "id")
+        assert (key_stat.min_value, key_stat.max_value) == (min(model), max(model))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(KEYS, st.integers(0, 3)), max_size=30))
+def test_deduplicate_keeps_the_highest_precombine_then_the_last_row(
+    rows: list[tuple[str, int]],
+) -> None:
+    table = pa.table(
+        {
+            RECORD_KEY: pa.array([k for k, _ in rows], pa.string()),
+            "ts": pa.array([t for _, t in rows], pa.int64()),
+            "seq": pa.array(range(len(rows)), pa.int64()),
+        }
+    )
+    model: dict[str, tuple[int, int]] = {}
+    for seq, (key, ts) in enumerate(rows):
+        if key not in model or ts >= model[key][0]:
+            model[key] = (ts, seq)
+    got = deduplicate(table, "ts")
+    assert got.num_rows == len(model)
+    assert {
+        k: (t, s)
+        for k, t, s in zip(
+            got[RECORD_KEY].to_pylist(), got["ts"].to_pylist(), got["seq"].to_pylist(), strict=True
+        )
+    } == model
