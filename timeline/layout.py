@@ -10,6 +10,7 @@
       .braid/markers/<instant>/         one marker per data file an in-flight write creates
       .braid/heartbeats/<instant>       liveness of an in-flight writer
       .braid/lock                       the table lock (filelock)
+      .braid/staging/<job id>/          rows a Spark data source write stages until its commit
       .braid/metadata/.braid/timeline/  metadata timeline
       .braid/metadata/<partition>/      metadata partitions (files, column_stats, record_index)
       <partition path>/<file id>_<write token>_<instant>.parquet   data base files
@@ -183,6 +184,12 @@ class TableLayout:
 
     def heartbeat(self, instant: str) -> str:
         return self._join(BRAID_DIR, "heartbeats", instant)
+
+    def staging_dir(self, job_id: str) -> str:
+        """Where one Spark data source write (``writers.datasource``) stages its rows."""
+        if not _TOKEN_RE.match(job_id):
+            raise InvalidPathError(f"job id {job_id!r} must be [A-Za-z0-9-], 1-64 chars")
+        return self._join(BRAID_DIR, "staging", job_id)
 
     @property
     def metadata_dir(self) -> str:

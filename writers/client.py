@@ -29,6 +29,7 @@ from timeline.table_config import FieldSpec, IndexSettings, TableConfig
 from writers import settings
 from writers.clean import clean
 from writers.commit import Transaction, schema_as_of
+from writers.datasource import register
 from writers.engine import InProcessEngine
 from writers.errors import ConflictDetected, WriteConflictError, WriteError
 from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask, WriteStatus
@@ -64,6 +65,8 @@ class WriteClient:
         self.table = table
         self.metadata = MetadataTable(table)
         self._spark = spark
+        if spark is not None:
+            register(spark)  # format("lakebraid") on the user's session
 
     # ---- create / open -----------------------------------------------------------------
     @classmethod
@@ -161,7 +164,9 @@ class WriteClient:
         tagged = tag(rows, found)
         tagged = tagged.filter(pc.is_valid(tagged.column(OLD_FILE_ID)))
         tagged = tagged.append_column(PARTITION, tagged.column(OLD_PARTITION))
-        tagged = tagged.append_column(OP, pa.array([OP_DELETE] * tagged.num_rows, pa.int8()))
+        tagged = tagged.append_column(
+            OP, pa.repeat(pa.scalar(OP_DELETE, pa.int8()), tagged.num_rows)
+        )
         routed = tagged.append_column(TARGET_FILE_ID, tagged.column(OLD_FILE_ID))
         listing = current_files(reader.files())
         return self._commit("delete", routed, self.schema(), listing, reader.point.read_at)
@@ -177,7 +182,9 @@ class WriteClient:
         schema = check_input(incoming, config, self.schema(), table=self.path)
         prepared = prepare(incoming, config.record_key, config.partition_fields)
         prepared = deduplicate(prepared, config.precombine_field)
-        prepared = prepared.append_column(OP, pa.array([OP_UPSERT] * prepared.num_rows, pa.int8()))
+        prepared = prepared.append_column(
+            OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), prepared.num_rows)
+        )
         reader = self.metadata.reader()
         found = reader.lookup(prepared.column(RECORD_KEY) if operation == "upsert" else [])
         tagged = tag(prepared, found)

@@ -1,0 +1,381 @@
+"""The Spark data source ``lakebraid`` (PySpark's Python Data Source API).
+
+::
+
+    spark.read.format("lakebraid").option("as_of", t).load(path).where("day = '2024-01-02'")
+    df.write.format("lakebraid").mode("append").save(path)
+
+:func:`register` adds it to a session; the library calls it for its embedded session
+(``writers.spark``) and for every session handed to a ``WriteClient``.
+
+**Reads.** ``schema()`` is the table schema as of the read point, exactly as
+``WriteClient.read`` gives it (``writers.read.table_schema``: the table's columns, then
+``_braid_commit_time`` and ``_braid_record_key``). ``pushFilters`` turns the pushed filters
+into pruning conditions (the ``writers.pruning`` conditions and ``may_match``, plus null counts
+for ``IS [NOT] NULL`` and the bounds of a ``LIKE 'p%'`` prefix) and hands every filter back to
+Spark as not handled: pruning is per file, so Spark still filters the rows. ``partitions()``
+lists the data files of the read point from the metadata table and keeps those the
+``column_stats`` cannot rule out: one input partition per file, so the partition count is the
+number of files opened. ``read()`` runs in Python workers: it opens its file with fsspec from
+the plain URL, conforms it to the declared schema (older files lack newer columns) and yields
+Arrow batches carrying that schema exactly (nullability included). Reader and partitions hold
+plain values only (URLs, strings, the Arrow schema, the conditions), never a table object.
+
+**Writes (append only).** ``writer()`` checks the path is a lakebraid table, refuses
+overwrite (upsert and delete stay on the client) and picks a job id. Executors
+(:class:`LakebraidWriter.write`) stage their Arrow batches as Parquet files in
+``.braid/staging/<job id>/`` (``TableLayout.staging_dir``) and report each file in their commit
+message. ``commit()`` runs in its own Python worker, not the driver: it opens the table with no
+Spark session and calls ``WriteClient.insert`` on the staged rows, so the rows go through the
+same checks and commit protocol as any insert (in-process engine: the job's rows are read into
+that one worker), then deletes the staging folder. Only the files named in the messages are
+read, so a failed or speculative task attempt's leftovers are never committed. ``abort()``
+deletes the staging folder (its messages may be ``None``).
+
+**Spark 4.3 caveat: one query per loaded DataFrame when filtering.** Spark keeps the partitions
+and read function of the latest filter pushdown on the loaded relation (its provider object,
+``PythonDataSourceV2.setReadInfo``) and reuses them for any later scan of that relation that
+pushes no filter: ``df = ...load(p); df.where(f).count(); df.count()`` counts only the files
+kept for ``f``, and two filtered scans of one DataFrame in one query share the file list of
+the last one planned (``df.where(a).union(df.where(b))`` reads only ``b``'s files). Nothing of
+this reaches Python, so it cannot be detected here; call ``load()`` again for each scan (later
+Spark versions keep the read info per scan). A loaded DataFrame also keeps the schema of its
+``load()`` and, for scans without pushed filters, the files of its first planning: load again
+to see new commits.
+
+This module needs ``WriteClient`` and ``writers.client`` needs :func:`register`:
+``writers.client`` is imported as a module here and used only at call time, which breaks the
+cycle (the package's ``__init__`` always loads ``writers.client`` first).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    StringStartsWith,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import DoubleType, FloatType, StructType
+
+from metadata.records import ColumnStatsRecord
+from timeline.errors import ConfigError
+from timeline.layout import TableLayout
+from writers import client as write_client
+from writers.errors import WriteError
+from writers.filegroup import conform, read_parquet
+from writers.pruning import Condition, may_match
+from writers.read import table_schema
+
+NAME = "lakebraid"
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+_OWN_OPTIONS = ("path", "as_of")
+_registered: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def register(spark: Any) -> None:
+    """Make ``format("lakebraid")`` available in ``spark`` and turn filter pushdown on (a
+    runtime SQL conf, off by default). Once per session."""
+    if spark in _registered:
+        return
+    spark.dataSource.register(LakebraidDataSource)
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    _registered.add(spark)
+
+
+# ---- opening the table (planning workers and the commit worker) -------------------------
+def _table_options(options: Any) -> dict[str, str]:
+    """The options that are table config overrides (everything but path and as_of)."""
+    return {k: str(v) for k, v in dict(options).items() if k.lower() not in _OWN_OPTIONS}
+
+
+def _root_url(options: Any, purpose: str) -> str:
+    """The table's fsspec URL; a clear error when the path holds no lakebraid table."""
+    path = dict(options).get("path")
+    if not path:
+        raise ConfigError(f"{purpose} needs a table path: load(path) or save(path)")
+    fs, root = fsspec.core.url_to_fs(path)
+    layout = TableLayout(root)
+    if not fs.exists(layout.table_config):
+        raise ConfigError(
+            f"{path} is not a lakebraid table ({layout.table_config} is missing): check the "
+            "path, or create the table first with WriteClient.create(path, record_key=...)",
+            table=root,
+        )
+    return fs.unstrip_protocol(layout.root)
+
+
+def _open(root: str, options: dict[str, str]) -> Any:
+    """A ``WriteClient`` without Spark (it starts no session unless asked for one)."""
+    return write_client.WriteClient.open(root, **options)
+
+
+# ---- filters -> pruning conditions --------------------------------------------------------
+_COMPARISONS: dict[type, str] = {
+    EqualTo: "=",
+    EqualNullSafe: "=",
+    GreaterThan: ">",
+    GreaterThanOrEqual: ">=",
+    LessThan: "<",
+    LessThanOrEqual: "<=",
+}
+
+
+def to_condition(item: Filter, float_columns: frozenset[str] = frozenset()) -> Condition | None:
+    """A pruning condition no less permissive than the filter, or None (prunes nothing).
+
+    Besides the ``writers.pruning`` operators there are ``null``, ``notnull`` and ``prefix``
+    (see :func:`file_may_match`). On float columns ``>``, ``>=``, ``!=`` and NaN literals prune
+    nothing: Spark orders NaN above every number, and file statistics leave NaN out.
+    """
+    negated = isinstance(item, Not)
+    inner = item.child if isinstance(item, Not) else item
+    path = getattr(inner, "attribute", ())
+    if len(path) != 1:
+        return None  # a nested field: no statistics
+    column = path[0]
+    values: tuple[Any, ...] = ()
+    if negated:
+        if type(inner) is EqualTo and inner.value is not None:
+            op, values = "!=", (inner.value,)
+        elif isinstance(inner, IsNull):
+            op = "notnull"
+        elif isinstance(inner, IsNotNull):
+            op = "null"
+        else:
+            return None
+    elif type(inner) in _COMPARISONS:
+        value = inner.value  # type: ignore[attr-defined]
+        if value is None:
+            if type(inner) is not EqualNullSafe:
+                return None
+            op = "null"
+        else:
+            op, values = _COMPARISONS[type(inner)], (value,)
+    elif isinstance(inner, In):
+        values = tuple(v for v in inner.value if v is not None)
+        if not values:
+            return None
+        op = "in"
+    elif isinstance(inner, IsNull):
+        op = "null"
+    elif isinstance(inner, IsNotNull):
+        op = "notnull"
+    elif isinstance(inner, StringStartsWith) and isinstance(inner.value, str):
+        op, values = "prefix", (inner.value,)
+    else:
+        return None
+    if column in float_columns and (
+        op in (">", ">=", "!=") or any(isinstance(v, float) and math.isnan(v) for v in values)
+    ):
+        return None
+    return Condition(column, op, values)
+
+
+def file_may_match(stat: ColumnStatsRecord, cond: Condition) -> bool:
+    """False only when the file's statistics of ``cond.column`` prove no row satisfies it."""
+    if cond.op == "null":
+        return stat.null_count > 0
+    if cond.op == "notnull":
+        return stat.value_count > 0
+    if cond.op == "prefix":
+        lo, hi, prefix = stat.min_value, stat.max_value, cond.values[0]
+        if stat.value_count == 0:
+            return False
+        if not (isinstance(lo, str) and isinstance(hi, str)):
+            return True
+        # a string starting with prefix is >= prefix, and its first len(prefix) characters
+        # (equal to prefix) are >= those of any smaller string
+        return hi >= prefix and lo[: len(prefix)] <= prefix
+    return may_match(stat, cond)
+
+
+def keep_files(
+    files: Iterable[tuple[str, str]],
+    stats: Iterable[ColumnStatsRecord],
+    conditions: Sequence[Condition],
+) -> list[tuple[str, str]]:
+    """The (partition, file) pairs no condition rules out (a file without statistics for a
+    column is kept)."""
+    if not conditions:
+        return list(files)
+    wanted = {c.column for c in conditions}
+    by_file = {(s.partition, s.file, s.column): s for s in stats if s.column in wanted}
+    return [
+        (partition, name)
+        for partition, name in files
+        if all(
+            (stat := by_file.get((partition, name, c.column))) is None or file_may_match(stat, c)
+            for c in conditions
+        )
+    ]
+
+
+def plan_files(
+    root: str,
+    as_of: str | None,
+    conditions: Sequence[Condition] = (),
+    options: dict[str, str] | None = None,
+) -> list[str]:
+    """URLs of the data files to read: the read point's, minus those the conditions rule
+    out (metadata table only; no data file is opened)."""
+    client = _open(root, options or {})
+    reader = client.metadata.reader(as_of)
+    pairs = [(p, name) for p, files in sorted(reader.files().items()) for name in sorted(files)]
+    if conditions and pairs:
+        pairs = keep_files(pairs, reader.column_stats(), conditions)
+    fs, layout = client.table.fs, client.table.layout
+    return [fs.unstrip_protocol(layout.data_file(p, name)) for p, name in pairs]
+
+
+# ---- the data source -----------------------------------------------------------------------
+class LakebraidDataSource(DataSource):
+    """``format("lakebraid")``: options ``path`` (load/save), ``as_of`` (reads), and any table
+    config key as a runtime override (e.g. ``write.target.file.rows``)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> StructType:
+        root = _root_url(self.options, "spark.read.format('lakebraid')")
+        client = _open(root, _table_options(self.options))
+        return from_arrow_schema(table_schema(client.schema(self.options.get("as_of"))))
+
+    def reader(self, schema: StructType) -> LakebraidReader:
+        root = _root_url(self.options, "spark.read.format('lakebraid')")
+        return LakebraidReader(
+            root, self.options.get("as_of"), _table_options(self.options), schema
+        )
+
+    def writer(self, schema: StructType, overwrite: bool) -> LakebraidWriter:
+        root = _root_url(self.options, "df.write.format('lakebraid')")
+        if overwrite:
+            raise WriteError(
+                f"lakebraid table {root}: overwrite is not supported by the Spark data source; "
+                "use mode('append') to insert rows, or the write client "
+                "(WriteClient.open(path).upsert / .delete) to replace or remove rows",
+                table=root,
+            )
+        return LakebraidWriter(root, uuid.uuid4().hex, _table_options(self.options))
+
+
+class LakebraidReader(DataSourceReader):
+    def __init__(
+        self, root: str, as_of: str | None, options: dict[str, str], schema: StructType
+    ):
+        self.root = root
+        self.as_of = as_of
+        self.options = options
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")  # what Spark checks
+        self.float_columns = frozenset(
+            f.name for f in schema.fields if isinstance(f.dataType, FloatType | DoubleType)
+        )
+        self.conditions: list[Condition] = []
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        for item in filters:
+            cond = to_condition(item, self.float_columns)
+            if cond is not None:
+                self.conditions.append(cond)
+        return filters  # pruning is per file: Spark filters every row again
+
+    def partitions(self) -> Sequence[InputPartition]:
+        urls = plan_files(self.root, self.as_of, self.conditions, self.options)
+        return [InputPartition(url) for url in urls]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if partition.value is None:
+            return  # no file selected: Spark still runs one empty partition
+        fs, path = fsspec.core.url_to_fs(partition.value)
+        table = conform(read_parquet(fs, path), self.arrow_schema)
+        for batch in table.to_batches():
+            yield pa.RecordBatch.from_arrays(batch.columns, schema=self.arrow_schema)
+
+
+@dataclass(frozen=True)
+class StagedFile(WriterCommitMessage):
+    """One write task's staged Parquet file (``path`` None: the task had no rows)."""
+
+    path: str | None
+    rows: int
+
+
+class LakebraidWriter(DataSourceArrowWriter):
+    def __init__(self, root: str, job_id: str, options: dict[str, str]):
+        self.root = root
+        self.job_id = job_id
+        self.options = options
+
+    def _staging(self) -> tuple[Any, str]:
+        fs, root = fsspec.core.url_to_fs(self.root)
+        return fs, TableLayout(root).staging_dir(self.job_id)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
+        fs, folder = self._staging()
+        path = f"{folder}/{uuid.uuid4().hex}.parquet"
+        rows = 0
+        sink: pq.ParquetWriter | None = None
+        handle = None
+        try:
+            for batch in iterator:
+                if batch.num_rows == 0:
+                    continue
+                if sink is None:
+                    fs.makedirs(folder, exist_ok=True)
+                    handle = fs.open(path, "wb")
+                    sink = pq.ParquetWriter(handle, batch.schema, compression="zstd")
+                sink.write_batch(batch)
+                rows += batch.num_rows
+        finally:
+            if sink is not None:
+                sink.close()
+            if handle is not None:
+                handle.close()
+        return StagedFile(fs.unstrip_protocol(path) if rows else None, rows)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        staged = [m.path for m in messages if isinstance(m, StagedFile) and m.path]
+        try:
+            if staged:
+                parts = []
+                for url in staged:
+                    fs, path = fsspec.core.url_to_fs(url)
+                    parts.append(read_parquet(fs, path))
+                _open(self.root, self.options).insert(pa.concat_tables(parts))
+        finally:
+            self._remove_staging()
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._remove_staging()
+
+    def _remove_staging(self) -> None:
+        fs, folder = self._staging()
+        try:
+            fs.rm(folder, recursive=True)
+        except FileNotFoundError:
+            pass
