@@ -8,7 +8,7 @@ DataFrame; it is checked (``writers.schema``) before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,6 @@ from timeline.table_config import FieldSpec, IndexSettings, TableConfig
 from writers import settings
 from writers.clean import clean
 from writers.commit import Transaction, schema_as_of
-from writers.datasource import register
 from writers.engine import InProcessEngine
 from writers.errors import ConflictDetected, WriteConflictError, WriteError
 from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask, WriteStatus
@@ -57,6 +56,16 @@ from writers.spark import embedded_session
 from writers.spark_pipeline import Context, rewrite_frame, route_frame
 from writers.validate import validate
 
+# Called with every Spark session a client is given or starts. The package wires the Spark
+# data source in here (``writers/__init__.py``), so ``format("lakebraid")`` works on it while
+# this module never imports ``writers.datasource`` (which imports this one).
+SESSION_HOOKS: list[Callable[[Any], None]] = []
+
+
+def _on_session(spark: Any) -> None:
+    for hook in SESSION_HOOKS:
+        hook(spark)
+
 
 class WriteClient:
     """A handle on one table. ``spark=None``: an embedded ``local[*]`` session on first use."""
@@ -66,7 +75,7 @@ class WriteClient:
         self.metadata = MetadataTable(table)
         self._spark = spark
         if spark is not None:
-            register(spark)  # format("lakebraid") on the user's session
+            _on_session(spark)
 
     # ---- create / open -----------------------------------------------------------------
     @classmethod
@@ -118,6 +127,7 @@ class WriteClient:
     def spark(self) -> Any:
         if self._spark is None:
             self._spark = embedded_session()
+            _on_session(self._spark)
         return self._spark
 
     # ---- schema --------------------------------------------------------------------------

@@ -89,7 +89,8 @@ def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> Insta
         }
     )
     removed = _concat(gone)
-    removed = removed.filter(pc.invert(pc.is_in(removed, value_set=upserts.column("key"))))
+    if len(removed) and upserts.num_rows:
+        removed = removed.filter(pc.invert(pc.is_in(removed, value_set=upserts.column("key"))))
     return InstantChanges(
         files_added=added,
         files_deleted=deleted,

@@ -32,20 +32,20 @@ that one worker), then deletes the staging folder. Only the files named in the m
 read, so a failed or speculative task attempt's leftovers are never committed. ``abort()``
 deletes the staging folder (its messages may be ``None``).
 
-**Spark 4.3 caveat: one query per loaded DataFrame when filtering.** Spark keeps the partitions
-and read function of the latest filter pushdown on the loaded relation (its provider object,
-``PythonDataSourceV2.setReadInfo``) and reuses them for any later scan of that relation that
-pushes no filter: ``df = ...load(p); df.where(f).count(); df.count()`` counts only the files
-kept for ``f``, and two filtered scans of one DataFrame in one query share the file list of
-the last one planned (``df.where(a).union(df.where(b))`` reads only ``b``'s files). Nothing of
-this reaches Python, so it cannot be detected here; call ``load()`` again for each scan (later
-Spark versions keep the read info per scan). A loaded DataFrame also keeps the schema of its
-``load()`` and, for scans without pushed filters, the files of its first planning: load again
-to see new commits.
+**Pruning by pushed filters is opt-in: ``.option("pushdown", "true")``.** Spark 4.3 keeps the
+partitions and read function of the latest filter pushdown on the loaded relation (its
+provider object, ``PythonDataSourceV2.setReadInfo``) and reuses them for any later scan of that
+relation that pushes no filter: ``df = ...load(p); df.where(f).count(); df.count()`` would
+count only the files kept for ``f``, and two filtered scans of one DataFrame in one query share
+the file list of the last one planned (``df.where(a).union(df.where(b))`` would read only
+``b``'s files). Nothing of this reaches Python, so it cannot be detected here. By default the
+reader therefore prunes nothing (every scan reads every file of the read point: always right);
+with ``pushdown`` on it prunes, and each loaded DataFrame must serve one filtered scan
+(``load()`` again for the next). A loaded DataFrame also keeps the schema of its ``load()``:
+load again to see new commits.
 
-This module needs ``WriteClient`` and ``writers.client`` needs :func:`register`:
-``writers.client`` is imported as a module here and used only at call time, which breaks the
-cycle (the package's ``__init__`` always loads ``writers.client`` first).
+``writers/__init__.py`` hooks :func:`register` into every session a ``WriteClient`` uses
+(``writers.client.SESSION_HOOKS``), so this module imports the client and not the reverse.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ from pyspark.sql.types import DoubleType, FloatType, StructType
 from metadata.records import ColumnStatsRecord
 from timeline.errors import ConfigError
 from timeline.layout import TableLayout
-from writers import client as write_client
+from writers.client import WriteClient
 from writers.errors import WriteError
 from writers.filegroup import conform, read_parquet
 from writers.pruning import Condition, may_match
@@ -93,7 +93,7 @@ from writers.read import table_schema
 
 NAME = "lakebraid"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-_OWN_OPTIONS = ("path", "as_of")
+_OWN_OPTIONS = ("path", "as_of", "pushdown")
 _registered: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
@@ -109,7 +109,7 @@ def register(spark: Any) -> None:
 
 # ---- opening the table (planning workers and the commit worker) -------------------------
 def _table_options(options: Any) -> dict[str, str]:
-    """The options that are table config overrides (everything but path and as_of)."""
+    """The options that are table config overrides (all but path, as_of and pushdown)."""
     return {k: str(v) for k, v in dict(options).items() if k.lower() not in _OWN_OPTIONS}
 
 
@@ -131,7 +131,7 @@ def _root_url(options: Any, purpose: str) -> str:
 
 def _open(root: str, options: dict[str, str]) -> Any:
     """A ``WriteClient`` without Spark (it starts no session unless asked for one)."""
-    return write_client.WriteClient.open(root, **options)
+    return WriteClient.open(root, **options)
 
 
 # ---- filters -> pruning conditions --------------------------------------------------------
@@ -254,8 +254,8 @@ def plan_files(
 
 # ---- the data source -----------------------------------------------------------------------
 class LakebraidDataSource(DataSource):
-    """``format("lakebraid")``: options ``path`` (load/save), ``as_of`` (reads), and any table
-    config key as a runtime override (e.g. ``write.target.file.rows``)."""
+    """``format("lakebraid")``: options ``path`` (load/save), ``as_of`` and ``pushdown`` (reads),
+    and any table config key as a runtime override (e.g. ``write.target.file.rows``)."""
 
     @classmethod
     def name(cls) -> str:
@@ -268,8 +268,19 @@ class LakebraidDataSource(DataSource):
 
     def reader(self, schema: StructType) -> LakebraidReader:
         root = _root_url(self.options, "spark.read.format('lakebraid')")
+        pushdown = str(self.options.get("pushdown", "false")).lower()
+        if pushdown not in ("true", "false"):
+            raise ConfigError(
+                f"lakebraid table {root}: option pushdown must be 'true' or 'false', not "
+                f"{pushdown!r}",
+                table=root,
+            )
         return LakebraidReader(
-            root, self.options.get("as_of"), _table_options(self.options), schema
+            root,
+            self.options.get("as_of"),
+            _table_options(self.options),
+            schema,
+            pushdown=pushdown == "true",
         )
 
     def writer(self, schema: StructType, overwrite: bool) -> LakebraidWriter:
@@ -286,9 +297,16 @@ class LakebraidDataSource(DataSource):
 
 class LakebraidReader(DataSourceReader):
     def __init__(
-        self, root: str, as_of: str | None, options: dict[str, str], schema: StructType
+        self,
+        root: str,
+        as_of: str | None,
+        options: dict[str, str],
+        schema: StructType,
+        *,
+        pushdown: bool = False,
     ):
         self.root = root
+        self.pushdown = pushdown
         self.as_of = as_of
         self.options = options
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")  # what Spark checks
@@ -298,6 +316,8 @@ class LakebraidReader(DataSourceReader):
         self.conditions: list[Condition] = []
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        if not self.pushdown:  # see the module doc: Spark 4.3 may reuse a pruned file list
+            return filters
         for item in filters:
             cond = to_condition(item, self.float_columns)
             if cond is not None:

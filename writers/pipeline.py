@@ -47,7 +47,7 @@ def prepare(table: pa.Table, key: str, partition_fields: Sequence[str]) -> pa.Ta
 def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
     """The encoded partition path of every row (computed once per distinct value tuple)."""
     if not fields:
-        return pa.array([""] * table.num_rows, pa.string())
+        return pa.repeat(pa.scalar(""), table.num_rows)
     texts = [pc.cast(table.column(f), pa.string()) for f in fields]
     marked = [pc.fill_null(pc.binary_join_element_wise("v", t, ""), "n") for t in texts]
     combined = pc.binary_join_element_wise(*marked, "\x00") if len(marked) > 1 else marked[0]
@@ -107,8 +107,11 @@ def tag(table: pa.Table, found: pa.Table) -> pa.Table:
             OLD_FILE_ID: ids,
         }
     )
-    joined = table.join(located, RECORD_KEY, join_type="left outer", use_threads=False)
-    return joined
+    if located.num_rows == 0:  # nothing to join (inserts): every row is new
+        return table.append_column(
+            OLD_PARTITION, pa.nulls(table.num_rows, pa.string())
+        ).append_column(OLD_FILE_ID, pa.nulls(table.num_rows, pa.string()))
+    return table.join(located, RECORD_KEY, join_type="left outer", use_threads=False)
 
 
 def _file_ids(found: pa.Table) -> pa.Array:
@@ -181,7 +184,7 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
     targets = pc.if_else(
         keep_old, tagged.column(OLD_FILE_ID), pa.nulls(tagged.num_rows, pa.string())
     )
-    inserts = tagged.filter(new)
+    inserts = tagged.select([RECORD_KEY, PARTITION]).filter(new)
     if inserts.num_rows:
         targets = pc.replace_with_mask(_array(targets), _array(new), _choose_slots(inserts, plan))
     routed = tagged.append_column(TARGET_FILE_ID, targets)
@@ -191,7 +194,7 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
         deletes = leaving.set_column(
             leaving.schema.get_field_index(OP),
             OP,
-            pa.array([OP_DELETE] * leaving.num_rows, pa.int8()),
+            pa.repeat(pa.scalar(OP_DELETE, pa.int8()), leaving.num_rows),
         )
         deletes = deletes.set_column(
             deletes.schema.get_field_index(PARTITION), PARTITION, deletes.column(OLD_PARTITION)
@@ -201,6 +204,8 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
     unknown = pc.and_(
         pc.equal(routed.column(OP), OP_DELETE), pc.is_null(routed.column(TARGET_FILE_ID))
     )
+    if not pc.any(unknown).as_py():
+        return routed
     return routed.filter(pc.invert(unknown))  # deletes of keys the table does not hold
 
 

@@ -12,6 +12,7 @@ nothing: the filter itself still runs on the rows, so skipping only ever saves w
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -195,6 +196,10 @@ def may_match(stat: ColumnStatsRecord, cond: Condition) -> bool:
         return False  # only nulls: no comparison with a literal is true
     if lo is None or hi is None:
         return True
+    if isinstance(lo, float) or isinstance(hi, float):
+        # statistics leave NaN out, and Spark sorts NaN above every number (NaN = NaN too)
+        if cond.op in (">", ">=", "!=") or any(_is_nan(v) for v in cond.values):
+            return True
     try:
         values = [_coerce(v, lo) for v in cond.values]
         if cond.op in ("=", "in"):
@@ -211,6 +216,13 @@ def may_match(stat: ColumnStatsRecord, cond: Condition) -> bool:
         return hi >= value
     except (TypeError, ValueError):
         return True  # incomparable types: keep the file
+
+
+def _is_nan(value: Any) -> bool:
+    try:
+        return math.isnan(float(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def prune(

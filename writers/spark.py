@@ -3,7 +3,7 @@
 Settings follow shared/spark-facts.md: Python workers must run this interpreter (so they can
 import pyarrow and lakebraid), the UI and console progress are off, the session time zone is
 UTC, and the driver gets more than the 1 GiB default heap. A user's own session is used as is.
-Either way the ``lakebraid`` data source is registered on it (``writers.datasource``).
+A ``WriteClient`` registers the ``lakebraid`` data source on either (``writers.datasource``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import sys
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
-
-from writers.datasource import register
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -41,5 +39,4 @@ def embedded_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    register(session)
     return session

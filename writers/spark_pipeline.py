@@ -93,7 +93,7 @@ def _prepare(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
 
 def _prepared(table: pa.Table, ctx: Context) -> pa.Table:
     table = prepare(table, ctx.key, ctx.partition_fields)
-    table = table.append_column(OP, pa.array([OP_UPSERT] * table.num_rows, pa.int8()))
+    table = table.append_column(OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), table.num_rows))
     ri = file_groups_of(table.column(RECORD_KEY), ctx.point.group_counts["record_index"])
     return table.append_column(RI_GROUP, pa.array(ri.astype("int32")))
 

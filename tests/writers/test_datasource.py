@@ -93,7 +93,8 @@ def test_a_selective_filter_plans_and_opens_only_the_files_that_can_match(tmp_pa
     root = c.table.fs.unstrip_protocol(c.path)
     assert len(plan_files(root, None)) == 100
 
-    frame = load(spark, c.path).where(where)
+    assert load(spark, c.path).where(where).rdd.getNumPartitions() == 100  # pruning is opt-in
+    frame = load(spark, c.path, pushdown="true").where(where)
     assert frame.rdd.getNumPartitions() == 1  # one Spark partition per file to open
     (kept,) = [p for p in everything if "day=d042" in p]
     # the 99 other files are never opened: deleting them changes nothing
@@ -103,7 +104,7 @@ def test_a_selective_filter_plans_and_opens_only_the_files_that_can_match(tmp_pa
     assert sorted_rows(frame) == expected
     # ...and a read that needs one of them does open it (the check above can fail)
     with pytest.raises(Exception, match="FileNotFoundError"):
-        load(spark, c.path).where("day = 'd000'").count()
+        load(spark, c.path, pushdown="true").where("day = 'd000'").count()
 
 
 def test_schema_as_of_and_schema_evolution_match_the_client(client, spark):
@@ -125,12 +126,12 @@ def test_schema_as_of_and_schema_evolution_match_the_client(client, spark):
     assert sorted_rows(then) == sorted_rows(client.read(as_of=first))
     assert [r["amount"] for r in sorted_rows(then)] == [1.0, 1.0, 1.0]
     where = "day = '2024-01-01'"
-    filtered = load(spark, client.path, as_of=first).where(where)
+    filtered = load(spark, client.path, as_of=first, pushdown="true").where(where)
     assert sorted_rows(filtered) == sorted_rows(client.read(as_of=first, where=where))
 
 
 def test_an_empty_selection_reads_nothing(client, spark):
-    frame = load(spark, client.path).where("day = '1999-01-01'")
+    frame = load(spark, client.path, pushdown="true").where("day = '1999-01-01'")
     assert frame.count() == 0 and frame.columns == client.read().columns
     root = client.table.fs.unstrip_protocol(client.path)
     cond = to_condition(EqualTo(("day",), "1999-01-01"))
@@ -138,14 +139,22 @@ def test_an_empty_selection_reads_nothing(client, spark):
     assert len(plan_files(root, None)) == 3
 
 
+def test_a_reused_dataframe_reads_every_file_after_a_filtered_query(client, spark):
+    frame = load(spark, client.path)  # default: no pruning, so reuse is always right
+    assert frame.where("day = '2024-01-01'").count() == 1
+    assert frame.count() == 3
+    both = frame.where(f"day = '{DAYS[0]}'").union(frame.where(f"day = '{DAYS[1]}'"))
+    assert sorted(r["day"] for r in sorted_rows(both)) == DAYS[:2]
+
+
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
     reason="Spark 4.3 reuses a loaded DataFrame's last pushdown file list for later scans "
-    "without pushed filters (see writers/datasource.py); remove the README caveat when fixed",
+    "without pushed filters (see writers/datasource.py): why pushdown is opt-in",
 )
-def test_a_reused_dataframe_reads_every_file_after_a_filtered_query(client, spark):
-    frame = load(spark, client.path)
+def test_with_pushdown_a_reused_dataframe_reads_every_file(client, spark):
+    frame = load(spark, client.path, pushdown="true")
     assert frame.where("day = '2024-01-01'").count() == 1
     assert frame.count() == 3
 
@@ -154,12 +163,17 @@ def test_a_reused_dataframe_reads_every_file_after_a_filtered_query(client, spar
     strict=True,
     raises=AssertionError,
     reason="Spark 4.3: two filtered scans of one loaded DataFrame share the last planned "
-    "file list (see writers/datasource.py)",
+    "file list (see writers/datasource.py): why pushdown is opt-in",
 )
-def test_two_filtered_scans_of_one_dataframe_read_their_own_files(client, spark):
-    frame = load(spark, client.path)
+def test_with_pushdown_two_filtered_scans_of_one_dataframe_read_their_own_files(client, spark):
+    frame = load(spark, client.path, pushdown="true")
     both = frame.where(f"day = '{DAYS[0]}'").union(frame.where(f"day = '{DAYS[1]}'"))
     assert sorted(r["day"] for r in sorted_rows(both)) == DAYS[:2]
+
+
+def test_a_bad_pushdown_option_is_refused(client, spark):
+    with pytest.raises(Exception, match="pushdown must be 'true' or 'false'"):
+        load(spark, client.path, pushdown="yes").count()
 
 
 def test_a_client_given_a_session_registers_the_format_and_pushdown(client, spark):

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metadata.records import ColumnStatsRecord
-from writers.pruning import column_conditions, parse_conditions, prune
+from writers.pruning import Condition, column_conditions, may_match, parse_conditions, prune
 
 OPS = {
     "=": operator.eq,
@@ -73,3 +73,15 @@ def test_dates_compare_with_iso_strings() -> None:
     files = [("p", "f")]
     assert prune(files, [stat], "d = '2024-01-02'") == files
     assert prune(files, [stat], "d > '2024-01-03'") == []
+
+
+def test_float_files_are_kept_where_a_left_out_nan_could_match() -> None:
+    """Statistics leave NaN out, but Spark sorts NaN above every number and NaN = NaN."""
+    stat = ColumnStatsRecord("amount", "", "f.parquet", 1.0, 2.0, 0, 2, 10)
+    for op in (">", ">=", "!="):
+        assert may_match(stat, Condition("amount", op, (5.0,)))
+    assert may_match(stat, Condition("amount", "=", (float("nan"),)))
+    assert not may_match(stat, Condition("amount", "<", (0.5,)))  # NaN is never below
+    assert not may_match(stat, Condition("amount", "=", (7.0,)))
+    ints = ColumnStatsRecord("n", "", "f.parquet", 1, 2, 0, 2, 10)
+    assert not may_match(ints, Condition("n", ">", (5,)))
