@@ -40,9 +40,8 @@ if str(REPO) not in sys.path:
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
+from benchlib import Report, clear_process_caches  # noqa: E402
 
-import metadata.basefile  # noqa: E402
-import metadata.reader  # noqa: E402
 from metadata.arrow_records import index_table  # noqa: E402
 from metadata.records import Partition, file_id_to_ints, instant_to_int  # noqa: E402
 from metadata.table import MetadataTable  # noqa: E402
@@ -116,6 +115,8 @@ class Index:
     file_idx: np.ndarray  # file id of key i (index into file_ids)
     file_ids: list[str]
     figures: dict[str, str] = field(default_factory=dict)
+    numbers: dict[str, float] = field(default_factory=dict)  # for --json
+    checks: dict[str, str] = field(default_factory=dict)
 
 
 def timed(work: Callable[[], T]) -> tuple[T, float]:
@@ -152,6 +153,7 @@ def build_index(n: int, folder: str, rng: np.random.Generator, options: dict[str
         if str(entry["name"]).endswith(".parquet")
     ]
     per_entry = sum(sizes) / n
+    index.numbers.update({"build": t_build, "bytes": per_entry})
     print(
         f"[{n:,} keys] keys generated in {t_keys:.2f} s, rows built in {t_rows:.2f} s, "
         f"reindex (write {len(sizes)} bases) in {t_build:.2f} s; {groups} file groups "
@@ -172,14 +174,7 @@ def build_index(n: int, folder: str, rng: np.random.Generator, options: dict[str
 # ---- lookups -------------------------------------------------------------------------------
 def drop_caches() -> bool:
     """Clear the footer and log caches and drop the OS page cache; False if the OS refused."""
-    metadata.basefile.FOOTERS.clear()
-    logs = metadata.reader.LOGS
-    clear = getattr(logs, "clear", None)
-    if callable(clear):
-        clear()
-    else:
-        with logs._lock:
-            logs._items.clear()
+    clear_process_caches()
     try:
         os.sync()
         with open("/proc/sys/vm/drop_caches", "w") as handle:
@@ -279,6 +274,8 @@ def run_lookups(index: Index, rng: np.random.Generator, *, small: bool) -> None:
             f"lookup {label} modes": cold.modes,
         }
     )
+    index.numbers.update({"cold": cold.wall, "warm": warm.wall})
+    index.checks.update({"cold": status, "warm": warm_status, "os": os_state, "label": label})
 
     reader = MetadataTable(index.table).reader()
     asked_list = asked.to_pylist()
@@ -301,6 +298,8 @@ def run_lookups(index: Index, rng: np.random.Generator, *, small: bool) -> None:
             f"{tag} lookup {size:,} keys: COLD {cold.wall:.3f} s, WARM {warm.wall:.4f} s "
             f"(best of 5); {status}; {cold.modes}"
         )
+        index.numbers[f"cold {size}"] = cold.wall
+        index.checks[f"cold {size}"] = status
         index.figures.update(
             {
                 f"lookup {size} cold s": f"{cold.wall:.3f}",
@@ -340,6 +339,38 @@ def print_table(runs: list[Index]) -> None:
         )
 
 
+def report(index: Index) -> Report:
+    """The main index's figures as rows beside the peers (which keep no key index: n/a)."""
+    n, nums, checks = index.n, index.numbers, index.checks
+    result = Report(
+        "record_index",
+        f"{n:,} random UUID4 keys over {len(PARTITIONS)} partitions x {FILE_IDS} file ids",
+        notes=[
+            "record_index: delta-rs and pyiceberg keep no record-level index, so n/a; bytes "
+            "per entry = record-index base files on disk / keys (Hudi RFC-8 reports "
+            f"{RFC8_BYTES})",
+            f"record_index: cold = metadata footer and log caches cleared ({checks['os']}); "
+            "warm = best of 3; each from a new reader",
+        ],
+    )
+    result.add(
+        f"record index bytes per entry ({n:,} keys)", "B/entry", {"lakebraid": nums["bytes"]}
+    )
+    result.add(f"build record index ({n:,} keys)", "s", {"lakebraid": nums["build"]})
+    label = checks["label"]
+    result.add(f"lookup {label} keys, cold", "s", {"lakebraid": nums["cold"]}, checks["cold"])
+    result.add(f"lookup {label} keys, warm", "s", {"lakebraid": nums["warm"]}, checks["warm"])
+    for size in (100, 1_000):
+        if f"cold {size}" in nums:
+            result.add(
+                f"lookup {size:,} keys, cold",
+                "s",
+                {"lakebraid": nums[f"cold {size}"]},
+                checks[f"cold {size}"],
+            )
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--keys", type=int, default=10_000_000, help="main index size")
@@ -352,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dir", default=None, help="parent folder of the temporary tables")
     parser.add_argument("--seed", type=int, default=8)
+    parser.add_argument("--json", default=None, help="write the results to this JSON file")
     args = parser.parse_args(argv)
     main_n = 1_000_000 if args.quick else args.keys
     if main_n <= EXISTING:
@@ -376,7 +408,9 @@ def main(argv: list[str] | None = None) -> int:
         f"total wall time {time.perf_counter() - started:.1f} s "
         f"(load average now {os.getloadavg()[0]:.1f})"
     )
-    return 0
+    report(runs[0]).save(args.json)
+    checks = runs[0].checks
+    return 0 if all(checks[k] == "OK" for k in checks if k.startswith("cold") or k == "warm") else 1
 
 
 if __name__ == "__main__":

@@ -1,15 +1,20 @@
-"""Upsert and delete on lakebraid beside delta-rs (``deltalake`` MERGE), same data, same run.
+"""Upsert and delete on lakebraid beside delta-rs (MERGE) and pyiceberg (``Table.upsert`` and
+``Table.delete``), same data, same run.
 
 Workload (issue 4): a table of N rows (default 10,000,000) over 30 day partitions; then
-1. bulk insert of the N rows;
+1. bulk insert of the N rows (delta-rs ``write_deltalake``, pyiceberg ``append``);
 2. upsert of N/10 rows: half updates of random existing keys, half new keys;
 3. upsert of 1,000 updates, all in one partition;
 4. delete of 10,000 existing keys.
-delta-rs runs the same steps with ``write_deltalake`` and ``merge`` (key predicate
-``t.id = s.id``; deletes as a MERGE with ``when_matched_delete``). Prints one table with
-seconds and the ratio delta-rs / lakebraid (> 1: lakebraid is faster).
+delta-rs merges on ``t.id = s.id`` (``when_matched_update_all`` + ``when_not_matched_insert_all``;
+deletes as a MERGE with ``when_matched_delete``); pyiceberg upserts with ``join_cols=["id"]`` and
+deletes with ``In("id", keys)``; both partition by day like lakebraid. Every step opens its
+table afresh inside the timing (``WriteClient.open``, ``DeltaTable(path)``,
+``catalog.load_table``); tables are created (empty) and inputs built before any timing. At the end
+every system's table is read whole and compared with the expected rows (count, keys, amounts,
+ts). Prints seconds and peer / lakebraid (> 1: lakebraid is faster).
 
-    .venv/bin/python benchmarks/upsert.py [--rows N] [--skip-delta]
+    .venv/bin/python benchmarks/upsert.py [--rows N] [--skip-delta] [--skip-iceberg] [--json F]
 """
 
 from __future__ import annotations
@@ -17,16 +22,21 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+from benchlib import SKIPPED, Report, Value, iceberg_catalog, iceberg_table, timed
 from deltalake import DeltaTable, write_deltalake
+from pyiceberg.expressions import In
+from pyiceberg.table import Table as IcebergTable
 
 from writers.client import WriteClient
 
 DAYS = 30
+Steps = dict[str, pa.Table]
+Outcome = tuple[dict[str, float], Callable[[], pa.Table]]
 
 
 def make_rows(ids: np.ndarray, days: np.ndarray, ts: int, seed: int) -> pa.Table:
@@ -44,13 +54,8 @@ def make_rows(ids: np.ndarray, days: np.ndarray, ts: int, seed: int) -> pa.Table
     )
 
 
-def timed(work: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    work()
-    return time.perf_counter() - started
-
-
-def workload(n: int, seed: int = 1) -> dict[str, pa.Table]:
+def workload(n: int, seed: int = 1) -> Steps:
+    """The four inputs, keyed ``bulk``, ``mixed``, ``small``, ``deletes`` (an ``id`` table)."""
     rng = np.random.default_rng(seed)
     base_ids = np.arange(n)
     base = make_rows(base_ids, base_ids % DAYS, 1, seed)
@@ -66,19 +71,34 @@ def workload(n: int, seed: int = 1) -> dict[str, pa.Table]:
     return {"bulk": base, "mixed": mixed, "small": small, "deletes": deletes}
 
 
-def run_lakebraid(folder: str, data: dict[str, pa.Table]) -> dict[str, float]:
-    client = WriteClient.create(
-        f"{folder}/lakebraid", "id", ["day"], "ts", **{"index.expected.records": len(data["bulk"])}
-    )
+def step_names(data: Steps) -> dict[str, str]:
+    """Workload key -> operation name in the table."""
     return {
-        "bulk insert": timed(lambda: client.bulk_insert(data["bulk"])),
-        "upsert mixed": timed(lambda: client.upsert(data["mixed"])),
-        "upsert 1,000 (one day)": timed(lambda: client.upsert(data["small"])),
-        "delete 10,000": timed(lambda: client.delete(data["deletes"])),
+        "bulk": f"bulk insert {len(data['bulk']):,} rows",
+        "mixed": f"upsert {len(data['mixed']):,} (half new)",
+        "small": f"upsert {len(data['small']):,} (one day)",
+        "deletes": f"delete {len(data['deletes']):,} keys",
     }
 
 
-def run_delta(folder: str, data: dict[str, pa.Table]) -> dict[str, float]:
+# ---- the three systems ---------------------------------------------------------------------
+def run_lakebraid(folder: str, data: Steps) -> Outcome:
+    path = f"{folder}/lakebraid"
+    WriteClient.create(path, "id", ["day"], "ts", **{"index.expected.records": len(data["bulk"])})
+
+    def load() -> WriteClient:
+        return WriteClient.open(path)
+
+    seconds = {
+        "bulk": timed(lambda: load().bulk_insert(data["bulk"]))[1],
+        "mixed": timed(lambda: load().upsert(data["mixed"]))[1],
+        "small": timed(lambda: load().upsert(data["small"]))[1],
+        "deletes": timed(lambda: load().delete(data["deletes"]))[1],
+    }
+    return seconds, lambda: load().read_arrow()
+
+
+def run_delta(folder: str, data: Steps) -> Outcome:
     path = f"{folder}/delta"
 
     def merge(source: pa.Table) -> None:
@@ -98,34 +118,100 @@ def run_delta(folder: str, data: dict[str, pa.Table]) -> dict[str, float]:
             .execute()
         )
 
-    return {
-        "bulk insert": timed(lambda: write_deltalake(path, data["bulk"], partition_by=["day"])),
-        "upsert mixed": timed(lambda: merge(data["mixed"])),
-        "upsert 1,000 (one day)": timed(lambda: merge(data["small"])),
-        "delete 10,000": timed(lambda: delete(data["deletes"])),
+    seconds = {
+        "bulk": timed(lambda: write_deltalake(path, data["bulk"], partition_by=["day"]))[1],
+        "mixed": timed(lambda: merge(data["mixed"]))[1],
+        "small": timed(lambda: merge(data["small"]))[1],
+        "deletes": timed(lambda: delete(data["deletes"]))[1],
     }
+    return seconds, lambda: DeltaTable(path).to_pyarrow_table()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def run_iceberg(folder: str, data: Steps) -> Outcome:
+    catalog = iceberg_catalog(f"{folder}/iceberg")
+    name = iceberg_table(catalog, "upsert", data["bulk"].schema, ["day"]).name()
+
+    def load() -> IcebergTable:
+        return catalog.load_table(name)
+
+    doomed = data["deletes"].column("id").to_pylist()
+    seconds = {
+        "bulk": timed(lambda: load().append(data["bulk"]))[1],
+        "mixed": timed(lambda: load().upsert(data["mixed"], join_cols=["id"]))[1],
+        "small": timed(lambda: load().upsert(data["small"], join_cols=["id"]))[1],
+        "deletes": timed(lambda: load().delete(In("id", doomed)))[1],
+    }
+    return seconds, lambda: load().scan().to_arrow()
+
+
+# ---- correctness ---------------------------------------------------------------------------
+def digest(table: pa.Table) -> tuple[int, int, int, int]:
+    """Rows, sum of key numbers, sum of amounts in cents, sum of ts."""
+    keys = pc.cast(pc.utf8_slice_codeunits(table.column("id"), 4), pa.int64())
+    cents = pc.cast(pc.round(pc.multiply(table.column("amount"), 100)), pa.int64())
+    total = [int(pc.sum(c).as_py() or 0) for c in (keys, cents, table.column("ts"))]
+    return (table.num_rows, *total)  # type: ignore[return-value]
+
+
+def expected(data: Steps) -> pa.Table:
+    """The table after the four steps: the latest ts of every key, less the deleted keys."""
+    changes = pa.concat_tables([data["bulk"], data["mixed"], data["small"]])
+    latest = changes.group_by("id").aggregate([("ts", "max")]).rename_columns(["id", "ts"])
+    rows = changes.join(latest, ["id", "ts"], join_type="inner")
+    gone = pc.is_in(rows.column("id"), value_set=data["deletes"].column("id"))
+    return rows.filter(pc.invert(gone))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--skip-delta", action="store_true")
-    args = parser.parse_args()
+    parser.add_argument("--skip-iceberg", action="store_true")
+    parser.add_argument("--json", default=None, help="write the results to this JSON file")
+    args = parser.parse_args(argv)
     folder = tempfile.mkdtemp(prefix="lakebraid-bench-")
     try:
         data = workload(args.rows)
+        names = step_names(data)
         print(f"rows {args.rows:,}; mixed upsert {len(data['mixed']):,} rows", flush=True)
-        ours = run_lakebraid(folder, data)
-        theirs = {} if args.skip_delta else run_delta(folder, data)
-        print(f"{'step':<26}{'lakebraid s':>12}{'delta-rs s':>12}{'ratio':>8}")
-        for step, seconds in ours.items():
-            other = theirs.get(step)
-            ratio = f"{other / seconds:7.2f}x" if other else "      -"
-            other_text = f"{other:12.2f}" if other else f"{'-':>12}"
-            print(f"{step:<26}{seconds:12.2f}{other_text}{ratio}")
+        runners = {"lakebraid": run_lakebraid, "delta-rs": run_delta, "pyiceberg": run_iceberg}
+        skipped = {"delta-rs": args.skip_delta, "pyiceberg": args.skip_iceberg}
+        outcomes: dict[str, Outcome] = {}
+        for system, run in runners.items():
+            if not skipped.get(system):
+                outcomes[system] = run(folder, data)
+                print(f"{system}: {outcomes[system][0]}", flush=True)
+        want = digest(expected(data))
+        checks: dict[str, Value] = {
+            s: SKIPPED if skipped.get(s) else "OK" for s in runners if s not in outcomes
+        }
+        for system, (_, read) in outcomes.items():
+            got = digest(read())
+            checks[system] = "OK" if got == want else f"FAIL {got} != {want}"
+        verdict = "OK" if all(c in ("OK", SKIPPED) for c in checks.values()) else "FAIL"
+        report = Report(
+            "upsert",
+            f"{args.rows:,} rows over {DAYS} day partitions, keys key-NNNNNNNNNN",
+            notes=[
+                "upsert: seconds of one write each (table opened afresh, then the write), on one "
+                "table in workload order; inputs are built beforehand",
+                "upsert: the check reads each final table whole: rows, key, amount and ts sums "
+                "equal the expected ones",
+                "upsert: lakebraid tags rows with its record index and writes index entries for "
+                "every new key; delta-rs merges with a DataFusion join; pyiceberg scans for "
+                "In(id, keys), compares matched rows in Python, then overwrites and appends",
+            ],
+        )
+        for key, name in names.items():
+            times = {s: outcomes[s][0][key] if s in outcomes else SKIPPED for s in runners}
+            report.add(name, "s", times, verdict)
+        report.add("final table = expected", "check", checks, verdict)
+        report.print()
+        report.save(args.json)
+        return 0 if verdict == "OK" else 1
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
