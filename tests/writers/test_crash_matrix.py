@@ -93,7 +93,8 @@ if ":" in point:
         return result
     setattr(InstantStore, step, patched)
 elif point == "mid-data-write":
-    def torn(table, handle, **kwargs):
+    def torn(table, where, **kwargs):
+        handle = open(where, "wb") if isinstance(where, str) else where
         handle.write(b"PAR1 torn")
         handle.flush()
         die()
