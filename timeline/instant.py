@@ -174,7 +174,12 @@ def parse(name: str, *, folder: str | None = None) -> Instant:
     """Parse an instant file name (inverse of :func:`file_name`).
 
     Raises :class:`InstantFileError` naming the file (and its folder) if it is not one.
+    Instants are frozen values, so names parsed before are answered from a cache (timelines
+    are listed and parsed many times per write).
     """
+    known = _PARSED.get(name)
+    if known is not None:
+        return known
     match = _NAME_RE.match(name)
     where = f"{folder}/{name}" if folder else name
     if match is None:
@@ -191,7 +196,14 @@ def parse(name: str, *, folder: str | None = None) -> Instant:
     except ValueError:
         raise InstantFileError(f"{where!r} names an unknown action {match['action']!r}") from None
     state = State.COMPLETED if state_text is None else State(state_text)
-    return Instant(match["time"], action, state, completion)
+    instant = Instant(match["time"], action, state, completion)
+    if len(_PARSED) < _PARSED_LIMIT:
+        _PARSED[name] = instant
+    return instant
+
+
+_PARSED: dict[str, Instant] = {}
+_PARSED_LIMIT = 200_000
 
 
 def is_instant_file(name: str) -> bool:

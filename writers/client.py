@@ -211,8 +211,9 @@ class WriteClient:
         target = self.table.options.get(settings.TARGET_FILE_ROWS)
         if operation == "bulk_insert":
             return target, {}
+        small = min(target, self.table.options.get(settings.SMALL_FILE_ROWS))
         stats = reader.column_stats(self.table.config.record_key)
-        return target, _rows_per_group(stats, listing, target)
+        return target, _rows_per_group(stats, listing, small)
 
     def _write_spark(self, frame: Any, operation: str) -> str:
         """The Spark engine: every step runs as Spark tasks (``writers.spark_pipeline``)."""
@@ -354,7 +355,8 @@ class WriteClient:
 def _rows_per_group(
     stats: Sequence[ColumnStatsRecord], listing: Mapping[str, Mapping[str, str]], target: int
 ) -> dict[str, dict[str, int]]:
-    """partition -> file id -> rows, for the current file groups under ``target`` rows."""
+    """partition -> file id -> rows, for the current file groups under ``target`` rows (the
+    small-file limit)."""
     current = {(p, name): fid for p, groups in listing.items() for fid, name in groups.items()}
     small: dict[str, dict[str, int]] = {}
     for s in stats:

@@ -17,9 +17,19 @@ TARGET_FILE_ROWS = cfg.register(
     "write.target.file.rows",
     int,
     1_000_000,
-    "Rows a data file group grows to before inserts go to a new file group; groups below "
-    "it take inserts first (small-file handling).",
+    "Rows a data file group grows to by inserts; small groups (write.small.file.rows) take "
+    "inserts first, the rest go to new file groups of at most this many rows.",
     cfg.at_least(1),
+)
+SMALL_FILE_ROWS = cfg.register(
+    "write.small.file.rows",
+    int,
+    100_000,
+    "A file group under this many rows is small: inserts fill it (up to "
+    "write.target.file.rows) before new file groups are made. Copy-on-write rewrites the "
+    "whole group, so a lower limit writes less for many small appends, a higher one leaves "
+    "fewer files.",
+    cfg.at_least(0),
 )
 EXPECTED_RECORDS = cfg.register(
     "index.expected.records",
