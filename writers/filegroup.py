@@ -114,13 +114,18 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     deletes = _flat(incoming.filter(pc.invert(is_upsert)).column(RECORD_KEY))
     new_keys = _flat(upserts.column(RECORD_KEY))
     n_old, n_up = old.num_rows, upserts.num_rows
-    if n_old:
+    up_at = np.full(n_up, -1, dtype=np.int64)  # the old row of each upsert, or -1
+    del_at = np.full(len(deletes), -1, dtype=np.int64)  # the old row of each delete, or -1
+    if n_old and len(up_at) + len(del_at):
+        # probe the old keys against a hash of the (few) incoming ones: no hash of the group
         touched = pa.concat_arrays([new_keys, deletes])
-        found = pc.index_in(touched, value_set=_flat(old.column(RECORD_KEY)))
-        where = pc.fill_null(found, -1).to_numpy(zero_copy_only=False)
-    else:
-        where = np.full(n_up + len(deletes), -1, dtype=np.int32)
-    up_at, del_at = where[:n_up], where[n_up:]
+        hit = pc.index_in(_flat(old.column(RECORD_KEY)), value_set=touched)
+        hit = pc.fill_null(hit, -1).to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(hit >= 0)
+        which = hit[rows]
+        is_up = which < n_up
+        up_at[which[is_up]] = rows[is_up]
+        del_at[which[~is_up] - n_up] = rows[~is_up]
     updated = up_at >= 0
     fresh = np.flatnonzero(~updated)
     if task.old_file is None and len(fresh) > 1:  # a new group: its rows sorted by key

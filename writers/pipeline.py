@@ -99,19 +99,16 @@ def tag(table: pa.Table, found: pa.Table) -> pa.Table:
     """Add each row's current location (old partition, old file id; null for new keys).
 
     ``found`` is a record-index lookup result (key, partition, file_id_hi, file_id_lo)."""
-    ids = _file_ids(found)
-    located = pa.table(
-        {
-            RECORD_KEY: found.column("key"),
-            OLD_PARTITION: found.column("partition"),
-            OLD_FILE_ID: ids,
-        }
-    )
-    if located.num_rows == 0:  # nothing to join (inserts): every row is new
+    if found.num_rows == 0:  # nothing to look up (inserts): every row is new
         return table.append_column(
             OLD_PARTITION, pa.nulls(table.num_rows, pa.string())
         ).append_column(OLD_FILE_ID, pa.nulls(table.num_rows, pa.string()))
-    return table.join(located, RECORD_KEY, join_type="left outer", use_threads=False)
+    # each row's position among the found keys (a hash of the found keys, probed by the
+    # batch; keeps the batch order, unlike a join)
+    at = pc.index_in(table.column(RECORD_KEY), value_set=_array(found.column("key")))
+    return table.append_column(OLD_PARTITION, found.column("partition").take(at)).append_column(
+        OLD_FILE_ID, _file_ids(found).take(at)
+    )
 
 
 def _file_ids(found: pa.Table) -> pa.Array:
