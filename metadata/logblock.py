@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
@@ -168,7 +169,7 @@ def encode_block(
     records: Sequence[MetadataRecord] = (),
     keys: Sequence[str] = (),
     command: Command | None = None,
-    encoded: tuple[Sequence[str], bytes] | None = None,
+    encoded: tuple[Sequence[str] | pa.Array, bytes] | None = None,
     extra: Mapping[str, str] | None = None,
     codec: str = "zstd",
     compression_level: int | None = None,
@@ -176,7 +177,8 @@ def encode_block(
     """One encoded block: ``records`` for a data block (sorted by key, keys unique), ``keys``
     for a delete block (sorted, unique), ``command`` for a command block. A data block may
     instead take ``encoded=(keys, body)``: records already encoded in the record wire format
-    (``metadata.records.encode_index_rows``), with their sorted, unique keys.
+    (``metadata.arrow_records.encode_index_columns``), with their sorted, unique keys (a
+    list, or an Arrow string array checked with Arrow kernels).
 
     Raises ``ValueError`` / ``TypeError`` for arguments the format cannot hold (unsorted or
     duplicate keys, records of another partition, a malformed instant, ...)."""
@@ -199,7 +201,10 @@ def encode_block(
     wrong = [name for name, present in given.items() if present and name != allowed[block_type]]
     if wrong:
         raise ValueError(f"a {block_type.name.lower()} block cannot carry {', '.join(wrong)}")
-    if block_type is BlockType.DATA and encoded is not None:
+    if block_type is BlockType.DATA and encoded is not None and isinstance(encoded[0], pa.Array):
+        block_keys = _arrow_bounds(encoded[0])
+        raw = encoded[1]
+    elif block_type is BlockType.DATA and encoded is not None:
         block_keys = list(encoded[0])
         _check_sorted(block_keys)
         raw = encoded[1]
@@ -227,8 +232,8 @@ def encode_block(
             partition=str(partition),
             file_group=file_group,
             record_count=len(block_keys),
-            min_key=block_keys[0] if block_keys else None,
-            max_key=block_keys[-1] if block_keys else None,
+            min_key=block_keys[0] if len(block_keys) else None,
+            max_key=block_keys[-1] if len(block_keys) else None,
             schema_version=SCHEMA_VERSION,
             codec=codec,
             body_length=len(body),
@@ -249,6 +254,34 @@ def encode_block(
             _SUFFIX.pack(crc, total),
         )
     )
+
+
+class _Bounds(Sequence[str]):
+    """The count and first / last key of a checked Arrow key column (no Python list)."""
+
+    def __init__(self, keys: pa.Array):
+        self._keys = keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __getitem__(self, i: int) -> str:  # type: ignore[override]
+        return self._keys[i].as_py()
+
+
+def _arrow_bounds(keys: pa.Array) -> _Bounds:
+    """Check an Arrow string column is sorted and unique (UTF-8 byte order, which is code
+    point order, as :func:`_check_sorted`)."""
+    if keys.null_count:
+        raise TypeError("block keys must not be null")
+    if len(keys) > 1:
+        ordered = pc.less(keys.slice(0, len(keys) - 1), keys.slice(1))
+        if not pc.all(ordered).as_py():
+            i = int(pc.index(ordered, False).as_py()) + 1
+            before, key = keys[i - 1].as_py(), keys[i].as_py()
+            problem = "duplicate" if before == key else "out of order"
+            raise ValueError(f"block keys must be sorted and unique: key {i} {key!r} is {problem}")
+    return _Bounds(keys)
 
 
 def _check_sorted(keys: list[str]) -> None:

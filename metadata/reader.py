@@ -328,14 +328,19 @@ class MetadataReader:
         return rows
 
     # ---- record index ----------------------------------------------------------------
-    def lookup(self, keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Table:
+    def lookup(
+        self, keys: pa.Array | pa.ChunkedArray | Sequence[str], *, unique: bool = False
+    ) -> pa.Table:
         """Record-index rows (key, partition, file_id_hi, file_id_lo, instant) of the keys
-        that exist; absent keys have no row. One task per file group holding wanted keys."""
-        wanted = pc.unique(
+        that exist; absent keys have no row. One task per file group holding wanted keys.
+        ``unique=True``: the caller guarantees no key repeats (skips a hash of them all)."""
+        wanted = (
             pa.array(keys, pa.string())
             if not isinstance(keys, pa.Array | pa.ChunkedArray)
             else keys
         )
+        if not unique:
+            wanted = pc.unique(wanted)
         if isinstance(wanted, pa.ChunkedArray):
             wanted = wanted.combine_chunks()
         partition = Partition.RECORD_INDEX

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from metadata.arrow_records import index_table
+from metadata.arrow_records import encode_index_columns, index_table
 from metadata.hashing import file_group_id, file_groups_of
 from metadata.logblock import BlockType, append_blocks, encode_block
 from metadata.reader import LOGS
@@ -28,7 +28,6 @@ from metadata.records import (
     FilesRecord,
     MetadataRecord,
     Partition,
-    encode_index_rows,
     instant_to_int,
 )
 from timeline.layout import TableLayout
@@ -196,26 +195,18 @@ def _write_index(
     edges = np.flatnonzero(np.diff(groups)) + 1
     written = []
     for start, end in zip([0, *edges.tolist()], [*edges.tolist(), len(groups)], strict=True):
-        part = rows.slice(start, end - start).to_pydict()
-        body = encode_index_rows(
-            part["key"],
-            part["partition"],
-            part["file_id_hi"],
-            part["file_id_lo"],
-            part["instant"],
-            part["deleted"],
-        )
+        part = rows.slice(start, end - start)
         group = file_group_id(str(partition), int(groups[start]))
         blob = encode_block(
             BlockType.DATA,
             instant=instant,
             partition=partition,
             file_group=group,
-            encoded=(part["key"], body),
+            encoded=(part.column("key").combine_chunks(), encode_index_columns(part)),
         )
         log = _append(fs, layout, instant, partition, group, blob, end - start)
         path = layout.metadata_log_file(str(partition), group, instant)
         if int(fs.size(path)) == len(blob):  # a new file holding just this block
-            LOGS.remember_index_table(path, len(blob), rows.slice(start, end - start))
+            LOGS.remember_index_table(path, len(blob), part)
         written.append(log)
     return written

@@ -196,7 +196,8 @@ class WriteClient:
             OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), prepared.num_rows)
         )
         reader = self.metadata.reader()
-        found = reader.lookup(prepared.column(RECORD_KEY) if operation == "upsert" else [])
+        keys = prepared.column(RECORD_KEY) if operation == "upsert" else pa.array([], pa.string())
+        found = reader.lookup(keys, unique=True)  # de-duplicated above
         tagged = tag(prepared, found)
         listing = current_files(reader.files())
         target, small = self._insert_room(reader, listing, operation)

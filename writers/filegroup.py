@@ -163,9 +163,11 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     collected: list[pq.FileMetaData] = []
     options: dict[str, Any] = dict(
         compression="zstd",
-        write_statistics=True,
         metadata_collector=collected,
-        use_dictionary=[n for n in schema.names if n != RECORD_KEY],  # keys are unique
+        # record keys are unique: no dictionary; their statistics are never read (the table's
+        # own key column has them) and cost a comparison per row
+        use_dictionary=[n for n in schema.names if n != RECORD_KEY],
+        write_statistics=[n for n in schema.names if n != RECORD_KEY],
     )
     if isinstance(fs, LocalFileSystem):
         pq.write_table(result, path, **options)  # Arrow's own file I/O
@@ -203,7 +205,7 @@ def read_parquet(fs: AbstractFileSystem, path: str) -> pa.Table:
     """A whole Parquet file; local files through Arrow's own file system (no Python file
     object crosses into Arrow's I/O threads)."""
     if isinstance(fs, LocalFileSystem):
-        return pq.read_table(path, use_threads=True)
+        return pq.read_table(path, use_threads=True, memory_map=True)
     with fs.open(path, "rb") as handle:
         return pq.read_table(handle, pre_buffer=False)
 

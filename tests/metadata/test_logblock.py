@@ -9,6 +9,7 @@ from typing import Any
 
 import fsspec
 import msgspec
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -369,3 +370,27 @@ def test_appending_refuses_garbage_and_torn_tails(tmp_path) -> None:
     with pytest.raises(CorruptLogBlockError):
         append_blocks(fs, path, [blob])
     assert fs.size(path) == len(blob) + len(blob) // 2
+
+
+@FAST
+@given(st.lists(text, max_size=12))
+def test_arrow_keys_are_checked_like_a_list(keys: list[str]) -> None:
+    """An encoded block's keys as an Arrow array: refused exactly when the list form is, and
+    the same header (count, min, max) otherwise."""
+
+    def block(given_keys):  # the body is irrelevant to the key checks
+        return encode_block(
+            BlockType.DATA,
+            instant=INSTANT,
+            partition="record_index",
+            file_group="record_index-0000",
+            encoded=(given_keys, b"\x90"),
+        )
+
+    try:
+        expected = block(keys)
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=str(exc).split(":")[0]):
+            block(pa.array(keys, pa.string()))
+    else:
+        assert block(pa.array(keys, pa.string())) == expected
