@@ -7,6 +7,7 @@ pandas input take this path so they pay for no Spark job.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
@@ -25,11 +26,20 @@ class Engine(Protocol):
 class InProcessEngine:
     """Runs tasks in this process on a few threads (pyarrow releases the GIL)."""
 
-    def __init__(self, threads: int = 2):
-        self.threads = threads
+    def __init__(self, threads: int | None = None):
+        self.threads = threads or max(2, os.cpu_count() or 2)
 
     def rewrite(self, work: Sequence[Work]) -> list[WriteStatus]:
+        """Statuses in the order of ``work``; the largest tasks start first (rewrites of an
+        existing file, then by incoming rows), so no thread is left with a big one at the end."""
         if len(work) <= 1:
             return [rewrite_file_group(task, rows) for task, rows in work]
+        order = sorted(
+            range(len(work)),
+            key=lambda i: (work[i][0].old_file is not None, work[i][1].num_rows),
+            reverse=True,
+        )
         with ThreadPoolExecutor(self.threads) as pool:
-            return list(pool.map(lambda w: rewrite_file_group(*w), work))
+            statuses = list(pool.map(lambda i: rewrite_file_group(*work[i]), order))
+        done = dict(zip(order, statuses, strict=True))
+        return [done[i] for i in range(len(work))]

@@ -106,7 +106,8 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     schema = data_schema(task.schema)
     folder = layout.partition_dir(task.partition)
     if task.old_file is not None:
-        old = conform(read_parquet(fs, f"{folder}/{task.old_file}"), schema)
+        # one thread: engines run several rewrites at once (Arrow's pool would oversubscribe)
+        old = conform(read_parquet(fs, f"{folder}/{task.old_file}", threads=False), schema)
     else:
         old = schema.empty_table()
     is_upsert = pc.equal(incoming.column(OP), OP_UPSERT)
@@ -201,13 +202,13 @@ def unpack_keys(blob: bytes) -> pa.Array:
     return _flat(table.column(0))
 
 
-def read_parquet(fs: AbstractFileSystem, path: str) -> pa.Table:
+def read_parquet(fs: AbstractFileSystem, path: str, *, threads: bool = True) -> pa.Table:
     """A whole Parquet file; local files through Arrow's own file system (no Python file
     object crosses into Arrow's I/O threads)."""
     if isinstance(fs, LocalFileSystem):
-        return pq.read_table(path, use_threads=True, memory_map=True)
+        return pq.read_table(path, use_threads=threads, memory_map=True)
     with fs.open(path, "rb") as handle:
-        return pq.read_table(handle, pre_buffer=False)
+        return pq.read_table(handle, pre_buffer=False, use_threads=threads)
 
 
 def _flat(array: pa.Array | pa.ChunkedArray) -> pa.Array:
