@@ -56,6 +56,15 @@ LOOKUP_THREADS = cfg.register(
     "releases the GIL).",
     cfg.at_least(1),
 )
+WRITE_THREADS = cfg.register(
+    "metadata.write.threads",
+    int,
+    2,
+    "Threads that encode and write record-index log blocks, and fold file groups into new "
+    "bases during compaction, in parallel in one process (the work is Arrow kernels and "
+    "I/O, which release the GIL).",
+    cfg.at_least(1),
+)
 COMPACT_LOG_FILES = cfg.register(
     "metadata.compact.max.log.files",
     int,

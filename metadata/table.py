@@ -18,6 +18,7 @@ as of older instants keep working.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import msgspec
@@ -109,7 +110,8 @@ class MetadataTable:
         """Write the log blocks of data-table instant ``instant`` (pending on the metadata
         timeline as a deltacommit); the group counts are those of the latest read point."""
         counts = self.read_point().group_counts
-        return write_changes(self.fs, self.layout, instant, changes, counts)
+        threads = self.table.options.get(settings.WRITE_THREADS)
+        return write_changes(self.fs, self.layout, instant, changes, counts, threads)
 
     # ---- compaction ------------------------------------------------------------------
     def compact(
@@ -143,7 +145,9 @@ class MetadataTable:
         inflight = CompactionPlan(groups=plan.groups, folded=folded)
         store.start(meta, time, Action.COMPACTION, encode_body(inflight))
         rows = self.table.options.get(settings.BASE_ROW_GROUP_ROWS)
-        for partition, piece in work:
+
+        def fold(item: tuple[Partition, FileSlice]) -> None:
+            partition, piece = item
             folder = reader.folder(partition)
             if partition is Partition.FILES:
                 state = slice_records(self.fs, folder, partition, piece).values()
@@ -161,6 +165,14 @@ class MetadataTable:
                 folded=folded[piece.file_group],
                 row_group_rows=rows,
             )
+
+        threads = min(self.table.options.get(settings.WRITE_THREADS), len(work))
+        if threads <= 1:
+            for item in work:
+                fold(item)
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(fold, work))  # list(): re-raise the first failure
         store.complete(meta, time, Action.COMPACTION, encode_body(inflight))
         return time
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import msgspec
@@ -37,7 +38,8 @@ from timeline.layout import TableLayout
 class InstantChanges:
     """What one data-table instant changed, as the metadata table records it.
 
-    ``index_upserts`` is an Arrow table with string columns ``key``, ``partition`` and
+    ``index_upserts`` is an Arrow table with string (or dictionary-of-string) columns ``key``,
+    ``partition`` and
     ``file_id`` (the location of each inserted, updated or moved key as of this instant);
     ``index_deletes`` the keys deleted. A key may not be in both."""
 
@@ -80,9 +82,9 @@ def files_records(changes: InstantChanges) -> list[FilesRecord]:
     return records
 
 
-def index_rows(changes: InstantChanges, instant: str) -> pa.Table:
+def index_rows(changes: InstantChanges, instant: str, *, sort: bool = True) -> pa.Table:
     """The record-index changes of an instant as columns (tombstones for deleted keys),
-    sorted by key."""
+    sorted by key unless ``sort=False``."""
     deletes = changes.index_deletes
     if isinstance(deletes, pa.ChunkedArray):
         deletes = deletes.combine_chunks()
@@ -103,14 +105,15 @@ def index_rows(changes: InstantChanges, instant: str) -> pa.Table:
         }
     )
     if upserts is None or upserts.num_rows == 0:
-        return gone.sort_by("key")
+        return gone.sort_by("key") if sort else gone
     if pc.any(pc.is_in(upserts.column("key"), value_set=deletes)).as_py():
         raise ValueError(f"instant {instant}: a key is both upserted and deleted")
     live = index_table(
         upserts.column("key"), upserts.column("partition"), upserts.column("file_id"), instant
     )
     live = live.append_column("deleted", pa.repeat(pa.scalar(False), live.num_rows))
-    return pa.concat_tables([gone, live.cast(gone.schema)]).sort_by("key")
+    both = pa.concat_tables([gone, live.cast(gone.schema)])
+    return both.sort_by("key") if sort else both
 
 
 def route(
@@ -138,13 +141,14 @@ def write_changes(
     instant: str,
     changes: InstantChanges,
     group_counts: Mapping[str, int],
+    threads: int = 1,
 ) -> list[WrittenLog]:
     """Write the log blocks of one instant; returns the log files written."""
     per_partition: dict[Partition, list[MetadataRecord]] = {
         Partition.FILES: list(files_records(changes)),
         Partition.COLUMN_STATS: list(changes.column_stats),
     }
-    written = _write_index(fs, layout, instant, changes, group_counts)
+    written = _write_index(fs, layout, instant, changes, group_counts, threads)
     for partition, records in per_partition.items():
         groups = route(partition, records, group_counts[str(partition)])
         for group, group_records in sorted(groups.items()):
@@ -180,33 +184,42 @@ def _write_index(
     instant: str,
     changes: InstantChanges,
     group_counts: Mapping[str, int],
+    threads: int = 1,
 ) -> list[WrittenLog]:
-    """Record-index log blocks, encoded from columns (no per-record objects)."""
+    """Record-index log blocks, encoded from columns (no per-record objects). Rows are split
+    by file group first; each group is sorted, checked, encoded and appended on its own (on
+    ``threads`` threads: the work is Arrow kernels and I/O)."""
     partition = Partition.RECORD_INDEX
-    rows = index_rows(changes, instant)
+    rows = index_rows(changes, instant, sort=False)
     if rows.num_rows == 0:
         return []
-    keys = rows.column("key")
-    if rows.num_rows > 1 and pc.any(pc.equal(keys[1:], keys[:-1])).as_py():  # sorted
-        raise ValueError(f"{partition}: a key appears twice in one instant's changes")
-    groups = file_groups_of(keys, group_counts[str(partition)])
-    order = np.argsort(groups, kind="stable")  # rows are sorted by key: stays so per group
+    groups = file_groups_of(rows.column("key"), group_counts[str(partition)])
+    order = np.argsort(groups, kind="stable")
     rows, groups = rows.take(pa.array(order)), groups[order]
     edges = np.flatnonzero(np.diff(groups)) + 1
-    written = []
-    for start, end in zip([0, *edges.tolist()], [*edges.tolist(), len(groups)], strict=True):
-        part = rows.slice(start, end - start)
+    spans = list(zip([0, *edges.tolist()], [*edges.tolist(), len(groups)], strict=True))
+
+    def one(span: tuple[int, int]) -> WrittenLog:
+        start, end = span
+        part = rows.slice(start, end - start).sort_by("key")
+        keys = part.column("key").combine_chunks()
+        if len(keys) > 1 and pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
+            raise ValueError(f"{partition}: a key appears twice in one instant's changes")
         group = file_group_id(str(partition), int(groups[start]))
         blob = encode_block(
             BlockType.DATA,
             instant=instant,
             partition=partition,
             file_group=group,
-            encoded=(part.column("key").combine_chunks(), encode_index_columns(part)),
+            encoded=(keys, encode_index_columns(part)),
         )
         log = _append(fs, layout, instant, partition, group, blob, end - start)
         path = layout.metadata_log_file(str(partition), group, instant)
         if int(fs.size(path)) == len(blob):  # a new file holding just this block
             LOGS.remember_index_table(path, len(blob), part)
-        written.append(log)
-    return written
+        return log
+
+    if threads <= 1 or len(spans) <= 1:
+        return [one(span) for span in spans]
+    with ThreadPoolExecutor(min(threads, len(spans))) as pool:
+        return list(pool.map(one, spans))

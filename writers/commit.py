@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -56,7 +57,11 @@ def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> Insta
     added: dict[str, dict[str, int]] = {}
     deleted: dict[str, list[str]] = {}
     stats: list[ColumnStatsRecord] = []
-    keys, parts, ids, gone = [], [], [], []
+    keys: list[pa.Array] = []
+    gone: list[pa.Array] = []
+    counts: list[int] = []
+    parts: list[str] = []
+    ids: list[str] = []
     for s in statuses:
         if s.file_name is not None:
             added.setdefault(s.partition, {})[s.file_name] = s.size
@@ -75,17 +80,20 @@ def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> Insta
             )
             new = unpack_keys(s.keys_added)
             keys.append(new)
-            parts.append(pa.repeat(pa.scalar(s.partition), len(new)))
-            ids.append(pa.repeat(pa.scalar(s.file_id), len(new)))
+            counts.append(len(new))
+            parts.append(s.partition)
+            ids.append(s.file_id)
         if s.old_file is not None:
             deleted.setdefault(s.partition, []).append(s.old_file)
             stats.extend(ColumnStatsRecord.tombstone(c, s.partition, s.old_file) for c in columns)
         gone.append(unpack_keys(s.keys_removed))
+    # each status's partition and file id once, as dictionaries (no string per key)
+    owner = pa.array(np.repeat(np.arange(len(counts), dtype=np.int32), counts))
     upserts = pa.table(
         {
             "key": _concat(keys),
-            "partition": _concat(parts),
-            "file_id": _concat(ids),
+            "partition": pa.DictionaryArray.from_arrays(owner, pa.array(parts, pa.string())),
+            "file_id": pa.DictionaryArray.from_arrays(owner, pa.array(ids, pa.string())),
         }
     )
     removed = _concat(gone)

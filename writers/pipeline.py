@@ -68,15 +68,13 @@ def deduplicate(table: pa.Table, precombine: str | None) -> pa.Table:
     rows whose hash is unique in the batch are unique; only the rows that share a hash (true
     duplicates, or a rare collision) go through the exact sort by key."""
     hashes = stable_hashes(table.column(RECORD_KEY))
-    order = np.argsort(hashes, kind="stable")
-    same = hashes[order][1:] == hashes[order][:-1]
+    ordered = np.sort(hashes)
+    same = ordered[1:] == ordered[:-1]
     if not same.any():
         return table
-    shared = np.zeros(table.num_rows, dtype=bool)
-    shared[order[1:][same]] = True
-    shared[order[:-1][same]] = True
+    shared = pc.is_in(pa.array(hashes), value_set=pa.array(np.unique(ordered[1:][same])))
     return pa.concat_tables(
-        [table.filter(pa.array(~shared)), _deduplicate_exact(table.filter(shared), precombine)]
+        [table.filter(pc.invert(shared)), _deduplicate_exact(table.filter(shared), precombine)]
     )
 
 
