@@ -39,8 +39,8 @@ class InstantChanges:
     """What one data-table instant changed, as the metadata table records it.
 
     ``index_upserts`` is an Arrow table with string (or dictionary-of-string) columns ``key``,
-    ``partition`` and ``file_id`` (the location of each inserted, updated or moved key as of this instant);
-    ``index_deletes`` the keys deleted. A key may not be in both."""
+    ``partition`` and ``file_id`` (the location of each inserted, updated or moved key as of
+    this instant); ``index_deletes`` the keys deleted. A key may not be in both."""
 
     files_added: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     files_deleted: Mapping[str, Sequence[str]] = field(default_factory=dict)
