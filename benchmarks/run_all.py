@@ -79,7 +79,10 @@ def command_output(*command: str) -> str:
         done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=REPO)
     except OSError:
         return "?"
-    return (done.stdout or done.stderr).strip().splitlines()[0] if done.returncode == 0 else "?"
+    if done.returncode:
+        return "?"
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def machine() -> list[str]:
