@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +24,13 @@ def read_arrow_files(
     fs: AbstractFileSystem, paths: Sequence[str], schema: Sequence[FieldSpec]
 ) -> pa.Table:
     target = table_schema(schema)
-    parts = [conform(read_parquet(fs, path), target) for path in paths]
+    if len(paths) <= 1:
+        parts = [conform(read_parquet(fs, path), target) for path in paths]
+    else:  # many files: one per thread (each read single-threaded), in order
+        with ThreadPoolExecutor(min(len(paths), max(2, os.cpu_count() or 2))) as pool:
+            parts = list(
+                pool.map(lambda path: conform(read_parquet(fs, path, threads=False), target), paths)
+            )
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 
