@@ -192,14 +192,14 @@ def encode_index_columns(table: pa.Table) -> bytes:
     head = _MSGPACK.encode([None] * n)[: -n or None]  # the outer array header alone
     if n == 0:
         return head
-    keys = _flat(table.column("key")).cast(pa.string())
+    keys = flat(table.column("key")).cast(pa.string())
     prefix = _by_value(pc.binary_length(keys), lambda size: b"\x96" + _str_header(size))
-    partitions = pc.dictionary_encode(_flat(table.column("partition")))
+    partitions = pc.dictionary_encode(flat(table.column("partition")))
     combos = np.zeros(n, dtype=_COMBO)
     combos["p"] = partitions.indices.to_numpy(zero_copy_only=False)
     for field, name in (("h", "file_id_hi"), ("l", "file_id_lo"), ("i", "instant")):
-        combos[field] = _flat(table.column(name)).to_numpy(zero_copy_only=False)
-    combos["d"] = _flat(table.column("deleted")).to_numpy(zero_copy_only=False)
+        combos[field] = flat(table.column(name)).to_numpy(zero_copy_only=False)
+    combos["d"] = flat(table.column("deleted")).to_numpy(zero_copy_only=False)
     packed = pa.FixedSizeBinaryArray.from_buffers(
         pa.binary(_COMBO.itemsize), n, [None, pa.py_buffer(combos.tobytes())]
     )
@@ -219,7 +219,8 @@ def encode_index_columns(table: pa.Table) -> bytes:
     return head + data.to_pybytes()[int(offsets[0]) : int(offsets[-1])]
 
 
-def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+def flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One contiguous array of a column (chunks combined; an empty one of its type)."""
     if isinstance(column, pa.ChunkedArray):
         return column.combine_chunks() if column.num_chunks else pa.array([], column.type)
     return column

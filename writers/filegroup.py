@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
+from metadata.arrow_records import flat
 from timeline.layout import TableLayout, data_file_name
 from timeline.table_config import text_to_type
 
@@ -112,15 +113,15 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
         old = schema.empty_table()
     is_upsert = pc.equal(incoming.column(OP), OP_UPSERT)
     upserts = incoming.filter(is_upsert)
-    deletes = _flat(incoming.filter(pc.invert(is_upsert)).column(RECORD_KEY))
-    new_keys = _flat(upserts.column(RECORD_KEY))
+    deletes = flat(incoming.filter(pc.invert(is_upsert)).column(RECORD_KEY))
+    new_keys = flat(upserts.column(RECORD_KEY))
     n_old, n_up = old.num_rows, upserts.num_rows
     up_at = np.full(n_up, -1, dtype=np.int64)  # the old row of each upsert, or -1
     del_at = np.full(len(deletes), -1, dtype=np.int64)  # the old row of each delete, or -1
     if n_old and len(up_at) + len(del_at):
         # probe the old keys against a hash of the (few) incoming ones: no hash of the group
         touched = pa.concat_arrays([new_keys, deletes])
-        hit = pc.index_in(_flat(old.column(RECORD_KEY)), value_set=touched)
+        hit = pc.index_in(flat(old.column(RECORD_KEY)), value_set=touched)
         hit = pc.fill_null(hit, -1).to_numpy(zero_copy_only=False)
         rows = np.flatnonzero(hit >= 0)
         which = hit[rows]
@@ -199,7 +200,7 @@ def unpack_keys(blob: bytes) -> pa.Array:
     if not blob:
         return pa.array([], pa.string())
     table = pa.ipc.open_stream(blob).read_all()
-    return _flat(table.column(0))
+    return flat(table.column(0))
 
 
 def read_parquet(fs: AbstractFileSystem, path: str, *, threads: bool = True) -> pa.Table:
@@ -209,12 +210,6 @@ def read_parquet(fs: AbstractFileSystem, path: str, *, threads: bool = True) -> 
         return pq.read_table(path, use_threads=threads, memory_map=True)
     with fs.open(path, "rb") as handle:
         return pq.read_table(handle, pre_buffer=False, use_threads=threads)
-
-
-def _flat(array: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(array, pa.ChunkedArray):
-        return array.combine_chunks() if array.num_chunks else pa.array([], array.type)
-    return array
 
 
 def column_stats(table: pa.Table, meta: pq.FileMetaData, columns: list[str]) -> list[ColumnStat]:

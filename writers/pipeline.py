@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metadata.arrow_records import flat
 from metadata.hashing import stable_hashes
 from metadata.records import ints_to_file_id
 from timeline.layout import parse_data_file_name, partition_path
@@ -103,7 +104,7 @@ def tag(table: pa.Table, found: pa.Table) -> pa.Table:
         ).append_column(OLD_FILE_ID, pa.nulls(table.num_rows, pa.string()))
     # each row's position among the found keys (a hash of the found keys, probed by the
     # batch; keeps the batch order, unlike a join)
-    at = pc.index_in(table.column(RECORD_KEY), value_set=_array(found.column("key")))
+    at = pc.index_in(table.column(RECORD_KEY), value_set=flat(found.column("key")))
     return table.append_column(OLD_PARTITION, found.column("partition").take(at)).append_column(
         OLD_FILE_ID, _file_ids(found).take(at)
     )
@@ -181,7 +182,7 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
     )
     inserts = tagged.select([RECORD_KEY, PARTITION]).filter(new)
     if inserts.num_rows:
-        targets = pc.replace_with_mask(_array(targets), _array(new), _choose_slots(inserts, plan))
+        targets = pc.replace_with_mask(flat(targets), flat(new), _choose_slots(inserts, plan))
     routed = tagged.append_column(TARGET_FILE_ID, targets)
     moved = pc.and_(new, pc.is_valid(tagged.column(OLD_FILE_ID)))
     leaving = tagged.filter(moved)
@@ -218,12 +219,6 @@ def _choose_slots(inserts: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.A
         chosen[rows] = picked + len(names)
         names.extend(s.file_id for s in slots)
     return pa.array(names, pa.string()).take(pa.array(chosen))
-
-
-def _array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        return values.combine_chunks() if values.num_chunks else pa.array([], values.type)
-    return values
 
 
 def current_files(listing: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, str]]:
