@@ -104,11 +104,12 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     ``take`` build the new file; no sort of the whole group."""
     fs, root = fsspec.core.url_to_fs(task.root)
     layout = TableLayout(root)
-    schema = data_schema(task.schema)
+    schema = _repeating_as_dictionaries(data_schema(task.schema), task.partition)
     folder = layout.partition_dir(task.partition)
     if task.old_file is not None:
         # one thread: engines run several rewrites at once (Arrow's pool would oversubscribe)
-        old = conform(read_parquet(fs, f"{folder}/{task.old_file}", threads=False), schema)
+        path = f"{folder}/{task.old_file}"
+        old = conform(read_parquet(fs, path, threads=False, dictionaries=schema), schema)
     else:
         old = schema.empty_table()
     is_upsert = pc.equal(incoming.column(OP), OP_UPSERT)
@@ -140,7 +141,10 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     order = np.concatenate([source[keep], n_old + fresh])
     if COMMIT_TIME in upserts.column_names:
         upserts = upserts.drop_columns([COMMIT_TIME])
-    upserts = upserts.append_column(COMMIT_TIME, pa.repeat(pa.scalar(task.instant), n_up))
+    stamp = pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(n_up, dtype=np.int32)), pa.array([task.instant], pa.string())
+    )
+    upserts = upserts.append_column(COMMIT_TIME, stamp)
     combined = pa.concat_tables([old, conform(upserts, schema)])
     in_place = len(order) == combined.num_rows and bool(np.all(np.diff(order) > 0))
     result = combined if in_place else combined.take(pa.array(order))
@@ -203,13 +207,38 @@ def unpack_keys(blob: bytes) -> pa.Array:
     return flat(table.column(0))
 
 
-def read_parquet(fs: AbstractFileSystem, path: str, *, threads: bool = True) -> pa.Table:
+def read_parquet(
+    fs: AbstractFileSystem,
+    path: str,
+    *,
+    threads: bool = True,
+    dictionaries: pa.Schema | None = None,
+) -> pa.Table:
     """A whole Parquet file; local files through Arrow's own file system (no Python file
-    object crosses into Arrow's I/O threads)."""
+    object crosses into Arrow's I/O threads). The dictionary-typed fields of
+    ``dictionaries`` are read as dictionaries (no string per row)."""
+    keep = [f.name for f in dictionaries or [] if pa.types.is_dictionary(f.type)]
+    options: dict[str, Any] = dict(use_threads=threads, read_dictionary=keep or None)
     if isinstance(fs, LocalFileSystem):
-        return pq.read_table(path, use_threads=threads, memory_map=True)
+        return pq.read_table(path, memory_map=True, **options)
     with fs.open(path, "rb") as handle:
-        return pq.read_table(handle, pre_buffer=False, use_threads=threads)
+        return pq.read_table(handle, pre_buffer=False, **options)
+
+
+def _repeating_as_dictionaries(schema: pa.Schema, partition: str) -> pa.Schema:
+    """``schema`` with the string columns that repeat one value for many rows -- the commit
+    time and the partition columns (one value per file group) -- as dictionaries: a rewrite
+    reads, takes and writes their indices, and Parquet gets the dictionary as is instead of
+    hashing a string per row. The file's data is the same; only its Arrow schema note says
+    dictionary, and every reader conforms columns to the table schema."""
+    repeating = {COMMIT_TIME} | {part.split("=", 1)[0] for part in partition.split("/") if part}
+    fields = [
+        f.with_type(pa.dictionary(pa.int32(), f.type))
+        if f.name in repeating and pa.types.is_string(f.type)
+        else f
+        for f in schema
+    ]
+    return pa.schema(fields)
 
 
 def column_stats(table: pa.Table, meta: pq.FileMetaData, columns: list[str]) -> list[ColumnStat]:
@@ -231,10 +260,11 @@ def column_stats(table: pa.Table, meta: pq.FileMetaData, columns: list[str]) -> 
     for name in columns:
         column = table.column(name)
         lo = hi = None
-        if _orderable(column.type) and column.null_count < len(column):
-            bounds = _footer_bounds(column.type, footer.get(name, []))
+        kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+        if _orderable(kind) and column.null_count < len(column):
+            bounds = _footer_bounds(kind, footer.get(name, []))
             if bounds is None:
-                found = pc.min_max(column)
+                found = pc.min_max(column.cast(kind))
                 bounds = (_plain(found["min"].as_py()), _plain(found["max"].as_py()))
             lo, hi = bounds
         stats.append(
