@@ -96,20 +96,26 @@ class _LogCache:
 LOGS = _LogCache()
 
 
-def fold_logs(partition: Partition, blocks: Iterable[LogBlock]) -> LogState:
-    """The net effect of log blocks (in merge order), tombstones kept."""
+def fold_logs(
+    partition: Partition, blocks: Iterable[LogBlock], keys: frozenset[str] | None = None
+) -> LogState:
+    """The net effect of log blocks (in merge order), tombstones kept; ``keys``: only those."""
     state: LogState = {}
     cumulative = partition is Partition.FILES
     for block in blocks:
         if block.block_type is BlockType.DATA:
+            records = block.records
+            if keys is not None:
+                records = [r for r in records if r.key in keys]
             if not cumulative:  # newest replaces: no per-record merge needed
-                state.update(zip(map(_key_of, block.records), block.records, strict=True))
+                state.update(zip(map(_key_of, records), records, strict=True))
                 continue
-            for record in block.records:
+            for record in records:
                 older = state.get(record.key)
                 state[record.key] = merge_records(partition, older, record, keep_tombstones=True)
         elif block.block_type is BlockType.DELETE:
-            state.update(dict.fromkeys(block.keys))
+            gone = block.keys if keys is None else [k for k in block.keys if k in keys]
+            state.update(dict.fromkeys(gone))
     return state
 
 
@@ -233,14 +239,22 @@ def _apply_index_logs(
 
 
 def slice_records(
-    fs: AbstractFileSystem, folder: str, partition: Partition, piece: FileSlice
+    fs: AbstractFileSystem,
+    folder: str,
+    partition: Partition,
+    piece: FileSlice,
+    keys: frozenset[str] | None = None,
 ) -> dict[str, MetadataRecord]:
-    """Merged records of one file slice, as Python records keyed by key (any partition)."""
+    """Merged records of one file slice, as Python records keyed by key (any partition);
+    ``keys``: only those (the others are neither converted nor merged)."""
     state: dict[str, MetadataRecord] = {}
     if piece.base is not None:
         base = read_base(fs, f"{folder}/{piece.base}")
+        if keys is not None:
+            wanted = pa.array(sorted(keys), pa.string())
+            base = base.filter(pc.is_in(base.column(KEY), value_set=wanted))
         state = {r.key: r for r in table_to_records(partition, base)}
-    for key, record in fold_logs(partition, _log_blocks(fs, folder, piece)).items():
+    for key, record in fold_logs(partition, _log_blocks(fs, folder, piece), keys).items():
         if not _is_live(record):
             state.pop(key, None)
             continue
@@ -304,9 +318,11 @@ class MetadataReader:
             return list(pool.map(work, indexes))
 
     # ---- generic reads ---------------------------------------------------------------
-    def group_records(self, partition: Partition, index: int) -> dict[str, MetadataRecord]:
+    def group_records(
+        self, partition: Partition, index: int, keys: frozenset[str] | None = None
+    ) -> dict[str, MetadataRecord]:
         return slice_records(
-            self.fs, self.folder(partition), partition, self.slice(partition, index)
+            self.fs, self.folder(partition), partition, self.slice(partition, index), keys
         )
 
     def all_records(self, partition: Partition) -> dict[str, MetadataRecord]:
@@ -390,7 +406,7 @@ class MetadataReader:
 
     def _files_record(self, key: str) -> FilesRecord | None:
         index = int(file_groups_of([key], self.group_count(Partition.FILES))[0])
-        record = self.group_records(Partition.FILES, index).get(key)
+        record = self.group_records(Partition.FILES, index, frozenset([key])).get(key)
         return record  # type: ignore[return-value]
 
     def files(self, partition: str | None = None) -> dict[str, dict[str, int]]:
