@@ -63,6 +63,9 @@ def table_rows(table: pa.Table) -> dict[str, dict]:
 def check_index_and_listing(client: WriteClient, model: dict[str, dict]) -> None:
     root = Path(client.path)
     listed = client.files()
+    for partition, files in listed.items():  # one partition's listing reads only its record
+        assert client.files(partition=partition) == {partition: files}
+    assert client.files(partition="day=1999-12-31") == {}
     on_disk: dict[str, list[str]] = {}
     for path in root.rglob("*.parquet"):
         if ".braid" in path.parts:
