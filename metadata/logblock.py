@@ -169,7 +169,7 @@ def encode_block(
     records: Sequence[MetadataRecord] = (),
     keys: Sequence[str] = (),
     command: Command | None = None,
-    encoded: tuple[Sequence[str] | pa.Array, bytes] | None = None,
+    encoded: tuple[pa.Array, bytes] | None = None,
     extra: Mapping[str, str] | None = None,
     codec: str = "zstd",
     compression_level: int | None = None,
@@ -177,8 +177,8 @@ def encode_block(
     """One encoded block: ``records`` for a data block (sorted by key, keys unique), ``keys``
     for a delete block (sorted, unique), ``command`` for a command block. A data block may
     instead take ``encoded=(keys, body)``: records already encoded in the record wire format
-    (``metadata.arrow_records.encode_index_columns``), with their sorted, unique keys (a
-    list, or an Arrow string array checked with Arrow kernels).
+    (``metadata.arrow_records.encode_index_columns``), with their sorted, unique keys as an
+    Arrow string array (checked with Arrow kernels).
 
     Raises ``ValueError`` / ``TypeError`` for arguments the format cannot hold (unsorted or
     duplicate keys, records of another partition, a malformed instant, ...)."""
@@ -201,12 +201,10 @@ def encode_block(
     wrong = [name for name, present in given.items() if present and name != allowed[block_type]]
     if wrong:
         raise ValueError(f"a {block_type.name.lower()} block cannot carry {', '.join(wrong)}")
-    if block_type is BlockType.DATA and encoded is not None and isinstance(encoded[0], pa.Array):
-        block_keys = _arrow_bounds(encoded[0])
-        raw = encoded[1]
-    elif block_type is BlockType.DATA and encoded is not None:
-        block_keys = list(encoded[0])
-        _check_sorted(block_keys)
+    block_keys: list[str] = []
+    ends: tuple[int, str | None, str | None] | None = None  # record count, min and max key
+    if block_type is BlockType.DATA and encoded is not None:
+        ends = _arrow_bounds(encoded[0])
         raw = encoded[1]
     elif block_type is BlockType.DATA:
         block_keys = list(map(_KEY, records))
@@ -221,8 +219,10 @@ def encode_block(
     else:
         if not isinstance(command, Command):
             raise ValueError("a command block needs a Command")
-        block_keys = []
         raw = _ENCODER.encode(command)
+    if ends is None:
+        first, last = (block_keys[0], block_keys[-1]) if block_keys else (None, None)
+        ends = (len(block_keys), first, last)
     compressor = _codec(codec, compression_level)
     body = raw if compressor is None else compressor.compress(raw, asbytes=True)
     header = _ENCODER.encode(
@@ -231,9 +231,9 @@ def encode_block(
             instant=instant,
             partition=str(partition),
             file_group=file_group,
-            record_count=len(block_keys),
-            min_key=block_keys[0] if len(block_keys) else None,
-            max_key=block_keys[-1] if len(block_keys) else None,
+            record_count=ends[0],
+            min_key=ends[1],
+            max_key=ends[2],
             schema_version=SCHEMA_VERSION,
             codec=codec,
             body_length=len(body),
@@ -256,22 +256,9 @@ def encode_block(
     )
 
 
-class _Bounds(Sequence[str]):
-    """The count and first / last key of a checked Arrow key column (no Python list)."""
-
-    def __init__(self, keys: pa.Array):
-        self._keys = keys
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __getitem__(self, i: int) -> str:  # type: ignore[override]
-        return self._keys[i].as_py()
-
-
-def _arrow_bounds(keys: pa.Array) -> _Bounds:
+def _arrow_bounds(keys: pa.Array) -> tuple[int, str | None, str | None]:
     """Check an Arrow string column is sorted and unique (UTF-8 byte order, which is code
-    point order, as :func:`_check_sorted`)."""
+    point order, as :func:`_check_sorted`); returns its length, first and last key."""
     if keys.null_count:
         raise TypeError("block keys must not be null")
     if len(keys) > 1:
@@ -281,7 +268,9 @@ def _arrow_bounds(keys: pa.Array) -> _Bounds:
             before, key = keys[i - 1].as_py(), keys[i].as_py()
             problem = "duplicate" if before == key else "out of order"
             raise ValueError(f"block keys must be sorted and unique: key {i} {key!r} is {problem}")
-    return _Bounds(keys)
+    if len(keys) == 0:
+        return 0, None, None
+    return len(keys), keys[0].as_py(), keys[-1].as_py()
 
 
 def _check_sorted(keys: list[str]) -> None:

@@ -336,22 +336,6 @@ def encode_records(partition: Partition | str, records: Sequence[MetadataRecord]
     return body
 
 
-def encode_index_rows(
-    keys: Sequence[str],
-    partitions: Sequence[str],
-    file_id_his: Sequence[int],
-    file_id_los: Sequence[int],
-    instants: Sequence[int],
-    deleted: Sequence[bool],
-) -> bytes:
-    """The body of a ``record_index`` data block from columns, without building records:
-    the same wire format as :func:`encode_records` (each record an array of its fields).
-    The caller guarantees the types (str, str, int64, int64, int64, bool)."""
-    return _ENCODER.encode(
-        list(zip(keys, partitions, file_id_his, file_id_los, instants, deleted, strict=True))
-    )
-
-
 def decode_records(
     partition: Partition | str, body: bytes | memoryview, schema_version: int = SCHEMA_VERSION
 ) -> list[MetadataRecord]:

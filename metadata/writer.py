@@ -81,9 +81,9 @@ def files_records(changes: InstantChanges) -> list[FilesRecord]:
     return records
 
 
-def index_rows(changes: InstantChanges, instant: str, *, sort: bool = True) -> pa.Table:
-    """The record-index changes of an instant as columns (tombstones for deleted keys),
-    sorted by key unless ``sort=False``."""
+def index_rows(changes: InstantChanges, instant: str) -> pa.Table:
+    """The record-index changes of an instant as columns (tombstones for deleted keys), in
+    no particular order (the writer sorts each file group's rows)."""
     deletes = changes.index_deletes
     if isinstance(deletes, pa.ChunkedArray):
         deletes = deletes.combine_chunks()
@@ -104,15 +104,14 @@ def index_rows(changes: InstantChanges, instant: str, *, sort: bool = True) -> p
         }
     )
     if upserts is None or upserts.num_rows == 0:
-        return gone.sort_by("key") if sort else gone
+        return gone
     if pc.any(pc.is_in(upserts.column("key"), value_set=deletes)).as_py():
         raise ValueError(f"instant {instant}: a key is both upserted and deleted")
     live = index_table(
         upserts.column("key"), upserts.column("partition"), upserts.column("file_id"), instant
     )
     live = live.append_column("deleted", pa.repeat(pa.scalar(False), live.num_rows))
-    both = pa.concat_tables([gone, live.cast(gone.schema)])
-    return both.sort_by("key") if sort else both
+    return pa.concat_tables([gone, live.cast(gone.schema)])
 
 
 def route(
@@ -189,7 +188,7 @@ def _write_index(
     by file group first; each group is sorted, checked, encoded and appended on its own (on
     ``threads`` threads: the work is Arrow kernels and I/O)."""
     partition = Partition.RECORD_INDEX
-    rows = index_rows(changes, instant, sort=False)
+    rows = index_rows(changes, instant)
     if rows.num_rows == 0:
         return []
     groups = file_groups_of(rows.column("key"), group_counts[str(partition)])
