@@ -249,7 +249,13 @@ class WriteClient:
         time = tx.begin()
         try:
             statuses = rewrite_frame(
-                routed.frame, routed.targets, listing, root=root, time=time, schema=spec
+                routed.frame,
+                routed.targets,
+                listing,
+                root=root,
+                time=time,
+                schema=spec,
+                record_key=config.record_key,
             )
             self._finish(tx, statuses, schema)
         except BaseException:
@@ -346,7 +352,10 @@ class WriteClient:
 
     def read_arrow(self, as_of: str | None = None) -> pa.Table:
         """The table as a pyarrow Table (in-process; small tables and tests)."""
-        return read_arrow_files(self.table.fs, self.file_paths(as_of), self.schema(as_of))
+        paths = self.file_paths(as_of)
+        return read_arrow_files(
+            self.table.fs, paths, self.schema(as_of), self.table.config.record_key
+        )
 
     def read(self, as_of: str | None = None, where: Any = None) -> Any:
         """A Spark DataFrame of the table now or as of an instant."""
@@ -386,7 +395,14 @@ def _tasks(
     root = table.fs.unstrip_protocol(table.layout.root)
     spec = [(f.name, f.type, f.nullable) for f in schema]
     targets = [tuple(name.split("\x00")) for name in encoded.dictionary.to_pylist()]
-    tasks = rewrite_tasks(targets, listing, root=root, time=time, schema=spec)  # type: ignore[arg-type]
+    tasks = rewrite_tasks(
+        targets,  # type: ignore[arg-type]
+        listing,
+        root=root,
+        time=time,
+        schema=spec,
+        record_key=table.config.record_key,
+    )
     starts = np.concatenate([[0], np.cumsum(counts)])
     return [
         (task, payload.slice(int(starts[code]), int(counts[code])))

@@ -87,9 +87,9 @@ from timeline.errors import ConfigError
 from timeline.layout import TableLayout
 from writers.client import WriteClient
 from writers.errors import WriteError
-from writers.filegroup import conform, read_parquet
+from writers.filegroup import conform, read_parquet, virtual_key
 from writers.pruning import Condition, may_match
-from writers.read import table_schema
+from writers.read import spec_of, table_schema
 
 NAME = "lakebraid"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -275,12 +275,16 @@ class LakebraidDataSource(DataSource):
                 f"{pushdown!r}",
                 table=root,
             )
+        as_of = self.options.get("as_of")
+        client = _open(root, _table_options(self.options))
+        derive = virtual_key(spec_of(client.schema(as_of)), client.table.config.record_key)
         return LakebraidReader(
             root,
-            self.options.get("as_of"),
+            as_of,
             _table_options(self.options),
             schema,
             pushdown=pushdown == "true",
+            derive_key=derive,
         )
 
     def writer(self, schema: StructType, overwrite: bool) -> LakebraidWriter:
@@ -304,9 +308,11 @@ class LakebraidReader(DataSourceReader):
         schema: StructType,
         *,
         pushdown: bool = False,
+        derive_key: str | None = None,
     ):
         self.root = root
         self.pushdown = pushdown
+        self.derive_key = derive_key  # the key column of a virtual _braid_record_key
         self.as_of = as_of
         self.options = options
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")  # what Spark checks
@@ -332,7 +338,7 @@ class LakebraidReader(DataSourceReader):
         if partition.value is None:
             return  # no file selected: Spark still runs one empty partition
         fs, path = fsspec.core.url_to_fs(partition.value)
-        table = conform(read_parquet(fs, path), self.arrow_schema)
+        table = conform(read_parquet(fs, path), self.arrow_schema, self.derive_key)
         for batch in table.to_batches():
             yield pa.RecordBatch.from_arrays(batch.columns, schema=self.arrow_schema)
 

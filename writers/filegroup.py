@@ -10,6 +10,11 @@ crashed write can be rolled back from its markers alone. The result is a :class:
 Incoming rows carry the table's columns plus ``_braid_record_key`` (string) and ``_braid_op``
 (int8: :data:`OP_UPSERT` or :data:`OP_DELETE`). Everything here is picklable plain data, so the
 Spark engine can run it in executors.
+
+A table whose record key is a string or integer column has a *virtual* ``_braid_record_key``:
+data files do not hold it (it is ``cast(key as string)``, and Arrow and Spark write integers
+alike), readers derive it (:func:`conform` with ``derive_key``). Other key types keep the
+physical column.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import fsspec
@@ -69,6 +75,7 @@ class WriteStatus(msgspec.Struct, frozen=True, kw_only=True):
 
 class RewriteTask(msgspec.Struct, frozen=True, kw_only=True):
     root: str  # fsspec URL of the table
+    record_key: str  # the table's record key column
     partition: str
     file_id: str
     old_file: str | None
@@ -78,18 +85,48 @@ class RewriteTask(msgspec.Struct, frozen=True, kw_only=True):
     precombine: str | None = None
 
 
-def data_schema(schema: list[tuple[str, str, bool]]) -> pa.Schema:
-    """The schema of data files: the table's columns then the meta columns."""
+Spec = Sequence[tuple[str, str, bool]]  # (name, type text, nullable) of the table's columns
+
+
+def data_schema(schema: Spec) -> pa.Schema:
+    """The schema of the table's rows as read: its columns then the meta columns."""
     fields = [pa.field(n, text_to_type(t), nullable) for n, t, nullable in schema]
     fields += [pa.field(COMMIT_TIME, pa.string(), False), pa.field(RECORD_KEY, pa.string(), False)]
     return pa.schema(fields)
 
 
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Select and cast ``table`` to ``schema``; missing nullable columns become nulls."""
+def stores_record_key(key_type: pa.DataType) -> bool:
+    """Whether data files hold ``_braid_record_key``: not for string and integer keys, whose
+    string form every engine derives alike (see the module doc)."""
+    textual = pa.types.is_string(key_type) or pa.types.is_large_string(key_type)
+    return not (textual or pa.types.is_integer(key_type))
+
+
+def virtual_key(schema: Spec, record_key: str) -> str | None:
+    """``record_key`` when the table's ``_braid_record_key`` is virtual, else None."""
+    for name, text, _ in schema:
+        if name == record_key:
+            return None if stores_record_key(text_to_type(text)) else record_key
+    return None
+
+
+def file_schema(schema: Spec, record_key: str) -> pa.Schema:
+    """The schema of data files: :func:`data_schema` less a virtual record key column."""
+    full = data_schema(schema)
+    if virtual_key(schema, record_key) is None:
+        return full
+    return full.remove(full.get_field_index(RECORD_KEY))
+
+
+def conform(table: pa.Table, schema: pa.Schema, derive_key: str | None = None) -> pa.Table:
+    """Select and cast ``table`` to ``schema``; missing nullable columns become nulls.
+    ``derive_key``: the key column of a virtual ``_braid_record_key``, which is derived
+    from it (a physical one an older file may hold is equal and ignored)."""
     columns = []
     for field in schema:
-        if field.name in table.column_names:
+        if field.name == RECORD_KEY and derive_key is not None:
+            columns.append(pc.cast(table.column(derive_key), pa.string()))
+        elif field.name in table.column_names:
             columns.append(table.column(field.name).cast(field.type))
         else:
             columns.append(pa.nulls(table.num_rows, field.type))
@@ -104,7 +141,8 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     ``take`` build the new file; no sort of the whole group."""
     fs, root = fsspec.core.url_to_fs(task.root)
     layout = TableLayout(root)
-    schema = _repeating_as_dictionaries(data_schema(task.schema), task.partition)
+    stored = file_schema(task.schema, task.record_key)
+    schema = _repeating_as_dictionaries(stored, task.partition)
     folder = layout.partition_dir(task.partition)
     if task.old_file is not None:
         # one thread: engines run several rewrites at once (Arrow's pool would oversubscribe)
@@ -122,7 +160,8 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     if n_old and len(up_at) + len(del_at):
         # probe the old keys against a hash of the (few) incoming ones: no hash of the group
         touched = pa.concat_arrays([new_keys, deletes])
-        hit = pc.index_in(flat(old.column(RECORD_KEY)), value_set=touched)
+        old_keys = old.column(RECORD_KEY if RECORD_KEY in stored.names else task.record_key)
+        hit = pc.index_in(flat(pc.cast(old_keys, pa.string())), value_set=touched)
         hit = pc.fill_null(hit, -1).to_numpy(zero_copy_only=False)
         rows = np.flatnonzero(hit >= 0)
         which = hit[rows]

@@ -241,12 +241,14 @@ def rewrite_tasks(
     root: str,
     time: str,
     schema: list[tuple[str, str, bool]],
+    record_key: str,
 ) -> list[RewriteTask]:
     """One rewrite task per (partition, file id), each with its own write token; the old
     file is the group's current file in ``listing`` (None for a new group)."""
     return [
         RewriteTask(
             root=root,
+            record_key=record_key,
             partition=partition,
             file_id=file_id,
             old_file=listing.get(partition, {}).get(file_id),

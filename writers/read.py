@@ -10,27 +10,36 @@ from typing import Any
 
 import pyarrow as pa
 from fsspec import AbstractFileSystem
+from pyspark.sql import functions as F
 
 from timeline.table_config import FieldSpec
-from writers.filegroup import conform, data_schema, read_parquet
+from writers.filegroup import RECORD_KEY, conform, data_schema, read_parquet, virtual_key
 from writers.pruning import prune
 
 
 def table_schema(schema: Sequence[FieldSpec]) -> pa.Schema:
-    return data_schema([(f.name, f.type, f.nullable) for f in schema])
+    return data_schema(spec_of(schema))
+
+
+def spec_of(schema: Sequence[FieldSpec]) -> list[tuple[str, str, bool]]:
+    return [(f.name, f.type, f.nullable) for f in schema]
 
 
 def read_arrow_files(
-    fs: AbstractFileSystem, paths: Sequence[str], schema: Sequence[FieldSpec]
+    fs: AbstractFileSystem, paths: Sequence[str], schema: Sequence[FieldSpec], record_key: str
 ) -> pa.Table:
+    """The rows of ``paths`` in the table's read schema (a virtual record key derived)."""
     target = table_schema(schema)
+    derive = virtual_key(spec_of(schema), record_key)
+
+    def one(path: str, threads: bool) -> pa.Table:
+        return conform(read_parquet(fs, path, threads=threads), target, derive)
+
     if len(paths) <= 1:
-        parts = [conform(read_parquet(fs, path), target) for path in paths]
+        parts = [one(path, True) for path in paths]
     else:  # many files: one per thread (each read single-threaded), in order
         with ThreadPoolExecutor(min(len(paths), max(2, os.cpu_count() or 2))) as pool:
-            parts = list(
-                pool.map(lambda path: conform(read_parquet(fs, path, threads=False), target), paths)
-            )
+            parts = list(pool.map(lambda path: one(path, False), paths))
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 
@@ -55,7 +64,15 @@ def read_spark(client: Any, as_of: str | None, where: Any) -> Any:
         fs = client.table.fs
         urls = [fs.unstrip_protocol(p) for p in paths]
         frame = spark.read.option("mergeSchema", "true").parquet(*urls)
-        frame = frame.select(*[n for n in schema.names if n in frame.columns])
+        derive = virtual_key(spec_of(client.schema(as_of)), client.table.config.record_key)
+        columns = [
+            F.col(derive).cast("string").alias(RECORD_KEY)
+            if n == RECORD_KEY and derive is not None
+            else F.col(n)
+            for n in schema.names
+            if n in frame.columns or (n == RECORD_KEY and derive is not None)
+        ]
+        frame = frame.select(*columns)
     if where is not None:
         frame = frame.where(where)
     return frame

@@ -221,11 +221,14 @@ def rewrite_frame(
     root: str,
     time: str,
     schema: list[tuple[str, str, bool]],
+    record_key: str,
 ) -> list[WriteStatus]:
     """Rewrite every target file group in its own Spark task; returns the write statuses."""
     if not targets:
         return []
-    made = rewrite_tasks(targets, listing, root=root, time=time, schema=schema)
+    made = rewrite_tasks(
+        targets, listing, root=root, time=time, schema=schema, record_key=record_key
+    )
     tasks = {f"{t.partition}\x00{t.file_id}": t for t in made}
     packed = msgspec.msgpack.encode(tasks)
     statuses = (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -23,7 +24,7 @@ from timeline.instant import Action
 from timeline.layout import TimelineKind, parse_data_file_name
 from timeline.table import TableTimelines
 from writers.commit import CommitMetadata, schema_as_of
-from writers.filegroup import RECORD_KEY, column_stats, read_parquet
+from writers.filegroup import RECORD_KEY, column_stats, read_parquet, virtual_key
 
 
 def _data_files(table: TableTimelines) -> Iterator[tuple[str, str, int]]:
@@ -84,7 +85,9 @@ def validate(table: TableTimelines) -> list[str]:
                 )
     stats = {(s.partition, s.file, s.column): s for s in reader.column_stats()}
     locations: dict[str, tuple[str, str]] = {}
-    columns = [f.name for f in schema_as_of(table)]
+    schema = schema_as_of(table)
+    columns = [f.name for f in schema]
+    derive = virtual_key([(f.name, f.type, f.nullable) for f in schema], table.config.record_key)
     seen_stats = set()
     for partition, files in sorted(expected.items()):
         for name in sorted(files):
@@ -108,7 +111,8 @@ def validate(table: TableTimelines) -> list[str]:
                         f"file says {want}, the metadata table says {got}"
                     )
             file_id = parse_data_file_name(name).file_id
-            for key in pc.unique(rows.column(RECORD_KEY)).to_pylist():
+            keys = rows.column(RECORD_KEY) if derive is None else rows.column(derive)
+            for key in pc.unique(pc.cast(keys, pa.string())).to_pylist():
                 if key in locations:
                     problems.append(f"record key {key!r} is in two files")
                 locations[key] = (partition, file_id)

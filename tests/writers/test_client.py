@@ -215,3 +215,41 @@ def test_as_of_a_write_time_means_after_that_write(client) -> None:
     assert table_rows(client.read_arrow(as_of=second)) == table_rows(client.read_arrow())
     assert client.lookup(["z"], as_of=first.time)["z"] is None
     assert client.lookup(["z"], as_of=second)["z"] is not None
+
+
+@pytest.mark.parametrize("engine", ["inprocess", "spark"])
+@pytest.mark.parametrize(
+    ("key_type", "physical"),
+    [(pa.string(), False), (pa.int64(), False), (pa.int16(), False), (pa.date32(), True)],
+)
+def test_record_key_column_is_virtual_for_string_and_integer_keys(
+    tmp_path, spark, engine, key_type, physical
+) -> None:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", spark=spark, **ENGINES[engine])
+    ids = pa.array([3, 11, 250, 7], pa.int32()).cast(key_type)
+
+    def rows(keys: pa.Array, ts: int) -> pa.Table:
+        n = len(keys)
+        return pa.table({"id": keys, "day": (DAYS * 2)[:n], "ts": [ts] * n, "amount": [1.5] * n})
+
+    if engine == "spark":
+        c.insert(spark.createDataFrame(rows(ids, 1).to_pandas()))
+    else:
+        c.insert(rows(ids, 1))
+    c.upsert(rows(ids.slice(1, 2), 2))  # rewrites groups that hold other keys too
+    gone = pc.cast(ids.slice(0, 1), pa.string()).to_pylist()
+    c.delete(gone)
+    texts = pc.cast(ids, pa.string()).to_pylist()
+    for partition, files in c.files().items():
+        for name in files:
+            stored = pq.read_schema(Path(c.path) / partition / name).names
+            assert ("_braid_record_key" in stored) is physical, (partition, name)
+    arrow = c.read_arrow()
+    got = dict(zip(arrow["_braid_record_key"].to_pylist(), arrow["ts"].to_pylist(), strict=True))
+    assert got == {texts[1]: 2, texts[2]: 2, texts[3]: 1}
+    assert arrow["_braid_record_key"].to_pylist() == pc.cast(arrow["id"], pa.string()).to_pylist()
+    frame = c.read().select("_braid_record_key", "ts").toArrow()
+    assert dict(zip(*frame.to_pydict().values(), strict=True)) == got
+    located = c.lookup(texts)
+    assert located[gone[0]] is None and all(located[k] is not None for k in texts[1:])
+    assert c.validate() == []
