@@ -37,6 +37,7 @@ from fsspec.implementations.local import LocalFileSystem
 from metadata.arrow_records import flat
 from timeline.layout import TableLayout, data_file_name
 from timeline.table_config import text_to_type
+from writers.encoding import choose
 
 COMMIT_TIME = "_braid_commit_time"
 RECORD_KEY = "_braid_record_key"
@@ -147,7 +148,9 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     if task.old_file is not None:
         # one thread: engines run several rewrites at once (Arrow's pool would oversubscribe)
         path = f"{folder}/{task.old_file}"
-        old = conform(read_parquet(fs, path, threads=False, dictionaries=schema), schema)
+        old = read_parquet(fs, path, threads=False, dictionaries=schema)
+        schema = _dictionaries_kept(schema, old.schema)
+        old = conform(old, schema)
     else:
         old = schema.empty_table()
     is_upsert = pc.equal(incoming.column(OP), OP_UPSERT)
@@ -206,13 +209,14 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     fs.makedirs(folder, exist_ok=True)
     path = f"{folder}/{name}"
     collected: list[pq.FileMetaData] = []
+    # record keys are unique: no dictionary; the statistics of _braid_record_key are never
+    # read (the table's key column has them) and cost a comparison per row
+    result, dictionary = choose(result, plain={task.record_key, RECORD_KEY})
     options: dict[str, Any] = dict(
         compression="zstd",
         metadata_collector=collected,
-        # record keys are unique: no dictionary; their statistics are never read (the table's
-        # own key column has them) and cost a comparison per row
-        use_dictionary=[n for n in schema.names if n != RECORD_KEY],
-        write_statistics=[n for n in schema.names if n != RECORD_KEY],
+        use_dictionary=dictionary,
+        write_statistics=[n for n in result.schema.names if n != RECORD_KEY],
     )
     if isinstance(fs, LocalFileSystem):
         pq.write_table(result, path, **options)  # Arrow's own file I/O
@@ -277,6 +281,18 @@ def _repeating_as_dictionaries(schema: pa.Schema, partition: str) -> pa.Schema:
         else f
         for f in schema
     ]
+    return pa.schema(fields)
+
+
+def _dictionaries_kept(schema: pa.Schema, found: pa.Schema) -> pa.Schema:
+    """``schema`` with the string fields an old file holds as Arrow dictionaries (its
+    ``ARROW:schema`` note; ``writers.encoding`` chose them) kept as dictionaries."""
+    fields = []
+    for field in schema:
+        kind = found.field(field.name).type if field.name in found.names else None
+        if kind is not None and pa.types.is_dictionary(kind) and kind.value_type == field.type:
+            field = field.with_type(kind)
+        fields.append(field)
     return pa.schema(fields)
 
 

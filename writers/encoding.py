@@ -1,0 +1,116 @@
+"""How a data file's columns are encoded: which get a Parquet dictionary, and which string
+columns travel as Arrow dictionaries through a rewrite.
+
+Arrow's Parquet writer tries a dictionary for every column and falls back to plain encoding once
+a column chunk's dictionary passes ``dictionary_pagesize_limit`` (1 MiB): a column of mostly
+distinct values (ids, amounts, fine timestamps) is hashed row by row for nothing, which costs
+about a third of that column's write. And a string column of few distinct values (a status, a
+country) is decoded to one string per row on every read, taken and hashed again on write,
+although its Parquet data is dictionary-encoded anyway.
+
+:func:`choose` decides per column from a sample of rows (fixed seed, so every engine decides
+alike for the same rows): the number of distinct values among ``SAMPLE`` rows drawn with
+replacement is compared with what a column whose dictionary just reaches the limit would show
+(``d (1 - exp(-s / d))`` distinct values for ``d`` equally common values). A column expected
+to overflow is written without a dictionary; a string column of few distinct values becomes an
+Arrow dictionary, so the file's ``ARROW:schema`` note says so and the next rewrite reads its
+indices, not its strings (:func:`writers.filegroup.rewrite_file_group`). Arrow dictionaries that
+grew past the limit are decoded again. The Parquet data is the standard encoding either way; the
+choice only changes speed and, slightly, size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+DICTIONARY_LIMIT = 1 << 20  # bytes: pyarrow's default dictionary_pagesize_limit
+ROW_GROUP_ROWS = 1 << 20  # pyarrow's default row group size: one dictionary per chunk
+SAMPLE = 8192  # rows drawn per column (with replacement)
+MIN_ROWS = 4 * SAMPLE  # smaller files keep Arrow's defaults: nothing to win
+FEW = SAMPLE // 8  # a string column with at most this many distinct sampled values is "few"
+_PICKS: dict[int, pa.Array] = {}
+
+
+def choose(table: pa.Table, plain: Collection[str] = ()) -> tuple[pa.Table, list[str]]:
+    """``table`` with low-cardinality string columns as Arrow dictionaries (and overflowing
+    dictionaries decoded), and the names of the columns to write with a Parquet dictionary.
+    ``plain``: columns never dictionary-encoded (known unique)."""
+    columns, dictionary = [], []
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if field.name in plain:
+            columns.append(column)
+            continue
+        column, use = _choose_one(column, table.num_rows)
+        columns.append(column)
+        if use:
+            dictionary.append(field.name)
+    fields = [f.with_type(c.type) for f, c in zip(table.schema, columns, strict=True)]
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields)), dictionary
+
+
+def _choose_one(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray, bool]:
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        values = sum(len(chunk.dictionary) for chunk in column.chunks)
+        width = _width(kind.value_type, pa.concat_arrays([c.dictionary for c in column.chunks]))
+        if values * width <= DICTIONARY_LIMIT:
+            return column, True
+        return column.cast(kind.value_type), False
+    if rows < MIN_ROWS or not _dictionary_candidate(kind):
+        return column, True  # Arrow's default
+    sample = column.take(_picks(rows))
+    distinct = pc.count_distinct(sample).as_py()
+    limit = DICTIONARY_LIMIT / _width(kind, sample)
+    chunk = min(rows, ROW_GROUP_ROWS)
+    if chunk > limit and distinct > limit * -math.expm1(-SAMPLE / limit):
+        return column, False  # the dictionary would overflow: plain from the start
+    if _textual(kind) and distinct <= FEW:
+        return pc.dictionary_encode(column), True
+    return column, True
+
+
+def _picks(rows: int) -> pa.Array:
+    """SAMPLE row positions in [0, rows), the same for the same ``rows`` (fixed seed)."""
+    picks = _PICKS.get(rows)
+    if picks is None:
+        rng = np.random.default_rng(rows)
+        picks = pa.array(rng.integers(0, rows, SAMPLE))
+        if len(_PICKS) > 64:
+            _PICKS.clear()
+        _PICKS[rows] = picks
+    return picks
+
+
+def _dictionary_candidate(kind: pa.DataType) -> bool:
+    """Types Arrow's Parquet writer dictionary-encodes (not booleans or nested types)."""
+    return (
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_temporal(kind)
+        or pa.types.is_decimal(kind)
+        or _textual(kind)
+    )
+
+
+def _textual(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
+
+
+def _width(kind: pa.DataType, values: pa.Array | pa.ChunkedArray) -> float:
+    """Bytes one dictionary entry takes in Parquet's PLAIN encoding."""
+    if _textual(kind):
+        valid = len(values) - values.null_count
+        if not valid:
+            return 4.0
+        return 4.0 + pc.sum(pc.binary_length(values)).as_py() / valid
+    return max(1.0, kind.bit_width / 8)
