@@ -81,6 +81,13 @@ def file_groups_of(keys: pa.Array | pa.ChunkedArray | Sequence[str], n_groups: i
     return (stable_hashes(keys) % np.uint64(n_groups)).astype(np.int64)
 
 
+def group_order(groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """A stable order of rows by their group number (0 .. ``n_groups`` - 1): numpy sorts
+    8- and 16-bit integers by radix, several times faster than 64-bit ones."""
+    small = np.uint8 if n_groups <= 1 << 8 else np.uint16 if n_groups <= 1 << 16 else np.int64
+    return np.argsort(groups.astype(small, copy=False), kind="stable")
+
+
 def stable_hashes(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> np.ndarray:
     """:func:`stable_hash` of every key, as a uint64 numpy array (nulls are refused)."""
     if isinstance(keys, pa.ChunkedArray):

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
 from metadata.arrow_records import encode_index_columns, index_table
-from metadata.hashing import file_group_id, file_groups_of
+from metadata.hashing import file_group_id, file_groups_of, group_order
 from metadata.logblock import BlockType, append_blocks, encode_block
 from metadata.reader import LOGS
 from metadata.records import (
@@ -192,8 +192,8 @@ def _write_index(
     if rows.num_rows == 0:
         return []
     groups = file_groups_of(rows.column("key"), group_counts[str(partition)])
-    order = np.argsort(groups, kind="stable")
-    rows, groups = rows.take(pa.array(order)), groups[order]
+    order = group_order(groups, group_counts[str(partition)])
+    rows, groups = rows.combine_chunks().take(pa.array(order)), groups[order]
     edges = np.flatnonzero(np.diff(groups)) + 1
     spans = list(zip([0, *edges.tolist()], [*edges.tolist(), len(groups)], strict=True))
 

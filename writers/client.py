@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from metadata import settings as metadata_settings
-from metadata.hashing import estimate_file_groups
+from metadata.hashing import estimate_file_groups, group_order
 from metadata.reader import MetadataReader
 from metadata.records import ColumnStatsRecord, RecordLocation
 from metadata.table import MetadataTable
@@ -29,9 +29,9 @@ from timeline.table_config import FieldSpec, IndexSettings, TableConfig
 from writers import settings
 from writers.clean import clean
 from writers.commit import Transaction, schema_as_of
-from writers.engine import InProcessEngine
+from writers.engine import InProcessEngine, Work
 from writers.errors import ConflictDetected, WriteConflictError, WriteError
-from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask, WriteStatus
+from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, WriteStatus
 from writers.pipeline import (
     OLD_FILE_ID,
     OLD_PARTITION,
@@ -382,15 +382,17 @@ def _tasks(
     listing: Mapping[str, Mapping[str, str]],
     time: str,
     schema: Sequence[FieldSpec],
-) -> list[tuple[RewriteTask, pa.Table]]:
+) -> list[Work]:
+    """One rewrite task per target file group, with the positions of its rows in the payload
+    (the engine takes them on its threads)."""
     combined = pc.binary_join_element_wise(
         routed.column(PARTITION), routed.column(TARGET_FILE_ID), "\x00"
     )
     encoded = pc.dictionary_encode(combined).combine_chunks()
     codes = encoded.indices.to_numpy(zero_copy_only=False)
-    order = np.argsort(codes, kind="stable")
+    order = group_order(codes, len(encoded.dictionary))
     payload = routed.drop_columns([c for c in WORK_COLUMNS if c in routed.column_names])
-    payload = payload.take(pa.array(order))
+    payload = payload.combine_chunks()
     counts = np.bincount(codes, minlength=len(encoded.dictionary))
     root = table.fs.unstrip_protocol(table.layout.root)
     spec = [(f.name, f.type, f.nullable) for f in schema]
@@ -405,6 +407,6 @@ def _tasks(
     )
     starts = np.concatenate([[0], np.cumsum(counts)])
     return [
-        (task, payload.slice(int(starts[code]), int(counts[code])))
+        Work(task, payload, order[starts[code] : starts[code + 1]])
         for code, task in enumerate(tasks)
     ]

@@ -10,13 +10,28 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from writers.filegroup import RewriteTask, WriteStatus, rewrite_file_group
 
-Work = tuple[RewriteTask, pa.Table]
+
+class Work(NamedTuple):
+    """One file group's rewrite: its rows are ``rows`` at ``positions`` (all of ``rows`` when
+    None), taken on the engine's thread."""
+
+    task: RewriteTask
+    rows: pa.Table
+    positions: np.ndarray | None = None
+
+    def size(self) -> int:
+        return self.rows.num_rows if self.positions is None else len(self.positions)
+
+    def run(self) -> WriteStatus:
+        rows = self.rows if self.positions is None else self.rows.take(pa.array(self.positions))
+        return rewrite_file_group(self.task, rows)
 
 
 class Engine(Protocol):
@@ -33,13 +48,13 @@ class InProcessEngine:
         """Statuses in the order of ``work``; the largest tasks start first (rewrites of an
         existing file, then by incoming rows), so no thread is left with a big one at the end."""
         if len(work) <= 1:
-            return [rewrite_file_group(task, rows) for task, rows in work]
+            return [w.run() for w in work]
         order = sorted(
             range(len(work)),
-            key=lambda i: (work[i][0].old_file is not None, work[i][1].num_rows),
+            key=lambda i: (work[i].task.old_file is not None, work[i].size()),
             reverse=True,
         )
         with ThreadPoolExecutor(self.threads) as pool:
-            statuses = list(pool.map(lambda i: rewrite_file_group(*work[i]), order))
+            statuses = list(pool.map(lambda i: work[i].run(), order))
         done = dict(zip(order, statuses, strict=True))
         return [done[i] for i in range(len(work))]

@@ -19,6 +19,7 @@ from metadata.hashing import (
     file_group_id,
     file_group_of,
     file_groups_of,
+    group_order,
     parse_file_group_id,
     stable_hash,
     stable_hashes,
@@ -133,3 +134,13 @@ def test_estimate_file_groups_clamps() -> None:
     ]:
         with pytest.raises(ValueError):
             estimate_file_groups(**bad)  # type: ignore[arg-type]
+
+
+@settings(max_examples=100, deadline=None)
+@given(n_groups=st.sampled_from([1, 7, 256, 257, 70_000]), data=st.data())
+def test_group_order_is_a_stable_sort_by_group(n_groups: int, data: st.DataObject) -> None:
+    groups = np.array(
+        data.draw(st.lists(st.integers(0, n_groups - 1), max_size=300)), dtype=np.int64
+    )
+    order = group_order(groups, n_groups)
+    assert order.tolist() == sorted(range(len(groups)), key=lambda i: (groups[i], i))
