@@ -29,7 +29,7 @@ from fsspec import AbstractFileSystem
 from metadata import settings
 from metadata.arrow_records import KEY, empty_table, records_to_table, table_to_records
 from metadata.basefile import base_info, lookup_base, read_base
-from metadata.hashing import file_group_id, file_groups_of
+from metadata.hashing import file_group_id, file_groups_of, group_order
 from metadata.logblock import BlockType, LogBlock, read_log_file
 from metadata.records import (
     ALL_PARTITIONS_KEY,
@@ -350,30 +350,49 @@ class MetadataReader:
         """Record-index rows (key, partition, file_id_hi, file_id_lo, instant) of the keys
         that exist; absent keys have no row. One task per file group holding wanted keys.
         ``unique=True``: the caller guarantees no key repeats (skips a hash of them all)."""
-        wanted = (
-            pa.array(keys, pa.string())
-            if not isinstance(keys, pa.Array | pa.ChunkedArray)
-            else keys
-        )
+        wanted = _as_array(keys)
         if not unique:
             wanted = pc.unique(wanted)
-        if isinstance(wanted, pa.ChunkedArray):
-            wanted = wanted.combine_chunks()
+        return self._lookup(wanted, locate=False)[0]
+
+    def locate(self, keys: pa.Array | pa.ChunkedArray) -> tuple[pa.Table, pa.Array]:
+        """:meth:`lookup` of unique ``keys``, and for every key the row of the result that
+        holds it (int64, null when absent): each file group's task also matches its keys
+        against its rows, so the caller needs no join of its own."""
+        return self._lookup(_as_array(keys), locate=True)
+
+    def _lookup(self, wanted: pa.Array, *, locate: bool) -> tuple[pa.Table, pa.Array]:
         partition = Partition.RECORD_INDEX
         n = self.group_count(partition)
         if len(wanted) == 0:
-            return empty_table(partition)
-        groups = pa.array(file_groups_of(wanted, n))
-        order = pc.sort_indices(groups)
-        wanted, groups = wanted.take(order), groups.take(order)
+            return empty_table(partition), pa.array([], pa.int64())
+        groups = file_groups_of(wanted, n)
+        order = group_order(groups, n)
+        wanted, groups = wanted.take(pa.array(order)), groups[order]
         bounds = _run_bounds(groups)
-        parts = self._map(
-            lambda j: self.group_table(
-                partition, bounds[j][0], wanted[bounds[j][1] : bounds[j][2]]
-            ),
-            range(len(bounds)),
+
+        def one(j: int) -> tuple[pa.Table, pa.Array | None]:
+            group, start, end = bounds[j]
+            asked = wanted[start:end]
+            rows = self.group_table(partition, group, asked)
+            return rows, pc.index_in(asked, value_set=rows.column(KEY)) if locate else None
+
+        done = self._map(one, range(len(bounds)))
+        if not done:
+            return empty_table(partition), pa.nulls(len(wanted), pa.int64())
+        found = pa.concat_tables([rows for rows, _ in done])
+        if not locate:
+            return found, pa.array([], pa.int64())
+        offsets = np.cumsum([0, *(rows.num_rows for rows, _ in done)])
+        at = pa.concat_arrays(
+            [
+                pc.add(hit.cast(pa.int64()), int(offset))  # type: ignore[union-attr]
+                for (_, hit), offset in zip(done, offsets.tolist(), strict=False)
+            ]
         )
-        return pa.concat_tables(parts) if parts else empty_table(partition)
+        inverse = np.empty(len(order), dtype=np.int64)
+        inverse[order] = np.arange(len(order))
+        return found, at.take(pa.array(inverse))  # back to the order of the keys asked
 
     def locations(self, keys: Sequence[str]) -> dict[str, RecordLocation | None]:
         """``{key: RecordLocation | None}`` for every key asked."""
@@ -427,9 +446,15 @@ class MetadataReader:
         return [r for r in stats if column is None or r.column == column]
 
 
-def _run_bounds(groups: pa.Array) -> list[tuple[int, int, int]]:
+def _as_array(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Array:
+    if not isinstance(keys, pa.Array | pa.ChunkedArray):
+        return pa.array(keys, pa.string())
+    return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+
+
+def _run_bounds(groups: np.ndarray) -> list[tuple[int, int, int]]:
     """(group, start, end) of each run of equal values in a sorted int array."""
-    values = groups.to_numpy()
+    values = np.asarray(groups)
     if len(values) == 0:
         return []
     edges = [0, *((values[1:] != values[:-1]).nonzero()[0] + 1).tolist(), len(values)]

@@ -17,9 +17,10 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from metadata import settings as metadata_settings
+from metadata.arrow_records import empty_table
 from metadata.hashing import estimate_file_groups, group_order
 from metadata.reader import MetadataReader
-from metadata.records import ColumnStatsRecord, RecordLocation
+from metadata.records import ColumnStatsRecord, Partition, RecordLocation
 from metadata.table import MetadataTable
 from timeline import config as cfg
 from timeline.instant import Instant
@@ -196,9 +197,11 @@ class WriteClient:
             OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), prepared.num_rows)
         )
         reader = self.metadata.reader()
-        keys = prepared.column(RECORD_KEY) if operation == "upsert" else pa.array([], pa.string())
-        found = reader.lookup(keys, unique=True)  # de-duplicated above
-        tagged = tag(prepared, found)
+        if operation == "upsert":
+            found, at = reader.locate(prepared.column(RECORD_KEY))  # de-duplicated above
+            tagged = tag(prepared, found, at)
+        else:
+            tagged = tag(prepared, empty_table(Partition.RECORD_INDEX))
         listing = current_files(reader.files())
         target, small = self._insert_room(reader, listing, operation)
         plan = plan_slots(insert_counts(tagged), listing, target_rows=target, small_rows=small)

@@ -94,17 +94,20 @@ def _deduplicate_exact(table: pa.Table, precombine: str | None) -> pa.Table:
     return table.drop_columns([SEQ])
 
 
-def tag(table: pa.Table, found: pa.Table) -> pa.Table:
+def tag(table: pa.Table, found: pa.Table, at: pa.Array | None = None) -> pa.Table:
     """Add each row's current location (old partition, old file id; null for new keys).
 
-    ``found`` is a record-index lookup result (key, partition, file_id_hi, file_id_lo)."""
+    ``found`` is a record-index lookup result (key, partition, file_id_hi, file_id_lo);
+    ``at``: the row of ``found`` of each row's key (null: absent), when the lookup knows it
+    (``MetadataReader.locate``), else matched here."""
     if found.num_rows == 0:  # nothing to look up (inserts): every row is new
         return table.append_column(
             OLD_PARTITION, pa.nulls(table.num_rows, pa.string())
         ).append_column(OLD_FILE_ID, pa.nulls(table.num_rows, pa.string()))
-    # each row's position among the found keys (a hash of the found keys, probed by the
-    # batch; keeps the batch order, unlike a join)
-    at = pc.index_in(table.column(RECORD_KEY), value_set=flat(found.column("key")))
+    if at is None:
+        # each row's position among the found keys (a hash of the found keys, probed by the
+        # batch; keeps the batch order, unlike a join)
+        at = pc.index_in(table.column(RECORD_KEY), value_set=flat(found.column("key")))
     return table.append_column(OLD_PARTITION, found.column("partition").take(at)).append_column(
         OLD_FILE_ID, _file_ids(found).take(at)
     )

@@ -27,7 +27,13 @@ import metadata.settings as msettings
 from metadata.basefile import base_info
 from metadata.errors import CorruptLogBlockError, MetadataError
 from metadata.hashing import file_groups_of
-from metadata.records import ColumnStatsRecord, Partition, RecordLocation
+from metadata.records import (
+    ColumnStatsRecord,
+    Partition,
+    RecordLocation,
+    int_to_instant,
+    ints_to_file_id,
+)
 from metadata.table import MetadataTable
 from metadata.writer import InstantChanges
 from timeline.bodies import RollbackBody, encode_body
@@ -223,8 +229,23 @@ class Harness:
         stats = reader.column_stats()
         by_key = {(r.column, r.partition, r.file): r for r in stats}
         assert len(by_key) == len(stats), "a column_stats key is listed twice"
+        locations = reader.locations(KEYS)
+        asked = KEYS[1::2] + KEYS[::2]  # another order: locate answers in the order asked
+        found, at = reader.locate(pa.array(asked, pa.string()))
+        rows = found.to_pylist()
+        located = {
+            key: None
+            if i is None
+            else RecordLocation(
+                rows[i]["partition"],
+                ints_to_file_id(rows[i]["file_id_hi"], rows[i]["file_id_lo"]),
+                int_to_instant(rows[i]["instant"]),
+            )
+            for key, i in zip(asked, at.to_pylist(), strict=True)
+        }
+        assert located == locations, "locate disagrees with locations"
         return {
-            "locations": reader.locations(KEYS),
+            "locations": locations,
             "files": reader.files(),
             "partitions": reader.partitions(),
             "column_stats": dict(sorted(by_key.items())),
