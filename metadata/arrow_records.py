@@ -164,6 +164,9 @@ def index_table(
     hi = np.array([p[0] for p in pairs], dtype=np.int64)[indices] if pairs else np.empty(0, "i8")
     lo = np.array([p[1] for p in pairs], dtype=np.int64)[indices] if pairs else np.empty(0, "i8")
     schema = SCHEMAS[Partition.RECORD_INDEX]
+    if pa.types.is_dictionary(partitions.type):  # kept so: no string per row until encoded
+        at = schema.get_field_index("partition")
+        schema = schema.set(at, schema.field(at).with_type(partitions.type))
     return pa.Table.from_arrays(
         [
             pa.array(keys, pa.string()) if not isinstance(keys, pa.ChunkedArray) else keys,

@@ -108,10 +108,12 @@ def write_base(
     """Write a base file (sorting by key); returns its size in bytes."""
     if table.schema.names[0] != KEY:
         raise MetadataError(f"base file {path}: the first column must be {KEY!r}")
-    table = table.take(sort_order(table.column(KEY)))
     keys = table.column(KEY)
-    if len(keys) > 1 and pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
-        raise MetadataError(f"base file {path}: duplicate keys")
+    if len(keys) > 1 and not pc.all(pc.less(keys[:-1], keys[1:])).as_py():
+        table = table.take(sort_order(keys))  # not already sorted and unique (logs are)
+        keys = table.column(KEY)
+        if pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
+            raise MetadataError(f"base file {path}: duplicate keys")
     meta = {
         b"lakebraid.base.version": str(BASE_VERSION).encode(),
         b"lakebraid.partition": partition.encode(),
@@ -143,8 +145,9 @@ def write_base(
 def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Indices that sort ``keys`` (strings) ascending by their UTF-8 bytes, as Arrow sorts.
 
-    A numpy sort of the first 8 bytes as big-endian integers (short keys padded with zero
-    bytes) orders all keys whose 8-byte prefixes differ; the runs of equal prefixes are then
+    A numpy sort of 8 bytes as big-endian integers -- the 8 after the prefix every key shares
+    (that of the least and the greatest key), short keys padded with zero bytes -- orders all
+    keys whose such bytes differ; the runs of equal prefixes are then
     sorted by Arrow. Random keys (UUIDs, hashes) have few such ties, which makes this about
     three times faster than Arrow's string sort; when more than a quarter of the keys tie
     (long shared prefixes) Arrow sorts them all."""
@@ -154,12 +157,17 @@ def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     offsets = _offsets(keys)
     if n < 2 or offsets is None:
         return pc.sort_indices(keys)
+    bounds = pc.min_max(keys)
+    low, high = (str(bounds[end].as_py()).encode() for end in ("min", "max"))
+    skip = _shared_prefix(low, high)  # every key starts with these bytes
     fixed = _fixed(keys)
-    if fixed is not None and fixed.itemsize >= 8:  # one width: a strided copy of 8 bytes
-        prefix = np.ascontiguousarray(fixed.view(np.uint8).reshape(n, fixed.itemsize)[:, :8])
+    if fixed is not None and fixed.itemsize >= skip + 8:  # one width: a strided copy
+        prefix = np.ascontiguousarray(
+            fixed.view(np.uint8).reshape(n, fixed.itemsize)[:, skip : skip + 8]
+        )
     else:
-        data, starts = _data(keys), offsets[:-1].astype(np.int64)
-        lengths = np.diff(offsets)
+        data, starts = _data(keys), offsets[:-1].astype(np.int64) + skip
+        lengths = np.diff(offsets) - skip
         prefix = np.zeros((n, 8), dtype=np.uint8)
         for j in range(8):
             has = lengths > j
@@ -180,6 +188,13 @@ def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
         again = pc.sort_indices(sub, sort_keys=[("p", "ascending"), (KEY, "ascending")])
         order[tied] = rows[again.to_numpy()]
     return pa.array(order)
+
+
+def _shared_prefix(a: bytes, b: bytes) -> int:
+    """The number of leading bytes ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(np.frombuffer(a[:n], np.uint8) != np.frombuffer(b[:n], np.uint8))
+    return int(differ[0]) if len(differ) else n
 
 
 def _offsets(array: pa.Array) -> np.ndarray | None:

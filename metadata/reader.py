@@ -230,7 +230,8 @@ def _apply_index_logs(
         ordered = state.column("key").combine_chunks()
         first = pc.not_equal(ordered[1:], ordered[:-1])
         state = state.filter(pa.concat_arrays([pa.array([True]), first]))
-    rows = rows.filter(pc.invert(pc.is_in(rows.column(KEY), value_set=state.column("key"))))
+    if rows.num_rows:  # base rows the logs replace or delete
+        rows = rows.filter(pc.invert(pc.is_in(rows.column(KEY), value_set=state.column("key"))))
     live = state.filter(pc.invert(state.column("deleted")))
     if keys is not None:
         live = live.filter(pc.is_in(live.column("key"), value_set=keys))

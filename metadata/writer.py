@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
 from metadata.arrow_records import encode_index_columns, index_table
+from metadata.basefile import sort_order
 from metadata.hashing import file_group_id, file_groups_of, group_order
 from metadata.logblock import BlockType, append_blocks, encode_block
 from metadata.reader import LOGS
@@ -96,7 +97,9 @@ def index_rows(changes: InstantChanges, instant: str) -> pa.Table:
     gone = pa.table(
         {
             "key": deletes.cast(pa.string()),
-            "partition": pa.repeat(pa.scalar(""), n),
+            "partition": pa.DictionaryArray.from_arrays(
+                pa.array(np.zeros(n, dtype=np.int32)), pa.array([""], pa.string())
+            ),
             "file_id_hi": zeros,
             "file_id_lo": zeros,
             "instant": pa.array(np.full(n, at, dtype=np.int64)),
@@ -111,7 +114,7 @@ def index_rows(changes: InstantChanges, instant: str) -> pa.Table:
         upserts.column("key"), upserts.column("partition"), upserts.column("file_id"), instant
     )
     live = live.append_column("deleted", pa.repeat(pa.scalar(False), live.num_rows))
-    return pa.concat_tables([gone, live.cast(gone.schema)])
+    return pa.concat_tables([gone, live.cast(gone.schema)])  # partitions stay dictionaries
 
 
 def route(
@@ -191,15 +194,19 @@ def _write_index(
     rows = index_rows(changes, instant)
     if rows.num_rows == 0:
         return []
-    groups = file_groups_of(rows.column("key"), group_counts[str(partition)])
+    rows = rows.combine_chunks()
+    all_keys = rows.column("key").chunk(0) if rows.num_rows else pa.array([], pa.string())
+    groups = file_groups_of(all_keys, group_counts[str(partition)])
     order = group_order(groups, group_counts[str(partition)])
-    rows, groups = rows.combine_chunks().take(pa.array(order)), groups[order]
+    groups = groups[order]
     edges = np.flatnonzero(np.diff(groups)) + 1
     spans = list(zip([0, *edges.tolist()], [*edges.tolist(), len(groups)], strict=True))
 
     def one(span: tuple[int, int]) -> WrittenLog:
         start, end = span
-        part = rows.slice(start, end - start).sort_by("key")
+        mine = order[start:end]  # the group's rows, then by key: one take of the rows
+        mine = mine[sort_order(all_keys.take(pa.array(mine))).to_numpy()]
+        part = rows.take(pa.array(mine))
         keys = part.column("key").combine_chunks()
         if len(keys) > 1 and pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
             raise ValueError(f"{partition}: a key appears twice in one instant's changes")

@@ -1,0 +1,32 @@
+"""``metadata.basefile.sort_order`` (the key sort of base files and index log blocks) orders
+strings exactly as Arrow does, whatever prefixes, widths and bytes the keys share."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metadata.basefile import sort_order
+
+PREFIXES = st.sampled_from(["", "key-", "user-000000", "é", "\x00"])
+TAILS = st.text(alphabet="09az\x00é\U0001f600", max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=PREFIXES, tails=st.lists(TAILS, max_size=60), width=st.booleans())
+def test_sort_order_sorts_like_arrow(prefix: str, tails: list[str], width: bool) -> None:
+    if width:  # one width (the strided path): pad every tail to the longest
+        longest = max((len(t.encode()) for t in tails), default=0)
+        tails = [t + "0" * (longest - len(t.encode())) for t in tails]
+    keys = pa.array([prefix + t for t in tails], pa.string())
+    got = keys.take(sort_order(keys)).to_pylist()
+    assert got == keys.take(pc.sort_indices(keys)).to_pylist()
+    assert sorted(sort_order(keys).to_pylist()) == list(range(len(keys)))
+
+
+def test_sort_order_of_many_keys_with_a_long_shared_prefix() -> None:
+    keys = pa.array([f"key-{(i * 7919) % 100_003:010d}" for i in range(100_003)], pa.string())
+    order = sort_order(keys)
+    assert keys.take(order).to_pylist() == sorted(keys.to_pylist())
