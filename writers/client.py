@@ -39,6 +39,7 @@ from writers.pipeline import (
     PARTITION,
     TARGET_FILE_ID,
     WORK_COLUMNS,
+    codes,
     current_files,
     deduplicate,
     insert_counts,
@@ -388,18 +389,24 @@ def _tasks(
 ) -> list[Work]:
     """One rewrite task per target file group, with the positions of its rows in the payload
     (the engine takes them on its threads)."""
-    combined = pc.binary_join_element_wise(
-        routed.column(PARTITION), routed.column(TARGET_FILE_ID), "\x00"
+    if routed.num_rows == 0:
+        return []
+    (parts, ids), names = codes([routed.column(PARTITION), routed.column(TARGET_FILE_ID)])
+    order = group_order(ids, len(names))  # rows by file id (radix sort of small codes)
+    parts, ids = parts[order], ids[order]
+    if np.any((ids[1:] == ids[:-1]) & (parts[1:] != parts[:-1])):  # one id, two partitions
+        pairs = parts.astype(np.int64) * len(names) + ids
+        again = np.argsort(pairs, kind="stable")
+        order, parts, ids = order[again], parts[again], ids[again]
+    starts = np.flatnonzero(
+        np.concatenate([[True], (ids[1:] != ids[:-1]) | (parts[1:] != parts[:-1])])
     )
-    encoded = pc.dictionary_encode(combined).combine_chunks()
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    order = group_order(codes, len(encoded.dictionary))
     payload = routed.drop_columns([c for c in WORK_COLUMNS if c in routed.column_names])
     payload = payload.combine_chunks()
-    counts = np.bincount(codes, minlength=len(encoded.dictionary))
     root = table.fs.unstrip_protocol(table.layout.root)
     spec = [(f.name, f.type, f.nullable) for f in schema]
-    targets = [tuple(name.split("\x00")) for name in encoded.dictionary.to_pylist()]
+    text = names.to_pylist()
+    targets = [(text[parts[i]], text[ids[i]]) for i in starts.tolist()]
     tasks = rewrite_tasks(
         targets,  # type: ignore[arg-type]
         listing,
@@ -408,8 +415,8 @@ def _tasks(
         schema=spec,
         record_key=table.config.record_key,
     )
-    starts = np.concatenate([[0], np.cumsum(counts)])
+    ends = [*starts.tolist()[1:], len(order)]
     return [
-        Work(task, payload, order[starts[code] : starts[code + 1]])
-        for code, task in enumerate(tasks)
+        Work(task, payload, order[start:end])
+        for task, start, end in zip(tasks, starts.tolist(), ends, strict=True)
     ]

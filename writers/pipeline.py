@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from metadata.arrow_records import flat
-from metadata.hashing import stable_hashes
+from metadata.hashing import group_order, stable_hashes
 from metadata.records import ints_to_file_id
 from timeline.layout import parse_data_file_name, partition_path
 from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask
@@ -46,9 +46,10 @@ def prepare(table: pa.Table, key: str, partition_fields: Sequence[str]) -> pa.Ta
 
 
 def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
-    """The encoded partition path of every row (computed once per distinct value tuple)."""
+    """The encoded partition path of every row (computed once per distinct value tuple), as
+    a dictionary array."""
     if not fields:
-        return pa.repeat(pa.scalar(""), table.num_rows)
+        return _repeat_text("", table.num_rows)
     texts = [pc.cast(table.column(f), pa.string()) for f in fields]
     marked = [pc.fill_null(pc.binary_join_element_wise("v", t, ""), "n") for t in texts]
     combined = pc.binary_join_element_wise(*marked, "\x00") if len(marked) > 1 else marked[0]
@@ -59,7 +60,7 @@ def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
     for combo in encoded.dictionary.to_pylist():
         values = [None if part == "n" else part[1:] for part in combo.split("\x00")]
         paths.append(partition_path(fields, values))
-    return pa.array(paths, pa.string()).take(encoded.indices)
+    return pa.DictionaryArray.from_arrays(encoded.indices, pa.array(paths, pa.string()))
 
 
 def deduplicate(table: pa.Table, precombine: str | None) -> pa.Table:
@@ -101,22 +102,22 @@ def tag(table: pa.Table, found: pa.Table, at: pa.Array | None = None) -> pa.Tabl
     ``at``: the row of ``found`` of each row's key (null: absent), when the lookup knows it
     (``MetadataReader.locate``), else matched here."""
     if found.num_rows == 0:  # nothing to look up (inserts): every row is new
-        return table.append_column(
-            OLD_PARTITION, pa.nulls(table.num_rows, pa.string())
-        ).append_column(OLD_FILE_ID, pa.nulls(table.num_rows, pa.string()))
+        missing = _null_texts(table.num_rows)
+        return table.append_column(OLD_PARTITION, missing).append_column(OLD_FILE_ID, missing)
     if at is None:
         # each row's position among the found keys (a hash of the found keys, probed by the
         # batch; keeps the batch order, unlike a join)
         at = pc.index_in(table.column(RECORD_KEY), value_set=flat(found.column("key")))
-    return table.append_column(OLD_PARTITION, found.column("partition").take(at)).append_column(
+    partitions = pc.dictionary_encode(flat(found.column("partition")))
+    return table.append_column(OLD_PARTITION, partitions.take(at)).append_column(
         OLD_FILE_ID, _file_ids(found).take(at)
     )
 
 
-def _file_ids(found: pa.Table) -> pa.Array:
-    """File id strings from the index's (hi, lo) integer pairs, converted once per file id."""
+def _file_ids(found: pa.Table) -> pa.DictionaryArray:
+    """File ids from the index's (hi, lo) integer pairs, converted once per file id."""
     if found.num_rows == 0:
-        return pa.array([], pa.string())
+        return _null_texts(0)
     hi = found.column("file_id_hi").to_numpy()
     lo = found.column("file_id_lo").to_numpy()
     pairs = np.stack([hi, lo], axis=1).astype("<i8").tobytes()
@@ -128,7 +129,7 @@ def _file_ids(found: pa.Table) -> pa.Array:
         ints_to_file_id(*(int(v) for v in np.frombuffer(pair, dtype="<i8")))
         for pair in encoded.dictionary.to_pylist()
     ]
-    return pa.array(names, pa.string()).take(encoded.indices)
+    return pa.DictionaryArray.from_arrays(encoded.indices, pa.array(names, pa.string()))
 
 
 def insert_counts(tagged: pa.Table) -> dict[str, int]:
@@ -139,10 +140,10 @@ def insert_counts(tagged: pa.Table) -> dict[str, int]:
 
 
 def _new_in_partition(tagged: pa.Table) -> pa.Array:
-    old = tagged.column(OLD_PARTITION)
-    same = pc.fill_null(pc.equal(old, tagged.column(PARTITION)), False)
-    upsert = pc.equal(tagged.column(OP), OP_UPSERT)
-    return pc.and_(upsert, pc.invert(same))
+    """Upserts of keys the partition does not hold yet (absent, or moving in)."""
+    old, now = codes([tagged.column(OLD_PARTITION), tagged.column(PARTITION)])[0]
+    upsert = tagged.column(OP).to_numpy() == OP_UPSERT
+    return pa.array(upsert & (old != now))
 
 
 def plan_slots(
@@ -179,13 +180,14 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
     old group. Inserts are spread over the partition's slots in proportion to their room by
     the format's key hash, so every engine routes the same key to the same slot."""
     new = _new_in_partition(tagged)
-    keep_old = pc.fill_null(pc.invert(new), True)
-    targets = pc.if_else(
-        keep_old, tagged.column(OLD_FILE_ID), pa.nulls(tagged.num_rows, pa.string())
-    )
+    (old_ids,), known = codes([tagged.column(OLD_FILE_ID)])
     inserts = tagged.select([RECORD_KEY, PARTITION]).filter(new)
-    if inserts.num_rows:
-        targets = pc.replace_with_mask(flat(targets), flat(new), _choose_slots(inserts, plan))
+    slots, names = _choose_slots(inserts, plan)
+    picked = old_ids.copy()  # -1 where the key has no old group
+    picked[new.to_numpy(zero_copy_only=False)] = len(known) + slots
+    targets = pa.DictionaryArray.from_arrays(
+        pa.array(picked, mask=picked < 0), pa.concat_arrays([known, names])
+    )
     routed = tagged.append_column(TARGET_FILE_ID, targets)
     moved = pc.and_(new, pc.is_valid(tagged.column(OLD_FILE_ID)))
     leaving = tagged.filter(moved)
@@ -196,9 +198,13 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
             pa.repeat(pa.scalar(OP_DELETE, pa.int8()), leaving.num_rows),
         )
         deletes = deletes.set_column(
-            deletes.schema.get_field_index(PARTITION), PARTITION, deletes.column(OLD_PARTITION)
+            deletes.schema.get_field_index(PARTITION),
+            PARTITION,
+            deletes.column(OLD_PARTITION).cast(routed.schema.field(PARTITION).type),
         )
-        deletes = deletes.append_column(TARGET_FILE_ID, leaving.column(OLD_FILE_ID))
+        deletes = deletes.append_column(
+            TARGET_FILE_ID, leaving.column(OLD_FILE_ID).cast(targets.type)
+        )
         routed = pa.concat_tables([routed, deletes])
     unknown = pc.and_(
         pc.equal(routed.column(OP), OP_DELETE), pc.is_null(routed.column(TARGET_FILE_ID))
@@ -208,20 +214,73 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
     return routed.filter(pc.invert(unknown))  # deletes of keys the table does not hold
 
 
-def _choose_slots(inserts: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Array:
-    hashes = stable_hashes(inserts.column(RECORD_KEY))
-    encoded = pc.dictionary_encode(inserts.column(PARTITION)).combine_chunks()
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
+def _choose_slots(
+    inserts: pa.Table, plan: Mapping[str, Sequence[Slot]]
+) -> tuple[np.ndarray, pa.Array]:
+    """The slot of every insert (an index into the returned file ids)."""
     names: list[str] = []
-    chosen = np.empty(len(hashes), dtype=np.int64)  # index into names
-    for code, partition in enumerate(encoded.dictionary.to_pylist()):
-        slots = plan[partition]
-        rows = codes == code
+    chosen = np.empty(inserts.num_rows, dtype=np.int32)
+    if not inserts.num_rows:
+        return chosen, pa.array(names, pa.string())
+    hashes = stable_hashes(inserts.column(RECORD_KEY))
+    (parts,), partitions = codes([inserts.column(PARTITION)])
+    order = group_order(parts, len(partitions))
+    edges = np.flatnonzero(np.diff(parts[order])) + 1
+    for rows in np.split(order, edges):
+        slots = plan[partitions[int(parts[rows[0]])].as_py()]
         bounds = np.cumsum([s.rows for s in slots]).astype(np.uint64)
         picked = np.searchsorted(bounds, hashes[rows] % bounds[-1], side="right")
         chosen[rows] = picked + len(names)
         names.extend(s.file_id for s in slots)
-    return pa.array(names, pa.string()).take(pa.array(chosen))
+    return chosen, pa.array(names, pa.string())
+
+
+def codes(columns: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarray], pa.Array]:
+    """The values of string or dictionary columns as indices into one shared dictionary
+    (int32 numpy arrays, -1 for null), and that dictionary: equal values, equal codes."""
+    chunks: list[pa.Array] = []
+    lengths = []
+    for column in columns:
+        parts = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        lengths.append(sum(len(p) for p in parts))
+        for part in parts:
+            if not pa.types.is_dictionary(part.type):
+                part = pc.dictionary_encode(part.cast(pa.string()))
+            elif part.type.value_type != pa.string():
+                part = part.cast(pa.dictionary(pa.int32(), pa.string()))
+            chunks.append(part.cast(pa.dictionary(pa.int32(), pa.string())))
+    if not chunks:
+        return [np.empty(0, np.int32) for _ in columns], pa.array([], pa.string())
+    unified = pa.chunked_array(chunks).unify_dictionaries()
+    indices = np.concatenate(
+        [
+            pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32)
+            for c in unified.chunks
+        ]
+    )
+    splits = np.cumsum(lengths)[:-1]
+    return np.split(indices, splits), unified.chunk(0).dictionary
+
+
+def _null_texts(n: int) -> pa.DictionaryArray:
+    """``n`` nulls of the work columns' type (dictionary<int32, string>)."""
+    return pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string()))
+
+
+def _repeat_text(text: str, n: int) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(n, dtype=np.int32)), pa.array([text], pa.string())
+    )
+
+
+def plain(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary-typed work columns decoded to strings (what Spark's
+    declared schemas say)."""
+    for name in (PARTITION, OLD_PARTITION, OLD_FILE_ID, TARGET_FILE_ID):
+        if name in table.column_names and pa.types.is_dictionary(table.schema.field(name).type):
+            at = table.schema.get_field_index(name)
+            table = table.set_column(at, name, table.column(name).cast(pa.string()))
+    return table
 
 
 def current_files(listing: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, str]]:

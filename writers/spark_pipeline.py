@@ -49,6 +49,7 @@ from writers.pipeline import (
     WORK_COLUMNS,
     Slot,
     deduplicate,
+    plain,
     plan_slots,
     prepare,
     rewrite_tasks,
@@ -88,7 +89,7 @@ def _prepare(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
     """Record key, partition path, op and record-index file group of every row."""
     ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
     for batch in batches:
-        yield from _prepared(pa.Table.from_batches([batch]), ctx).to_batches()
+        yield from plain(_prepared(pa.Table.from_batches([batch]), ctx)).to_batches()
 
 
 def _prepared(table: pa.Table, ctx: Context) -> pa.Table:
@@ -118,13 +119,13 @@ def _dedup_tag(
     else:
         table = table.append_column(OLD_PARTITION, pa.nulls(table.num_rows, pa.string()))
         table = table.append_column(OLD_FILE_ID, pa.nulls(table.num_rows, pa.string()))
-    yield from table.to_batches()
+    yield from plain(table).to_batches()
 
 
 def _route(plan_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     plan = msgspec.msgpack.decode(plan_bytes, type=dict[str, list[Slot]])
     for batch in batches:
-        yield from route(pa.Table.from_batches([batch]), plan).to_batches()
+        yield from plain(route(pa.Table.from_batches([batch]), plan)).to_batches()
 
 
 def _rewrite(tasks_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

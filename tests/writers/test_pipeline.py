@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +21,7 @@ from writers.filegroup import (
     rewrite_file_group,
     unpack_keys,
 )
-from writers.pipeline import deduplicate
+from writers.pipeline import codes, deduplicate
 
 SCHEMA = [("id", "string", False), ("v", "int64", True)]
 KEYS = st.text(alphabet="abcé", min_size=1, max_size=4)
@@ -128,3 +129,23 @@ def test_deduplicate_keeps_the_highest_precombine_then_the_last_row(
             got[RECORD_KEY].to_pylist(), got["ts"].to_pylist(), got["seq"].to_pylist(), strict=True
         )
     } == model
+
+
+TEXTS = st.lists(st.sampled_from(["a", "b", "é", ""]) | st.none(), max_size=20)
+
+
+@settings(max_examples=100, deadline=None)
+@given(first=TEXTS, second=TEXTS, encoded=st.tuples(st.booleans(), st.booleans()))
+def test_codes_share_one_dictionary(
+    first: list[str | None], second: list[str | None], encoded: tuple[bool, bool]
+) -> None:
+    columns = []
+    for values, as_dictionary in zip((first, second), encoded, strict=True):
+        parts = [pa.array(values[:3], pa.string()), pa.array(values[3:], pa.string())]
+        column = pa.chunked_array(parts)
+        columns.append(pc.dictionary_encode(column) if as_dictionary else column)
+    (a, b), dictionary = codes(columns)
+    names = dictionary.to_pylist()
+    assert len(set(names)) == len(names)
+    for values, got in ((first, a), (second, b)):
+        assert [None if c < 0 else names[c] for c in got.tolist()] == values
