@@ -45,6 +45,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from metadata.errors import MetadataError, MetadataFormatError
+from timeline.store import make_durable
 
 BASE_VERSION = 1
 KEY = "key"
@@ -138,7 +139,9 @@ def write_base(
             write_statistics=True,
             write_page_index=True,
         )
+    make_durable(fs, tmp)
     fs.mv(tmp, path)
+    make_durable(fs, path)  # the rename: the folder entry
     return int(fs.size(path))
 
 

@@ -39,6 +39,21 @@ def fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+def make_durable(fs: AbstractFileSystem, path: str) -> None:
+    """Make a just-written local file durable, contents and folder entry, before a commit
+    names it (a power loss must not leave a completed instant naming a truncated file).
+    Object stores make a file durable when its upload completes: nothing to do."""
+    if not is_local(fs):
+        return
+    local = fs._strip_protocol(path)
+    fd = os.open(local, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(posixpath.dirname(local) or ".")
+
+
 def put_if_absent(fs: AbstractFileSystem, path: str, data: bytes) -> None:
     """Create ``path`` holding ``data`` whole, or raise :class:`InstantExistsError`."""
     folder, name = posixpath.split(path)

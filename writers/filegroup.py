@@ -36,6 +36,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from metadata.arrow_records import flat
 from timeline.layout import TableLayout, data_file_name
+from timeline.store import make_durable
 from timeline.table_config import text_to_type
 from writers.encoding import choose
 
@@ -223,6 +224,7 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     else:
         with fs.open(path, "wb") as handle:
             pq.write_table(result, handle, **options)
+    make_durable(fs, path)
     size = int(fs.size(path))
     return WriteStatus(
         file_name=name,
