@@ -30,6 +30,8 @@ REPO = HERE.parent
 RUNS = {
     "record_index": ["record_index.py", "--keys", "10000000", "--scale-keys", "0"],
     "upsert": ["upsert.py", "--rows", "1000000"],
+    # issue 4's workload; pyiceberg's upsert would take minutes at this size
+    "upsert-10m": ["upsert.py", "--rows", "10000000", "--skip-iceberg"],
     "listing": ["listing.py", "--partitions", "5000"],
     "skipping": ["skipping.py", "--rows", "2000000", "--files", "100"],
 }

@@ -110,7 +110,9 @@ class Tables:
     def lake_filtered(self) -> tuple[int, int]:
         client = WriteClient.open(self.lake)
         paths = selected_paths(client, None, self.where)
-        return summary(read_arrow_files(client.table.fs, paths, client.schema()).filter(self.arrow))
+        key = client.table.config.record_key
+        rows = read_arrow_files(client.table.fs, paths, client.schema(), key)
+        return summary(rows.filter(self.arrow))
 
     def delta_filtered(self) -> tuple[int, int]:
         filters = [("event_time", ">=", self.lo), ("event_time", "<", self.hi)]
