@@ -46,21 +46,51 @@ def prepare(table: pa.Table, key: str, partition_fields: Sequence[str]) -> pa.Ta
 
 
 def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
-    """The encoded partition path of every row (computed once per distinct value tuple), as
-    a dictionary array."""
+    """The encoded partition path of every row, as a dictionary array: each field is
+    dictionary-encoded, and a path is built once per distinct combination of values."""
     if not fields:
         return _repeat_text("", table.num_rows)
-    texts = [pc.cast(table.column(f), pa.string()) for f in fields]
-    marked = [pc.fill_null(pc.binary_join_element_wise("v", t, ""), "n") for t in texts]
-    combined = pc.binary_join_element_wise(*marked, "\x00") if len(marked) > 1 else marked[0]
-    encoded = pc.dictionary_encode(combined)
-    if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.combine_chunks()
+    combined = np.zeros(table.num_rows, dtype=np.int64)
+    radix = 1
+    values: list[list[str | None]] = []
+    for field in fields:
+        (found,), dictionary = _value_codes(table.column(field))
+        texts = pc.cast(dictionary, pa.string()).to_pylist()
+        values.append([None, *texts])  # code 0: null
+        combined += (found.astype(np.int64) + 1) * radix
+        radix *= len(texts) + 1
+    if len(fields) == 1:
+        distinct, dense = np.arange(radix), combined
+    elif radix <= 1 << 22:  # a table of every combination: no sort of the rows
+        seen = np.zeros(radix, dtype=bool)
+        seen[combined] = True
+        distinct = np.flatnonzero(seen)
+        dense = (np.cumsum(seen) - 1)[combined]
+    else:
+        distinct, dense = np.unique(combined, return_inverse=True)
     paths = []
-    for combo in encoded.dictionary.to_pylist():
-        values = [None if part == "n" else part[1:] for part in combo.split("\x00")]
-        paths.append(partition_path(fields, values))
-    return pa.DictionaryArray.from_arrays(encoded.indices, pa.array(paths, pa.string()))
+    for combo in distinct.tolist():
+        row = []
+        for options in values:
+            combo, code = divmod(combo, len(options))
+            row.append(options[code])
+        paths.append(partition_path(fields, row))
+    return pa.DictionaryArray.from_arrays(
+        pa.array(dense.astype(np.int32)), pa.array(paths, pa.string())
+    )
+
+
+def _value_codes(column: pa.ChunkedArray) -> tuple[list[np.ndarray], pa.Array]:
+    """:func:`codes` for a column of any type (its dictionary keeps the column's type)."""
+    chunks = [
+        part if pa.types.is_dictionary(part.type) else pc.dictionary_encode(part)
+        for part in column.chunks
+    ]
+    if not chunks:
+        return [np.empty(0, np.int32)], pa.array([], column.type)
+    unified = pa.chunked_array(chunks).unify_dictionaries()
+    indices = [pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False) for c in unified.chunks]
+    return [np.concatenate(indices).astype(np.int32)], unified.chunk(0).dictionary
 
 
 def deduplicate(table: pa.Table, precombine: str | None) -> pa.Table:
@@ -222,12 +252,21 @@ def _choose_slots(
     chosen = np.empty(inserts.num_rows, dtype=np.int32)
     if not inserts.num_rows:
         return chosen, pa.array(names, pa.string())
-    hashes = stable_hashes(inserts.column(RECORD_KEY))
     (parts,), partitions = codes([inserts.column(PARTITION)])
+    present = np.flatnonzero(np.bincount(parts, minlength=len(partitions)))
+    text = partitions.to_pylist()
+    plans = {int(c): plan[text[c]] for c in present}  # the dictionary may hold more values
+    if all(len(slots) == 1 for slots in plans.values()):  # one slot each: no hash needed
+        slot_of = np.zeros(len(partitions), dtype=np.int32)
+        slot_of[present] = np.arange(len(present), dtype=np.int32)
+        chosen[:] = slot_of[parts]
+        names.extend(plans[int(c)][0].file_id for c in present)
+        return chosen, pa.array(names, pa.string())
+    hashes = stable_hashes(inserts.column(RECORD_KEY))
     order = group_order(parts, len(partitions))
     edges = np.flatnonzero(np.diff(parts[order])) + 1
     for rows in np.split(order, edges):
-        slots = plan[partitions[int(parts[rows[0]])].as_py()]
+        slots = plans[int(parts[rows[0]])]
         bounds = np.cumsum([s.rows for s in slots]).astype(np.uint64)
         picked = np.searchsorted(bounds, hashes[rows] % bounds[-1], side="right")
         chosen[rows] = picked + len(names)

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timeline.layout import TableLayout
+from timeline.layout import TableLayout, partition_path
 from writers.filegroup import (
     COMMIT_TIME,
     OP,
@@ -21,7 +21,7 @@ from writers.filegroup import (
     rewrite_file_group,
     unpack_keys,
 )
-from writers.pipeline import codes, deduplicate
+from writers.pipeline import codes, deduplicate, partition_paths
 
 SCHEMA = [("id", "string", False), ("v", "int64", True)]
 KEYS = st.text(alphabet="abcé", min_size=1, max_size=4)
@@ -149,3 +149,38 @@ def test_codes_share_one_dictionary(
     assert len(set(names)) == len(names)
     for values, got in ((first, a), (second, b)):
         assert [None if c < 0 else names[c] for c in got.tolist()] == values
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b/c", "", "é"]) | st.none(),
+            st.integers(-2, 2) | st.none(),
+            st.booleans() | st.none(),
+        ),
+        max_size=30,
+    ),
+    fields=st.sampled_from([["s"], ["i"], ["s", "i"], ["i", "b", "s"]]),
+    split=st.integers(0, 30),
+)
+def test_partition_paths_match_a_path_per_row(
+    rows: list[tuple[str | None, int | None, bool | None]], fields: list[str], split: int
+) -> None:
+    columns = {
+        "s": [r[0] for r in rows],
+        "i": [r[1] for r in rows],
+        "b": [r[2] for r in rows],
+    }
+    types = {"s": pa.string(), "i": pa.int64(), "b": pa.bool_()}
+    table = pa.table(
+        {
+            name: pa.chunked_array(
+                [pa.array(values[:split], types[name]), pa.array(values[split:], types[name])]
+            )
+            for name, values in columns.items()
+        }
+    )
+    texts = {f: pc.cast(table.column(f), pa.string()).to_pylist() for f in fields}
+    want = [partition_path(fields, [texts[f][n] for f in fields]) for n in range(len(rows))]
+    assert partition_paths(table, fields).cast(pa.string()).to_pylist() == want
