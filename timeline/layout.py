@@ -185,11 +185,15 @@ class TableLayout:
     def heartbeat(self, instant: str) -> str:
         return self._join(BRAID_DIR, "heartbeats", instant)
 
+    def staging_root(self) -> str:
+        """The folder of every staging folder (:meth:`staging_dir`)."""
+        return self._join(BRAID_DIR, "staging")
+
     def staging_dir(self, job_id: str) -> str:
         """Where one Spark data source write (``writers.datasource``) stages its rows."""
         if not _TOKEN_RE.match(job_id):
             raise InvalidPathError(f"job id {job_id!r} must be [A-Za-z0-9-], 1-64 chars")
-        return self._join(BRAID_DIR, "staging", job_id)
+        return f"{self.staging_root()}/{job_id}"
 
     @property
     def metadata_dir(self) -> str:

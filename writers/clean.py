@@ -13,10 +13,14 @@ Everything else written by visible commits and compactions is deleted, as one ``
 instant on all three timelines whose body lists the files. Data files are known from the
 commits' write statuses, never from listing data folders; metadata folders are listed.
 Reads as of points older than the retention may then fail: that is what retention means.
-The cleaner also deletes files that completed rollbacks and restores left behind.
+The cleaner also deletes files that completed rollbacks and restores left behind, and the
+staging folders of Spark data source writes idle for ``clean.staging.retain.hours``.
 """
 
 from __future__ import annotations
+
+import datetime as dt
+import time
 
 import msgspec
 
@@ -38,6 +42,15 @@ RETAIN_COMMITS = cfg.register(
     int,
     10,
     "The cleaner keeps every file the last this-many commits (and every savepoint) can read.",
+    cfg.at_least(1),
+)
+STAGING_RETAIN_HOURS = cfg.register(
+    "clean.staging.retain.hours",
+    int,
+    24,
+    "The cleaner deletes a Spark data source write's staging folder (.braid/staging/<job>/) "
+    "when nothing in it changed for this many hours: its job died or was aborted while a "
+    "task still ran (a live job's commit would fail on the missing files, never half-commit).",
     cfg.at_least(1),
 )
 BODY_VERSION = 1
@@ -128,8 +141,40 @@ def sweep_undone(table: TableTimelines) -> None:
         delete_undone_files(table, plan.data_files, plan.logs, targets)
 
 
+def sweep_staging(table: TableTimelines, now: float | None = None) -> list[str]:
+    """Delete the staging folders of data source writes idle for ``clean.staging.retain.hours``
+    (staged rows are never part of a commit until it reads them); returns their paths."""
+    fs, root = table.fs, table.layout.staging_root()
+    if not fs.exists(root):
+        return []
+    limit = (now if now is not None else time.time()) - 3600 * table.options.get(
+        STAGING_RETAIN_HOURS
+    )
+    swept = []
+    for folder in fs.ls(root, detail=False):
+        stamps = [_mtime(info) for info in fs.find(folder, withdirs=True, detail=True).values()]
+        stamps.append(_mtime(fs.info(folder)))
+        known = [t for t in stamps if t is not None]
+        if known and max(known) < limit:
+            fs.rm(folder, recursive=True)
+            swept.append(folder)
+    return swept
+
+
+def _mtime(info: dict) -> float | None:
+    """Modification time (seconds since the epoch) of an fsspec listing entry, if it says."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+        value = info.get(key)
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, dt.datetime):
+            return value.timestamp()
+    return None
+
+
 def clean(table: TableTimelines) -> str | None:
     """Run the cleaner; returns the clean instant (None: nothing to clean)."""
+    sweep_staging(table)
     sweep_undone(table)
     plan = plan_clean(table)
     if plan is None or not (plan.data_files or plan.metadata_files):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -244,3 +245,20 @@ def test_rollback_within_retention_after_compaction_and_clean(tmp_path) -> None:
     c.rollback(last)
     assert state(c) == before_last
     assert c.validate() == []
+
+
+def test_clean_sweeps_idle_staging_folders_only(tmp_path) -> None:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    c.insert(rows(["a"], DAYS[0], 1, 1.0))
+    staging = Path(c.path, ".braid", "staging")
+    idle, busy = staging / "job-idle", staging / "job-busy"
+    for folder in (idle, busy):
+        (folder / "part-0").mkdir(parents=True)
+        (folder / "part-0" / "rows.arrow").write_bytes(b"x")
+    two_days_ago = time.time() - 48 * 3600
+    for path in (idle / "part-0" / "rows.arrow", idle / "part-0", idle):
+        os.utime(path, (two_days_ago, two_days_ago))
+    os.utime(busy / "part-0", (two_days_ago, two_days_ago))  # a file in it is new
+    assert c.clean() is None  # no commit beyond the retention: no clean instant
+    assert not idle.exists() and (busy / "part-0" / "rows.arrow").exists()
+    assert c.read_arrow().num_rows == 1 and c.validate() == []
