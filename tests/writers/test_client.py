@@ -250,6 +250,8 @@ def test_record_key_column_is_virtual_for_string_and_integer_keys(
     assert arrow["_braid_record_key"].to_pylist() == pc.cast(arrow["id"], pa.string()).to_pylist()
     frame = c.read().select("_braid_record_key", "ts").toArrow()
     assert dict(zip(*frame.to_pydict().values(), strict=True)) == got
+    source = spark.read.format("lakebraid").load(c.path).select("_braid_record_key", "ts")
+    assert dict(zip(*source.toArrow().to_pydict().values(), strict=True)) == got
     located = c.lookup(texts)
     assert located[gone[0]] is None and all(located[k] is not None for k in texts[1:])
     assert c.validate() == []
