@@ -16,8 +16,12 @@ from timeline.errors import IllegalTransitionError, InstantExistsError
 from timeline.instant import Action, Instant, State, parse
 from timeline.layout import TimelineKind
 
+_BUILT: dict[tuple[TimelineKind, frozenset[str]], Timeline] = {}  # listing -> timeline
+
 
 class Timeline(msgspec.Struct, frozen=True):
+    """One timeline's instants (see the module doc)."""
+
     kind: TimelineKind
     instants: tuple[Instant, ...]  # latest state per (time, action), ordered by time
     files: frozenset[Instant] = frozenset()  # every state file found
@@ -28,8 +32,14 @@ class Timeline(msgspec.Struct, frozen=True):
     ) -> Timeline:
         """Build a timeline from file names; temporary (dot) files are skipped, other names
         that are not instant files raise :class:`InstantFileError` naming them."""
-        files = [parse(n, folder=folder) for n in names if not n.startswith(".")]
-        return cls.from_instants(kind, files)
+        listed = frozenset(n for n in names if not n.startswith("."))
+        known = _BUILT.get((kind, listed))
+        if known is None:  # a pure function of the listing: rebuilt only when it changes
+            known = cls.from_instants(kind, [parse(n, folder=folder) for n in listed])
+            if len(_BUILT) >= 64:
+                _BUILT.clear()
+            _BUILT[(kind, listed)] = known
+        return known
 
     @classmethod
     def from_instants(cls, kind: TimelineKind, files: Iterable[Instant]) -> Timeline:
@@ -39,7 +49,7 @@ class Timeline(msgspec.Struct, frozen=True):
             key = (inst.time, inst.action)
             if key not in latest or inst.state.rank > latest[key].state.rank:
                 latest[key] = inst
-        return cls(kind, tuple(sorted(latest.values())), all_files)
+        return cls(kind, tuple(sorted(latest.values(), key=Instant.sort_key)), all_files)
 
     # ---- selection -------------------------------------------------------------------
     def __iter__(self) -> Iterator[Instant]:
