@@ -33,6 +33,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import BinaryIO
 
@@ -320,10 +321,11 @@ def row_groups_for(info: BaseInfo, sorted_keys: np.ndarray) -> list[int]:
 
 
 def lookup_base(
-    fs: AbstractFileSystem, path: str, keys: pa.Array, *, scan_fraction: float
+    fs: AbstractFileSystem, path: str, keys: pa.Array, *, scan_fraction: float, threads: int = 1
 ) -> tuple[pa.Table, str]:
     """Rows of the base file whose key is in ``keys`` (unique strings); also returns "seek"
-    or "scan", the way it read them. Rows come in key order."""
+    or "scan", the way it read them. Rows come in key order. ``threads`` > 1: a scan reads
+    that many contiguous runs of row groups at once (one file handle each)."""
     meta, info = _open(fs, path)
     schema = meta.schema.to_arrow_schema()
     if len(keys) == 0 or info.num_rows == 0:
@@ -343,19 +345,27 @@ def lookup_base(
     if seek and not groups:
         return schema.empty_table(), "seek"
     dictionary = _dictionary_columns(meta, schema)
-    matcher = _Matcher(keys)
-    parts: list[pa.RecordBatch] = []
-    with _input(fs, path) as handle:
-        parquet = pq.ParquetFile(
-            handle, metadata=meta, pre_buffer=_remote(fs), read_dictionary=dictionary
-        )
-        batches = parquet.iter_batches(
-            batch_size=BATCH_ROWS, row_groups=groups if seek else None, use_threads=False
-        )
-        for batch in batches:
-            hits = matcher.positions(batch.column(0))
-            if len(hits):
-                parts.append(batch.take(pa.array(hits)))
+    chosen = groups if seek else list(range(meta.num_row_groups))
+    runs = [r.tolist() for r in np.array_split(chosen, max(1, min(threads, len(chosen))))]
+
+    def scan(run: list[int]) -> list[pa.RecordBatch]:
+        matcher, found = _Matcher(keys), []
+        with _input(fs, path) as handle:
+            parquet = pq.ParquetFile(
+                handle, metadata=meta, pre_buffer=_remote(fs), read_dictionary=dictionary
+            )
+            batches = parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=run, use_threads=False)
+            for batch in batches:
+                hits = matcher.positions(batch.column(0))
+                if len(hits):
+                    found.append(batch.take(pa.array(hits)))
+        return found
+
+    if len(runs) <= 1:
+        parts = scan(chosen)
+    else:
+        with ThreadPoolExecutor(len(runs)) as pool:
+            parts = [batch for found in pool.map(scan, runs) for batch in found]
     if not parts:
         return schema.empty_table(), "seek" if seek else "scan"
     return pa.Table.from_batches(parts).cast(schema), "seek" if seek else "scan"

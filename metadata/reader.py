@@ -137,6 +137,7 @@ def slice_table(
     piece: FileSlice,
     keys: pa.Array | None = None,
     scan_fraction: float = 0.3,
+    threads: int = 1,
 ) -> tuple[pa.Table, str]:
     """Merged rows of one file slice (``keys``: only those, unique) for the partitions whose
     records replace each other (``record_index``, ``column_stats``); also how the base was
@@ -149,7 +150,9 @@ def slice_table(
     elif keys is None:
         rows, mode = read_base(fs, f"{folder}/{piece.base}"), "scan"
     else:
-        rows, mode = lookup_base(fs, f"{folder}/{piece.base}", keys, scan_fraction=scan_fraction)
+        rows, mode = lookup_base(
+            fs, f"{folder}/{piece.base}", keys, scan_fraction=scan_fraction, threads=threads
+        )
     if partition is Partition.RECORD_INDEX:
         return _apply_index_logs(rows, fs, folder, piece, keys), mode
     state = fold_logs(partition, _log_blocks(fs, folder, piece))
@@ -336,11 +339,12 @@ class MetadataReader:
         return dict(sorted(merged.items()))
 
     def group_table(
-        self, partition: Partition, index: int, keys: pa.Array | None = None
+        self, partition: Partition, index: int, keys: pa.Array | None = None, threads: int = 1
     ) -> pa.Table:
         piece = self.slice(partition, index)
         fraction = self.options.get(settings.LOOKUP_SCAN_FRACTION)
-        rows, mode = slice_table(self.fs, self.folder(partition), partition, piece, keys, fraction)
+        folder = self.folder(partition)
+        rows, mode = slice_table(self.fs, folder, partition, piece, keys, fraction, threads)
         self.last_modes[piece.file_group] = mode
         return rows
 
@@ -372,10 +376,13 @@ class MetadataReader:
         wanted, groups = wanted.take(pa.array(order)), groups[order]
         bounds = _run_bounds(groups)
 
+        # fewer groups than threads (small tables): each group's scan uses the spare ones
+        inner = max(1, self.options.get(settings.LOOKUP_THREADS) // max(1, len(bounds)))
+
         def one(j: int) -> tuple[pa.Table, pa.Array | None]:
             group, start, end = bounds[j]
             asked = wanted[start:end]
-            rows = self.group_table(partition, group, asked)
+            rows = self.group_table(partition, group, asked, inner)
             return rows, pc.index_in(asked, value_set=rows.column(KEY)) if locate else None
 
         done = self._map(one, range(len(bounds)))
