@@ -9,6 +9,7 @@ runs on the driver (:func:`plan_slots`) between tagging and routing.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 
@@ -50,33 +51,41 @@ def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
     dictionary-encoded, and a path is built once per distinct combination of values."""
     if not fields:
         return _repeat_text("", table.num_rows)
-    combined = np.zeros(table.num_rows, dtype=np.int64)
-    radix = 1
+    shifted: list[np.ndarray] = []  # per field: its value's code + 1 (0: null)
     values: list[list[str | None]] = []
     for field in fields:
         (found,), dictionary = _value_codes(table.column(field))
-        texts = pc.cast(dictionary, pa.string()).to_pylist()
-        values.append([None, *texts])  # code 0: null
-        combined += (found.astype(np.int64) + 1) * radix
-        radix *= len(texts) + 1
-    if len(fields) == 1:
-        distinct, dense = np.arange(radix), combined
-    elif radix <= 1 << 22:  # a table of every combination: no sort of the rows
-        seen = np.zeros(radix, dtype=bool)
-        seen[combined] = True
-        distinct = np.flatnonzero(seen)
-        dense = (np.cumsum(seen) - 1)[combined]
+        values.append([None, *pc.cast(dictionary, pa.string()).to_pylist()])
+        shifted.append(found.astype(np.int64) + 1)
+    radix = math.prod(len(options) for options in values)  # exact (Python integers)
+    if radix > 1 << 62:  # mixed-radix numbers would overflow: group the code rows instead
+        combos, dense = np.unique(np.stack(shifted, axis=1), axis=0, return_inverse=True)
+        rows = [[values[f][c] for f, c in enumerate(combo)] for combo in combos.tolist()]
     else:
-        distinct, dense = np.unique(combined, return_inverse=True)
-    paths = []
-    for combo in distinct.tolist():
-        row = []
-        for options in values:
-            combo, code = divmod(combo, len(options))
-            row.append(options[code])
-        paths.append(partition_path(fields, row))
+        combined = np.zeros(table.num_rows, dtype=np.int64)
+        scale = 1
+        for codes_of_field, options in zip(shifted, values, strict=True):
+            combined += codes_of_field * scale
+            scale *= len(options)
+        if len(fields) == 1:
+            distinct, dense = np.arange(radix), combined
+        elif radix <= 1 << 22:  # a table of every combination: no sort of the rows
+            seen = np.zeros(radix, dtype=bool)
+            seen[combined] = True
+            distinct = np.flatnonzero(seen)
+            dense = (np.cumsum(seen) - 1)[combined]
+        else:
+            distinct, dense = np.unique(combined, return_inverse=True)
+        rows = []
+        for combo in distinct.tolist():
+            row = []
+            for options in values:
+                combo, code = divmod(combo, len(options))
+                row.append(options[code])
+            rows.append(row)
+    paths = [partition_path(fields, row) for row in rows]
     return pa.DictionaryArray.from_arrays(
-        pa.array(dense.astype(np.int32)), pa.array(paths, pa.string())
+        pa.array(np.asarray(dense).reshape(-1).astype(np.int32)), pa.array(paths, pa.string())
     )
 
 

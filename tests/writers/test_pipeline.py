@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -183,4 +184,15 @@ def test_partition_paths_match_a_path_per_row(
     )
     texts = {f: pc.cast(table.column(f), pa.string()).to_pylist() for f in fields}
     want = [partition_path(fields, [texts[f][n] for f in fields]) for n in range(len(rows))]
+    assert partition_paths(table, fields).cast(pa.string()).to_pylist() == want
+
+
+def test_partition_paths_of_many_high_cardinality_fields() -> None:
+    """Six fields of about 3,000 values each: more combinations than 64-bit codes hold."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    table = pa.table({f"f{i}": pa.array(rng.integers(0, 10**9, n)) for i in range(6)})
+    fields = table.column_names
+    texts = {f: pc.cast(table.column(f), pa.string()).to_pylist() for f in fields}
+    want = [partition_path(fields, [texts[f][i] for f in fields]) for i in range(n)]
     assert partition_paths(table, fields).cast(pa.string()).to_pylist() == want
