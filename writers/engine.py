@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple, Protocol
 
+import fsspec
 import numpy as np
 import pyarrow as pa
 
+from timeline.layout import TableLayout
+from timeline.store import make_durable
 from writers.filegroup import RewriteTask, WriteStatus, rewrite_file_group
+
+SYNC_THREADS = 4  # fsync waits on the disk, not the CPU
 
 
 class Work(NamedTuple):
@@ -29,9 +34,9 @@ class Work(NamedTuple):
     def size(self) -> int:
         return self.rows.num_rows if self.positions is None else len(self.positions)
 
-    def run(self) -> WriteStatus:
+    def run(self, sync: bool = True) -> WriteStatus:
         rows = self.rows if self.positions is None else self.rows.take(pa.array(self.positions))
-        return rewrite_file_group(self.task, rows)
+        return rewrite_file_group(self.task, rows, sync=sync)
 
 
 class Engine(Protocol):
@@ -39,7 +44,9 @@ class Engine(Protocol):
 
 
 class InProcessEngine:
-    """Runs tasks in this process on a few threads (pyarrow releases the GIL)."""
+    """Runs tasks in this process on a few threads (pyarrow releases the GIL). Written files
+    are made durable on separate I/O threads while other rewrites run, all before
+    :meth:`rewrite` returns (so before any commit names them)."""
 
     def __init__(self, threads: int | None = None):
         self.threads = threads or max(2, os.cpu_count() or 2)
@@ -47,14 +54,29 @@ class InProcessEngine:
     def rewrite(self, work: Sequence[Work]) -> list[WriteStatus]:
         """Statuses in the order of ``work``; the largest tasks start first (rewrites of an
         existing file, then by incoming rows), so no thread is left with a big one at the end."""
-        if len(work) <= 1:
-            return [w.run() for w in work]
+        if not work:
+            return []
         order = sorted(
             range(len(work)),
             key=lambda i: (work[i].task.old_file is not None, work[i].size()),
             reverse=True,
         )
-        with ThreadPoolExecutor(self.threads) as pool:
-            statuses = list(pool.map(lambda i: work[i].run(), order))
-        done = dict(zip(order, statuses, strict=True))
-        return [done[i] for i in range(len(work))]
+        fs, root = fsspec.core.url_to_fs(work[0].task.root)
+        layout = TableLayout(root)
+        with (
+            ThreadPoolExecutor(min(self.threads, len(work))) as pool,
+            ThreadPoolExecutor(SYNC_THREADS) as syncer,
+        ):
+
+            def one(i: int) -> tuple[WriteStatus, Future[None] | None]:
+                status = work[i].run(sync=False)
+                if status.file_name is None:
+                    return status, None
+                path = f"{layout.partition_dir(status.partition)}/{status.file_name}"
+                return status, syncer.submit(make_durable, fs, path)
+
+            done = dict(zip(order, pool.map(one, order), strict=True))
+            for _, durable in done.values():
+                if durable is not None:
+                    durable.result()  # re-raises a failed fsync: nothing is committed then
+        return [done[i][0] for i in range(len(work))]

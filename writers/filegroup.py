@@ -135,12 +135,13 @@ def conform(table: pa.Table, schema: pa.Schema, derive_key: str | None = None) -
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
+def rewrite_file_group(task: RewriteTask, incoming: pa.Table, *, sync: bool = True) -> WriteStatus:
     """Rewrite one file group with ``incoming`` (upserts and deletes); see the module doc.
 
     The old rows keep their order: an updated row takes its old place, a deleted one drops
     out, new rows follow (a new group's rows sorted by key). One hash of the old keys and one
-    ``take`` build the new file; no sort of the whole group."""
+    ``take`` build the new file; no sort of the whole group. ``sync=False``: the caller makes
+    the file durable (:func:`timeline.store.make_durable`) before it commits."""
     fs, root = fsspec.core.url_to_fs(task.root)
     layout = TableLayout(root)
     stored = file_schema(task.schema, task.record_key)
@@ -224,7 +225,8 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table) -> WriteStatus:
     else:
         with fs.open(path, "wb") as handle:
             pq.write_table(result, handle, **options)
-    make_durable(fs, path)
+    if sync:
+        make_durable(fs, path)
     size = int(fs.size(path))
     return WriteStatus(
         file_name=name,
