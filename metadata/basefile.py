@@ -321,11 +321,18 @@ def row_groups_for(info: BaseInfo, sorted_keys: np.ndarray) -> list[int]:
 
 
 def lookup_base(
-    fs: AbstractFileSystem, path: str, keys: pa.Array, *, scan_fraction: float, threads: int = 1
+    fs: AbstractFileSystem,
+    path: str,
+    keys: pa.Array,
+    *,
+    scan_fraction: float,
+    threads: int = 1,
+    unique: bool = False,
 ) -> tuple[pa.Table, str]:
-    """Rows of the base file whose key is in ``keys`` (unique strings); also returns "seek"
-    or "scan", the way it read them. Rows come in key order. ``threads`` > 1: a scan reads
-    that many contiguous runs of row groups at once (one file handle each)."""
+    """Rows of the base file whose key is in ``keys`` (strings; ``unique=True``: the caller
+    guarantees none repeats); also returns "seek" or "scan", the way it read them. Rows come
+    in key order. ``threads`` > 1: a scan reads that many contiguous runs of row groups at
+    once (one file handle each)."""
     meta, info = _open(fs, path)
     schema = meta.schema.to_arrow_schema()
     if len(keys) == 0 or info.num_rows == 0:
@@ -334,7 +341,8 @@ def lookup_base(
         keys = keys.combine_chunks()
     if keys.type != schema.field(KEY).type:
         keys = keys.cast(schema.field(KEY).type)
-    keys = pc.unique(keys)  # a key asked twice is still one row
+    if not unique:
+        keys = pc.unique(keys)  # a key asked twice is still one row
     keys = keys.take(sort_order(keys))
     total = len(info.row_group_min)
     groups: list[int] = []

@@ -138,6 +138,7 @@ def slice_table(
     keys: pa.Array | None = None,
     scan_fraction: float = 0.3,
     threads: int = 1,
+    unique: bool = False,
 ) -> tuple[pa.Table, str]:
     """Merged rows of one file slice (``keys``: only those, unique) for the partitions whose
     records replace each other (``record_index``, ``column_stats``); also how the base was
@@ -151,7 +152,12 @@ def slice_table(
         rows, mode = read_base(fs, f"{folder}/{piece.base}"), "scan"
     else:
         rows, mode = lookup_base(
-            fs, f"{folder}/{piece.base}", keys, scan_fraction=scan_fraction, threads=threads
+            fs,
+            f"{folder}/{piece.base}",
+            keys,
+            scan_fraction=scan_fraction,
+            threads=threads,
+            unique=unique,
         )
     if partition is Partition.RECORD_INDEX:
         return _apply_index_logs(rows, fs, folder, piece, keys), mode
@@ -339,12 +345,17 @@ class MetadataReader:
         return dict(sorted(merged.items()))
 
     def group_table(
-        self, partition: Partition, index: int, keys: pa.Array | None = None, threads: int = 1
+        self,
+        partition: Partition,
+        index: int,
+        keys: pa.Array | None = None,
+        threads: int = 1,
+        unique: bool = False,
     ) -> pa.Table:
         piece = self.slice(partition, index)
         fraction = self.options.get(settings.LOOKUP_SCAN_FRACTION)
         folder = self.folder(partition)
-        rows, mode = slice_table(self.fs, folder, partition, piece, keys, fraction, threads)
+        rows, mode = slice_table(self.fs, folder, partition, piece, keys, fraction, threads, unique)
         self.last_modes[piece.file_group] = mode
         return rows
 
@@ -382,7 +393,7 @@ class MetadataReader:
         def one(j: int) -> tuple[pa.Table, pa.Array | None]:
             group, start, end = bounds[j]
             asked = wanted[start:end]
-            rows = self.group_table(partition, group, asked, inner)
+            rows = self.group_table(partition, group, asked, inner, unique=True)
             return rows, pc.index_in(asked, value_set=rows.column(KEY)) if locate else None
 
         done = self._map(one, range(len(bounds)))
