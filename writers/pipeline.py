@@ -54,7 +54,7 @@ def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
     shifted: list[np.ndarray] = []  # per field: its value's code + 1 (0: null)
     values: list[list[str | None]] = []
     for field in fields:
-        (found,), dictionary = _value_codes(table.column(field))
+        found, dictionary = _value_codes(table.column(field))
         values.append([None, *pc.cast(dictionary, pa.string()).to_pylist()])
         shifted.append(found.astype(np.int64) + 1)
     radix = math.prod(len(options) for options in values)  # exact (Python integers)
@@ -89,17 +89,22 @@ def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
     )
 
 
-def _value_codes(column: pa.ChunkedArray) -> tuple[list[np.ndarray], pa.Array]:
-    """:func:`codes` for a column of any type (its dictionary keeps the column's type)."""
+def _value_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """:func:`codes` of one column of any type (its dictionary keeps the column's type)."""
     chunks = [
         part if pa.types.is_dictionary(part.type) else pc.dictionary_encode(part)
         for part in column.chunks
     ]
     if not chunks:
-        return [np.empty(0, np.int32)], pa.array([], column.type)
+        return np.empty(0, np.int32), pa.array([], column.type)
+    return _unified(chunks)
+
+
+def _unified(chunks: Sequence[pa.Array]) -> tuple[np.ndarray, pa.Array]:
+    """The indices of dictionary arrays (int32, -1 for null) over one unified dictionary."""
     unified = pa.chunked_array(chunks).unify_dictionaries()
     indices = [pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False) for c in unified.chunks]
-    return [np.concatenate(indices).astype(np.int32)], unified.chunk(0).dictionary
+    return np.concatenate(indices).astype(np.int32), unified.chunk(0).dictionary
 
 
 def deduplicate(table: pa.Table, precombine: str | None) -> pa.Table:
@@ -294,20 +299,11 @@ def codes(columns: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarra
         for part in parts:
             if not pa.types.is_dictionary(part.type):
                 part = pc.dictionary_encode(part.cast(pa.string()))
-            elif part.type.value_type != pa.string():
-                part = part.cast(pa.dictionary(pa.int32(), pa.string()))
             chunks.append(part.cast(pa.dictionary(pa.int32(), pa.string())))
     if not chunks:
         return [np.empty(0, np.int32) for _ in columns], pa.array([], pa.string())
-    unified = pa.chunked_array(chunks).unify_dictionaries()
-    indices = np.concatenate(
-        [
-            pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32)
-            for c in unified.chunks
-        ]
-    )
-    splits = np.cumsum(lengths)[:-1]
-    return np.split(indices, splits), unified.chunk(0).dictionary
+    indices, dictionary = _unified(chunks)
+    return np.split(indices, np.cumsum(lengths)[:-1]), dictionary
 
 
 def _null_texts(n: int) -> pa.DictionaryArray:
