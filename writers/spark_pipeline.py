@@ -115,7 +115,7 @@ def _dedup_tag(
     if tagging:
         fs, root = fsspec.core.url_to_fs(ctx.root)
         reader = MetadataReader(fs, TableLayout(root), ctx.point, cfg.Options(ctx.options))
-        table = tag(table, reader.lookup(table.column(RECORD_KEY)))
+        table = tag(table, *reader.locate(table.column(RECORD_KEY)))  # keys are unique now
     else:
         table = table.append_column(OLD_PARTITION, pa.nulls(table.num_rows, pa.string()))
         table = table.append_column(OLD_FILE_ID, pa.nulls(table.num_rows, pa.string()))
