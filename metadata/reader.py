@@ -397,8 +397,6 @@ class MetadataReader:
             return rows, pc.index_in(asked, value_set=rows.column(KEY)) if locate else None
 
         done = self._map(one, range(len(bounds)))
-        if not done:
-            return empty_table(partition), pa.nulls(len(wanted), pa.int64())
         found = pa.concat_tables([rows for rows, _ in done])
         if not locate:
             return found, pa.array([], pa.int64())

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from metadata.arrow_records import encode_index_columns, index_table
+from metadata.arrow_records import encode_index_columns, flat, index_table
 from metadata.basefile import sort_order
 from metadata.hashing import file_group_id, file_groups_of, group_order
 from metadata.logblock import BlockType, append_blocks, encode_block
@@ -195,7 +195,7 @@ def _write_index(
     if rows.num_rows == 0:
         return []
     rows = rows.combine_chunks()
-    all_keys = rows.column("key").chunk(0) if rows.num_rows else pa.array([], pa.string())
+    all_keys = flat(rows.column("key"))
     groups = file_groups_of(all_keys, group_counts[str(partition)])
     order = group_order(groups, group_counts[str(partition)])
     groups = groups[order]
