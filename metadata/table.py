@@ -36,7 +36,7 @@ from metadata.writer import InstantChanges, WrittenLog, write_changes
 from timeline.bodies import decode_body, encode_body
 from timeline.instant import Action
 from timeline.layout import TimelineKind
-from timeline.table import TableTimelines, as_of_point
+from timeline.table import TableTimelines
 
 P = TypeVar("P", bound=msgspec.Struct)
 BASE_ACTIONS = frozenset({Action.COMPACTION, Action.REINDEX})
@@ -72,9 +72,10 @@ class MetadataTable:
         self.layout = table.layout
 
     # ---- reading ---------------------------------------------------------------------
-    def read_point(self, as_of: str | None = None) -> ReadPoint:
+    def read_point(self, as_of: object = None) -> ReadPoint:
+        """The read point of a user's ``as_of`` (checked by ``timeline.as_of``)."""
         global_timeline = self.table.timeline(TimelineKind.GLOBAL)
-        point = as_of_point(global_timeline, as_of)  # a write's time means after that write
+        point = self.table.read_point(as_of, global_timeline)
         visibility = self.table.visibility(point, global_timeline)
         meta = self.table.timeline(TimelineKind.METADATA)
         bases = [i for i in meta.by_completion(point) if i.action in BASE_ACTIONS]
@@ -86,7 +87,7 @@ class MetadataTable:
                 counts.update(plan.group_counts)
                 reindexed.update(dict.fromkeys(plan.group_counts, inst.time))
         return ReadPoint(
-            as_of=as_of,
+            as_of=point,
             visible=tuple(i.time for i in visibility.visible),
             undone=visibility.undone,
             bases=tuple(i.time for i in bases),
@@ -95,7 +96,7 @@ class MetadataTable:
             read_at=visibility.visible[-1].completion_time if visibility.visible else None,
         )
 
-    def reader(self, as_of: str | None = None) -> MetadataReader:
+    def reader(self, as_of: object = None) -> MetadataReader:
         return MetadataReader(self.fs, self.layout, self.read_point(as_of), self.table.options)
 
     def _plan(self, time: str, action: Action, kind: type[P]) -> P:

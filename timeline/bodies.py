@@ -10,6 +10,14 @@ ones that decide visibility, read from *completed* rollback and restore files:
   time lies strictly between ``target`` and ``t`` is undone, except rollbacks, restores and
   savepoints.
 
+and the ones that bound what a read point may reach (``timeline.as_of``):
+
+* ``<t>_<c>.savepoint``: ``{"version": 1, "target": "<instant time>"}`` -- the cleaner keeps
+  the files of the commit ``target``.
+* ``<t>_<c>.clean``: ``{"version": 1, "earliest_retained": "<instant time>", ...}`` -- the
+  cleaner kept what reads as of that commit's completion and later need (the full plan has
+  more fields, read by the cleaner itself).
+
 An empty body (zero bytes) is allowed for instants that carry nothing.
 """
 
@@ -35,6 +43,18 @@ class RollbackBody(msgspec.Struct, frozen=True, kw_only=True):
 class RestoreBody(msgspec.Struct, frozen=True, kw_only=True):
     version: int = BODY_VERSION
     target: str
+
+
+class SavepointBody(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = BODY_VERSION
+    target: str
+
+
+class CleanBody(msgspec.Struct, frozen=True, kw_only=True):
+    """The part of a clean plan that bounds read points (other fields are ignored here)."""
+
+    version: int = BODY_VERSION
+    earliest_retained: str
 
 
 class EmptyBody(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,7 +14,8 @@ from fsspec import AbstractFileSystem
 
 from timeline import config as cfg
 from timeline import table_config
-from timeline.bodies import RestoreBody, RollbackBody, decode_body
+from timeline.as_of import check_point, parse_as_of
+from timeline.bodies import CleanBody, RestoreBody, RollbackBody, SavepointBody, decode_body
 from timeline.errors import ConfigError, InstantExistsError
 from timeline.heartbeat import Heartbeat, dead_pending
 from timeline.instant import Action, Instant
@@ -113,6 +114,53 @@ class TableTimelines:
     ) -> Visibility:
         tl = global_timeline if global_timeline is not None else self.timeline()
         return resolve(tl, self.undo_bodies(tl), as_of_point(tl, as_of))
+
+    def savepointed(self, visibility: Visibility | None = None) -> dict[str, str]:
+        """Visible savepoints: savepointed commit time -> savepoint instant time."""
+        visibility = visibility if visibility is not None else self.visibility()
+        found = {}
+        for inst in visibility.visible:
+            if inst.action is Action.SAVEPOINT:
+                where = self.store.path_of(TimelineKind.GLOBAL, inst)
+                data = self.store.read_body(TimelineKind.GLOBAL, inst)
+                found[decode_body(data, SavepointBody, where=where).target] = inst.time
+        return found
+
+    def retained_from(self, global_timeline: Timeline, visibility: Visibility) -> str | None:
+        """Completion time of the earliest commit the latest visible clean kept (None: no
+        clean ran); reads as of earlier points need a savepoint."""
+        cleans = [i for i in visibility.visible if i.action is Action.CLEAN]
+        if not cleans:
+            return None
+        where = self.store.path_of(TimelineKind.GLOBAL, cleans[-1])
+        data = self.store.read_body(TimelineKind.GLOBAL, cleans[-1])
+        earliest = decode_body(data, CleanBody, where=where).earliest_retained
+        kept = global_timeline.get(earliest)
+        return kept.completion_time if kept is not None else None
+
+    def read_point(self, as_of: object, global_timeline: Timeline | None = None) -> str | None:
+        """A user's ``as_of`` (``timeline.as_of``) as a checked completion-time read point:
+        :class:`timeline.as_of.AsOfError` when malformed or outside the readable history."""
+        parsed = parse_as_of(as_of, table=self.path)
+        if parsed is None:
+            return None
+        tl = global_timeline if global_timeline is not None else self.timeline()
+        point = as_of_point(tl, parsed)
+        assert point is not None
+        now = self.visibility(global_timeline=tl)
+        done = [i.completion_time for i in tl.completed() if i.completion_time]
+        at_point = self.visibility(point, tl)
+        commits = [i.time for i in at_point.visible if i.action is Action.COMMIT]
+        check_point(
+            point,
+            created_at=self.config.created_at,
+            latest=max(done, default=self.config.created_at),
+            retained_from=self.retained_from(tl, now),
+            savepointed=self.savepointed(now),
+            latest_commit_at_point=commits[-1] if commits else None,
+            table=self.path,
+        )
+        return point
 
     def next_time(self) -> str:
         return self.store.next_time()

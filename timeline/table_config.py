@@ -82,6 +82,8 @@ class TableConfig(msgspec.Struct, frozen=True, kw_only=True):
         return pa.schema([pa.field(f.name, text_to_type(f.type), f.nullable) for f in self.schema])
 
     def validate(self) -> TableConfig:
+        """Refuse a config no write could use (names the field and what to do)."""
+        self._check_names()
         names = [f.name for f in self.schema]
         if len(set(names)) != len(names):
             raise ConfigError(f"table {self.name!r}: duplicate column names in schema {names}")
@@ -100,6 +102,31 @@ class TableConfig(msgspec.Struct, frozen=True, kw_only=True):
         for field in self.schema:
             text_to_type(field.type)
         return self
+
+    def _check_names(self) -> None:
+        if not isinstance(self.record_key, str) or not self.record_key.strip():
+            raise ConfigError(
+                f"table {self.name!r}: record_key must name a column, got {self.record_key!r}"
+            )
+        if self.precombine_field is not None and (
+            not isinstance(self.precombine_field, str) or not self.precombine_field.strip()
+        ):
+            raise ConfigError(
+                f"table {self.name!r}: precombine must name a column or be None, got "
+                f"{self.precombine_field!r}"
+            )
+        if self.precombine_field == self.record_key:
+            raise ConfigError(
+                f"table {self.name!r}: the precombine field cannot be the record key "
+                f"{self.record_key!r}"
+            )
+        fields = self.partition_fields
+        if len(set(fields)) != len(fields):
+            raise ConfigError(f"table {self.name!r}: partition fields repeat: {fields}")
+        if self.precombine_field in fields:
+            raise ConfigError(
+                f"table {self.name!r}: the precombine field cannot be a partition field"
+            )
 
 
 def type_to_text(data_type: pa.DataType) -> str:

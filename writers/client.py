@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
+from index.keys import check_key_type, key_array, key_texts
 from metadata import settings as metadata_settings
 from metadata.arrow_records import empty_table
 from metadata.hashing import estimate_file_groups, group_order
@@ -23,10 +24,11 @@ from metadata.reader import MetadataReader
 from metadata.records import ColumnStatsRecord, Partition, RecordLocation
 from metadata.table import MetadataTable
 from timeline import config as cfg
+from timeline.errors import ConfigError
 from timeline.instant import Instant
 from timeline.layout import TimelineKind
 from timeline.table import TableTimelines
-from timeline.table_config import FieldSpec, IndexSettings, TableConfig
+from timeline.table_config import FieldSpec, IndexSettings, TableConfig, text_to_type
 from writers import settings
 from writers.clean import clean
 from writers.commit import Transaction, schema_as_of
@@ -91,6 +93,10 @@ class WriteClient:
         schema: pa.Schema | None = None,
         **options: object,
     ) -> WriteClient:
+        partition_by = _field_list(partition_by, path)
+        if schema is not None:
+            if record_key in schema.names:
+                check_key_type(record_key, schema.field(record_key).type, table=path)
         given = {k: str(v) for k, v in options.items()}
         opts = cfg.Options(given)
         expected = opts.get(settings.EXPECTED_RECORDS)
@@ -133,9 +139,9 @@ class WriteClient:
         return self._spark
 
     # ---- schema --------------------------------------------------------------------------
-    def schema(self, as_of: str | None = None) -> list[FieldSpec]:
+    def schema(self, as_of: object = None) -> list[FieldSpec]:
         """The table schema as of a read point: that of the latest visible commit."""
-        return schema_as_of(self.table, as_of)
+        return schema_as_of(self.table, self.table.read_point(as_of))
 
     def validate(self) -> list[str]:
         """Compare the metadata table with a rebuild from storage; [] when they agree."""
@@ -156,20 +162,25 @@ class WriteClient:
         return self._write(data, "upsert")
 
     def delete(self, keys: Any) -> str:
+        """Delete keys: a list of key values, or a table (Arrow, pandas, Spark) with the record
+        key column. Keys that are absent are ignored; null keys are refused."""
         recover(self.table)
         config = self.table.config
-        if isinstance(keys, list | tuple):
-            keys = pa.table({config.record_key: pa.array([str(k) for k in keys], pa.string())})
-        incoming = to_arrow(keys)
-        if config.record_key not in incoming.column_names:
-            raise WriteError(
-                f"delete: the keys have no record key column {config.record_key!r} "
-                f"(columns: {incoming.column_names})",
-                table=self.path,
+        key_type = self._key_type()
+        if isinstance(keys, list | tuple | str | bytes):
+            texts = key_texts(keys, key_type, table=self.path, what="delete")
+            key_col = pa.array(texts, pa.string())
+        else:
+            incoming = to_arrow(keys)
+            if config.record_key not in incoming.column_names:
+                raise WriteError(
+                    f"delete: the keys have no record key column {config.record_key!r} "
+                    f"(columns: {incoming.column_names})",
+                    table=self.path,
+                )
+            key_col = key_array(
+                incoming.column(config.record_key), key_type, table=self.path, what="delete"
             )
-        key_col = pc.cast(incoming.column(config.record_key), pa.string())
-        if key_col.null_count:
-            raise WriteError("delete: null record keys", table=self.path)
         rows = pa.table({RECORD_KEY: pc.unique(key_col)})
         reader = self.metadata.reader()
         found = reader.lookup(rows.column(RECORD_KEY))
@@ -182,6 +193,13 @@ class WriteClient:
         routed = tagged.append_column(TARGET_FILE_ID, tagged.column(OLD_FILE_ID))
         listing = current_files(reader.files())
         return self._commit("delete", routed, self.schema(), listing, reader.point.read_at)
+
+    def _key_type(self) -> pa.DataType | None:
+        """The record key column's type (None until the first write fixes the schema)."""
+        for field in self.table.config.schema or self.schema():
+            if field.name == self.table.config.record_key:
+                return text_to_type(field.type)
+        return None
 
     def _write(self, data: Any, operation: str) -> str:
         recover(self.table)
@@ -224,14 +242,16 @@ class WriteClient:
         """The Spark engine: every step runs as Spark tasks (``writers.spark_pipeline``)."""
         config = self.table.config
         schema = check_input(frame.limit(0).toArrow(), config, self.schema(), table=self.path)
-        nulls = frame.where(F.col(config.record_key).isNull()).limit(1).count()
-        if nulls:
-            check_input(
-                frame.where(F.col(config.record_key).isNull()).limit(1).toArrow(),
-                config,
-                self.schema(),
-                table=self.path,
-            )
+        checked = [
+            config.record_key,
+            *([config.precombine_field] if config.precombine_field else []),
+        ]
+        null = F.lit(False)
+        for column in checked:
+            null = null | F.col(column).isNull()
+        bad = frame.where(null).limit(1)
+        if bad.count():  # one row with a null key or precombine value: name it like in-process
+            check_input(bad.toArrow(), config, self.schema(), table=self.path)
         reader = self.metadata.reader()
         listing = current_files(reader.files())
         target, small = self._insert_room(reader, listing, operation)
@@ -329,23 +349,26 @@ class WriteClient:
         return time
 
     # ---- reads ---------------------------------------------------------------------------
-    def lookup(
-        self, keys: Sequence[str], as_of: str | None = None
-    ) -> dict[str, RecordLocation | None]:
-        return self.metadata.reader(as_of).locations([str(k) for k in keys])
+    # Every ``as_of`` goes through one parser (``timeline.as_of``): an instant time, a datetime
+    # or an ISO-8601 string; malformed or out-of-history points raise ``AsOfError``.
+    def lookup(self, keys: Sequence[Any], as_of: object = None) -> dict[str, RecordLocation | None]:
+        """Where each key lives as of a read point (None: absent). ``keys`` is a sequence
+        (a bare string is refused); the answer is keyed by each key's canonical text."""
+        texts = key_texts(keys, self._key_type(), table=self.path, what="lookup")
+        return self.metadata.reader(as_of).locations(texts)
 
     def files(
-        self, partition: str | None = None, as_of: str | None = None
+        self, partition: str | None = None, as_of: object = None
     ) -> dict[str, dict[str, int]]:
         return self.metadata.reader(as_of).files(partition)
 
-    def column_stats(self, column: str, as_of: str | None = None) -> list[ColumnStatsRecord]:
+    def column_stats(self, column: str, as_of: object = None) -> list[ColumnStatsRecord]:
         return self.metadata.reader(as_of).column_stats(column)
 
     def timeline(self, which: str = "global") -> list[Instant]:
         return list(self.table.timeline(TimelineKind(which)))
 
-    def file_paths(self, as_of: str | None = None) -> list[str]:
+    def file_paths(self, as_of: object = None) -> list[str]:
         """Paths of the data files of the table as of a read point (from the metadata table)."""
         layout = self.table.layout
         return [
@@ -354,16 +377,32 @@ class WriteClient:
             for name in sorted(files)
         ]
 
-    def read_arrow(self, as_of: str | None = None) -> pa.Table:
+    def read_arrow(self, as_of: object = None) -> pa.Table:
         """The table as a pyarrow Table (in-process; small tables and tests)."""
-        paths = self.file_paths(as_of)
+        point = self.table.read_point(as_of)
+        paths = self.file_paths(point)
         return read_arrow_files(
-            self.table.fs, paths, self.schema(as_of), self.table.config.record_key
+            self.table.fs, paths, self.schema(point), self.table.config.record_key
         )
 
-    def read(self, as_of: str | None = None, where: Any = None) -> Any:
+    def read(self, as_of: object = None, where: Any = None) -> Any:
         """A Spark DataFrame of the table now or as of an instant."""
-        return read_spark(self, as_of, where)
+        return read_spark(self, self.table.read_point(as_of), where)
+
+
+def _field_list(fields: object, path: str) -> list[str]:
+    """``partition_by`` as a list of names: a bare string is refused (``"day"`` would be the
+    fields ``d``, ``a``, ``y``)."""
+    if isinstance(fields, str | bytes) or not isinstance(fields, Sequence):
+        raise ConfigError(
+            f"partition_by must be a list of field names such as [{fields!r}], not "
+            f"{type(fields).__name__} {fields!r}",
+            table=path,
+        )
+    bad = [f for f in fields if not isinstance(f, str)]
+    if bad:
+        raise ConfigError(f"partition_by: field names must be strings, got {bad}", table=path)
+    return list(fields)
 
 
 def _rows_per_group(

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from index.keys import key_text
 from metadata.arrow_records import flat
 from metadata.hashing import group_order, stable_hashes
 from metadata.records import ints_to_file_id
@@ -40,8 +41,8 @@ class Slot(msgspec.Struct, frozen=True, array_like=True):
 
 
 def prepare(table: pa.Table, key: str, partition_fields: Sequence[str]) -> pa.Table:
-    """Add the record-key and partition-path columns."""
-    keys = pc.cast(table.column(key), pa.string())
+    """Add the record-key (its canonical text, ``index.keys``) and partition-path columns."""
+    keys = key_text(table.column(key))
     table = table.append_column(RECORD_KEY, keys)
     return table.append_column(PARTITION, partition_paths(table, partition_fields))
 

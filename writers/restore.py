@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import msgspec
 
-from timeline.bodies import encode_body
+from metadata.table import MetadataTable
+from timeline.as_of import AsOfError
+from timeline.bodies import SavepointBody, encode_body
 from timeline.instant import Action, Instant, State
 from timeline.table import TableTimelines
 from writers.commit import G
@@ -22,11 +24,6 @@ from writers.rollback import execute_undo, plan_rollback
 from writers.service import complete_all, run_service, start_all
 
 BODY_VERSION = 1
-
-
-class SavepointBody(msgspec.Struct, frozen=True, kw_only=True):
-    version: int = BODY_VERSION
-    target: str
 
 
 class RestorePlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,23 +36,76 @@ class RestorePlan(msgspec.Struct, frozen=True, kw_only=True):
 
 def savepoints(table: TableTimelines) -> dict[str, str]:
     """Visible savepoints: savepointed instant -> savepoint instant."""
-    found = {}
-    for inst in table.visibility().visible:
-        if inst.action is Action.SAVEPOINT:
-            data = table.store.read_body(G, inst)
-            body = msgspec.json.decode(data, type=SavepointBody)
-            found[body.target] = inst.time
-    return found
+    return table.savepointed()
 
 
-def savepoint(table: TableTimelines, time: str) -> str:
+def restorable(table: TableTimelines) -> list[str]:
+    """Visible commits whose files the cleaner kept: savepointed ones and those from the
+    latest clean's earliest retained commit on."""
+    visibility = table.visibility()
+    held = table.savepointed(visibility)
+    since = table.retained_from(table.timeline(G), visibility)
+    return [
+        i.time
+        for i in visibility.visible
+        if i.action is Action.COMMIT
+        and (i.time in held or since is None or i.completion_time >= since)  # type: ignore[operator]
+    ]
+
+
+def missing_files(table: TableTimelines, time: str) -> list[str]:
+    """Data files the table needs as of commit ``time`` that are not on storage (one
+    listing per partition folder)."""
+    listing = MetadataTable(table).reader(time).files()
+    missing = []
+    for partition, files in sorted(listing.items()):
+        folder = table.layout.partition_dir(partition)
+        try:
+            present = {p.rsplit("/", 1)[-1] for p in table.fs.ls(folder, detail=False)}
+        except FileNotFoundError:
+            present = set()
+        missing.extend(
+            table.layout.data_file(partition, n) for n in sorted(files) if n not in present
+        )
+    return missing
+
+
+def check_restorable(table: TableTimelines, time: str, verb: str) -> None:
+    """Refuse (changing nothing) a commit whose files are gone or that is not visible."""
     target = table.timeline(G).get(time, Action.COMMIT)
     if target is None or not table.visibility().is_visible(time):
         raise WriteError(
-            f"cannot savepoint {time}: it is not a visible commit (see `lakebraid timeline`)",
+            f"cannot {verb} {time}: it is not a visible commit (see `lakebraid timeline`)",
             table=table.path,
             instant=time,
         )
+    candidates = restorable(table)
+    earliest = (
+        f"the earliest commit that can still be restored is {candidates[0]}"
+        if (candidates)
+        else "no commit can be restored"
+    )
+    try:
+        table.read_point(time)
+    except AsOfError:
+        raise WriteError(
+            f"cannot {verb} {time}: the cleaner already removed its files (it is older than "
+            f"the clean retention); {earliest}",
+            table=table.path,
+            instant=time,
+        ) from None
+    missing = missing_files(table, time)
+    if missing:
+        raise WriteError(
+            f"cannot {verb} {time}: {len(missing)} of its data files are gone (first: "
+            f"{missing[0]}); {earliest}",
+            table=table.path,
+            instant=time,
+        )
+
+
+def savepoint(table: TableTimelines, time: str) -> str:
+    check_restorable(table, time, "savepoint")
     body = encode_body(SavepointBody(target=time))
 
     def mark(at: str) -> None:
@@ -74,6 +124,7 @@ def restore(table: TableTimelines, time: str) -> str:
             table=table.path,
             instant=time,
         )
+    check_restorable(table, time, "restore to")
     undone = table.visibility().undone
     later = [
         i

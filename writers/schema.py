@@ -13,6 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from index.errors import RecordKeyError
+from index.keys import check_key_type
 from timeline.errors import ConfigError
 from timeline.table_config import FieldSpec, TableConfig, text_to_type, type_to_text
 from writers.errors import InputError
@@ -65,6 +67,19 @@ def check_input(
             "them before writing",
             table=table,
         )
+    pre = config.precombine_field
+    if pre is not None and pre not in names:
+        raise InputError(
+            f"the input has no precombine column {pre!r} (columns: {names}); every write "
+            "needs it to order rows of one key",
+            table=table,
+        )
+    if pre is not None and incoming.column(pre).null_count:
+        raise InputError(
+            f"{incoming.column(pre).null_count} rows have a null precombine value {pre!r}: "
+            "rows of one key could not be ordered; fill them before writing",
+            table=table,
+        )
     missing = [f for f in config.partition_fields if f not in names]
     if missing:
         raise InputError(
@@ -77,6 +92,11 @@ def check_input(
         raise InputError(f"column names {reserved} are reserved for lakebraid", table=table)
     if len(set(names)) != len(names):
         raise InputError(f"duplicate column names in the input: {names}", table=table)
+    if key not in {f.name for f in current}:  # the key's type is fixed by this write
+        try:
+            check_key_type(key, incoming.schema.field(key).type, table=table)
+        except RecordKeyError as exc:
+            raise InputError(exc.message, table=table) from None
     known = {f.name: f for f in current}
     schema = list(current)
     for field in incoming.schema:

@@ -1,0 +1,143 @@
+"""The canonical text of a record key: the one rule every path follows (writes, lookups,
+deletes, the record index, the conflict check, virtual keys on read).
+
+A key value's text is Arrow's cast of the value *in the table's key type* to ``string``:
+
+* ``string`` / ``large_string``: the value itself;
+* integers: decimal digits with a leading ``-`` for negatives (``7``, ``-12``);
+* ``date32``: ``YYYY-MM-DD``; ``timestamp[unit, tz]``: Arrow's ISO text at the unit's
+  precision; ``decimal``: the digits at the column's scale (``1.50`` in ``decimal(5, 2)``);
+* ``bool``: ``true`` / ``false``.
+
+A value given to ``lookup`` or ``delete`` is first converted to the table's key type (so
+``lookup([7])`` and ``lookup(["7"])`` both find the integer key 7, and ``Decimal("1.5")``
+finds ``1.50``), then cast to text. Null keys are refused everywhere. Floating-point key
+columns are refused when the key type is first fixed: their text does not round-trip
+(``1.0`` prints as ``1``, ``0.1 + 0.2`` as ``0.30000000000000004``), so equality of keys
+would depend on how the caller wrote the number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from index.errors import RecordKeyError
+
+
+def key_type_problem(data_type: pa.DataType) -> str | None:
+    """Why ``data_type`` cannot be a record key type (None: it can)."""
+    if pa.types.is_dictionary(data_type):
+        return key_type_problem(data_type.value_type)
+    if (
+        pa.types.is_string(data_type)
+        or pa.types.is_large_string(data_type)
+        or pa.types.is_integer(data_type)
+        or pa.types.is_date32(data_type)
+        or pa.types.is_timestamp(data_type)
+        or pa.types.is_decimal(data_type)
+        or pa.types.is_boolean(data_type)
+    ):
+        return None
+    if pa.types.is_floating(data_type):
+        return (
+            f"a floating-point key ({data_type}) does not round-trip through text (1.0 reads "
+            "as 1); use an integer, decimal or string key column"
+        )
+    return (
+        f"type {data_type} cannot be a record key; use a string, integer, date, timestamp "
+        "or decimal column"
+    )
+
+
+def check_key_type(column: str, data_type: pa.DataType, *, table: str | None) -> None:
+    problem = key_type_problem(data_type)
+    if problem is not None:
+        raise RecordKeyError(f"record key column {column!r}: {problem}", table=table)
+
+
+def key_text(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """The canonical text of a key column already in the table's key type."""
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    return pc.cast(column, pa.string())
+
+
+def key_texts(
+    keys: object,
+    key_type: pa.DataType | None,
+    *,
+    table: str | None,
+    what: str,
+) -> list[str]:
+    """Canonical texts of caller-given keys for ``what`` (``lookup``, ``delete``).
+
+    ``keys`` must be a sequence (a bare ``str``/``bytes`` is refused: ``lookup("k1")`` would
+    otherwise look up ``"k"`` and ``"1"``); no key may be null; each is converted to
+    ``key_type`` (the table's; None when the table has no schema yet: the values' own type)."""
+    if isinstance(keys, str | bytes) or not isinstance(keys, Sequence):
+        raise RecordKeyError(
+            f"{what}: keys must be a list of keys, not {type(keys).__name__} {keys!r:.60}; "
+            f"write {what}([key]) for one key",
+            table=table,
+        )
+    nulls = [i for i, k in enumerate(keys) if k is None]
+    if nulls:
+        raise RecordKeyError(
+            f"{what}: {len(nulls)} null key(s) (first at position {nulls[0]}); record keys are "
+            "never null",
+            table=table,
+        )
+    return key_array(keys, key_type, table=table, what=what).to_pylist()
+
+
+def key_array(
+    keys: Sequence[object] | pa.Array | pa.ChunkedArray,
+    key_type: pa.DataType | None,
+    *,
+    table: str | None,
+    what: str,
+) -> pa.Array | pa.ChunkedArray:
+    """Keys (values or an Arrow column) as canonical text, converted to ``key_type`` first."""
+    values = keys if isinstance(keys, pa.Array | pa.ChunkedArray) else _values(keys, key_type)
+    if values is None:
+        raise RecordKeyError(
+            f"{what}: keys {list(keys)[:10]!r:.200} are of mixed or unsupported types; pass "
+            f"keys of the table's key type {key_type}",
+            table=table,
+        )
+    if len(values) == 0:
+        return pa.array([], pa.string())
+    if values.null_count:
+        raise RecordKeyError(
+            f"{what}: {values.null_count} null key(s); record keys are never null", table=table
+        )
+    if key_type is not None and values.type != key_type:
+        try:
+            values = pc.cast(values, key_type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise RecordKeyError(
+                f"{what}: keys of type {values.type} cannot be read as the table's key type "
+                f"{key_type} ({exc}); pass keys of type {key_type}",
+                table=table,
+            ) from None
+    elif key_type is None:
+        check_key_type("key", values.type, table=table)
+    return key_text(values)
+
+
+def _values(keys: Sequence[object], key_type: pa.DataType | None) -> pa.Array | None:
+    """Python key values as one Arrow array: in ``key_type`` directly when they fit, else one
+    by one through their own type (``"20"`` for an integer key); None if neither works."""
+    try:
+        return pa.array(list(keys), key_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+        pass
+    try:
+        if key_type is None:
+            return pa.array(list(keys))
+        return pa.array([pc.cast(pa.scalar(k), key_type).as_py() for k in keys], key_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+        return None

@@ -1,0 +1,213 @@
+"""Issue 11, as a hostile user found it: savepoints of cleaned commits, unchecked read points,
+inconsistent key text and bad configuration. Each test failed on f2d2aa2."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from index.errors import RecordKeyError
+from timeline.as_of import AsOfError, parse_as_of
+from timeline.errors import ConfigError, LakebraidError
+from writers.client import WriteClient
+from writers.errors import InputError, WriteError
+
+
+def rows(ids: list, ts: int, p: str = "x", **extra: list) -> pa.Table:
+    n = len(ids)
+    return pa.table({"id": ids, "p": [p] * n, "ts": [ts] * n, **extra})
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> WriteClient:
+    return WriteClient.create(
+        str(tmp_path / "t"), record_key="id", partition_by=["p"], precombine="ts"
+    )
+
+
+def files_on_disk(c: WriteClient) -> set[str]:
+    root = Path(c.path)
+    return {str(p) for p in root.rglob("*.parquet") if ".braid" not in p.parts}
+
+
+# ---- case 1: savepoint / restore of a cleaned commit --------------------------------------
+def test_savepoint_of_a_cleaned_commit_is_refused_and_nothing_is_lost(client) -> None:
+    ts = [client.upsert(rows(["a", f"n{i}"], i)) for i in range(14)]
+    assert client.clean() is not None
+    before = client.read_arrow().sort_by("id").to_pylist()
+    on_disk = files_on_disk(client)
+    with pytest.raises(WriteError, match="earliest commit that can still be restored is") as err:
+        client.savepoint(ts[0])
+    assert err.value.instant == ts[0]
+    with pytest.raises(WriteError, match="has no savepoint"):
+        client.restore(ts[0])
+    assert client.read_arrow().sort_by("id").to_pylist() == before
+    assert files_on_disk(client) == on_disk
+    assert [i.action for i in client.timeline()].count("savepoint") == 0
+    # the commit the error names can be savepointed and restored
+    earliest = str(err.value).split("restored is ")[1].split()[0].rstrip(";[")
+    assert earliest in ts
+    client.savepoint(earliest)
+    client.restore(earliest)
+    assert sorted(r["id"] for r in client.read_arrow().to_pylist()) == sorted(
+        ["a"] + [f"n{i}" for i in range(ts.index(earliest) + 1)]
+    )
+    assert client.validate() == []
+
+
+def test_restore_refuses_a_savepoint_whose_files_went_missing(client) -> None:
+    t1 = client.upsert(rows(["a", "b"], 1))
+    client.savepoint(t1)
+    client.upsert(rows(["c"], 2, p="y"))
+    victim = next(p for p in files_on_disk(client) if "p=x" in p)
+    Path(victim).unlink()
+    with pytest.raises(WriteError, match="data files are gone"):
+        client.restore(t1)
+    assert client.lookup(["c"])["c"] is not None, "nothing was undone"
+
+
+# ---- case 3: one read point parser -------------------------------------------------------
+@pytest.mark.parametrize(
+    "value",
+    ["yesterday", "20261399999999999", "2026139999999999", "", "2024-13-01", "12:00", "1e5"],
+)
+def test_malformed_as_of_is_refused_everywhere(client, value) -> None:
+    client.upsert(rows(["a"], 1))
+    for call in (
+        lambda: client.read_arrow(as_of=value),
+        lambda: client.lookup(["a"], as_of=value),
+        lambda: client.files(as_of=value),
+        lambda: client.column_stats("ts", as_of=value),
+        lambda: client.schema(as_of=value),
+    ):
+        with pytest.raises(AsOfError, match="instant time|read point"):
+            call()
+
+
+def test_as_of_of_a_wrong_type_is_a_named_error(client) -> None:
+    client.upsert(rows(["a"], 1))
+    with pytest.raises(AsOfError, match="not int"):
+        client.read_arrow(as_of=20261123000000000)
+
+
+def test_as_of_outside_the_history_is_refused(client) -> None:
+    t1 = client.upsert(rows(["a"], 1))
+    with pytest.raises(AsOfError, match="before the table was created"):
+        client.read_arrow(as_of="2024-01-01")
+    with pytest.raises(AsOfError, match="after the latest commit"):
+        client.read_arrow(as_of=dt.datetime.now(dt.UTC) + dt.timedelta(days=1))
+    with pytest.raises(AsOfError, match="after the latest commit"):
+        client.lookup(["a"], as_of="99991231235959999")
+    assert client.read_arrow(as_of=t1).num_rows == 1
+
+
+def test_as_of_datetimes_and_iso_strings_mean_utc_moments(client) -> None:
+    t1 = client.upsert(rows(["a"], 1))
+    done = next(i for i in client.timeline() if i.time == t1).completion_time
+    t2 = client.upsert(rows(["b"], 2))
+    moment = dt.datetime.strptime(done, "%Y%m%d%H%M%S%f").replace(tzinfo=dt.UTC)
+    moment = moment.replace(microsecond=int(done[14:]) * 1000)
+    iso_utc = moment.strftime("%Y-%m-%dT%H:%M:%S.") + done[14:] + "Z"
+    plus_one = (moment + dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.") + done[14:]
+    for value in (moment, moment.replace(tzinfo=None), iso_utc, plus_one + "+01:00"):
+        assert client.read_arrow(as_of=value).column("id").to_pylist() == ["a"], value
+    assert sorted(client.read_arrow(as_of=t2).column("id").to_pylist()) == ["a", "b"]
+
+
+def test_parse_as_of_forms() -> None:
+    assert parse_as_of("20261123081500250") == "20261123081500250"
+    assert parse_as_of("2026-11-23") == "20261123000000000"
+    assert parse_as_of("2026-11-23T09:15:00.250+01:00") == "20261123081500250"
+    assert parse_as_of(dt.date(2026, 11, 23)) == "20261123000000000"
+    assert parse_as_of(None) is None
+
+
+def test_read_older_than_the_clean_retention_is_a_named_error(client) -> None:
+    ts = [client.upsert(rows(["a", f"n{i}"], i)) for i in range(14)]
+    client.clean()
+    with pytest.raises(AsOfError, match="older than the clean retention"):
+        client.read_arrow(as_of=ts[0])
+    with pytest.raises(AsOfError, match="older than the clean retention"):
+        client.lookup(["a"], as_of=ts[1])
+    assert client.read_arrow(as_of=ts[-1]).num_rows == 15
+
+
+# ---- case 4: one canonical key text ------------------------------------------------------
+def test_null_keys_are_refused_by_delete_and_lookup(client) -> None:
+    client.upsert(rows(["None", "a"], 1))
+    with pytest.raises(RecordKeyError, match="null"):
+        client.delete([None])
+    with pytest.raises(RecordKeyError, match="null"):
+        client.lookup([None])
+    assert sorted(client.read_arrow().column("id").to_pylist()) == ["None", "a"]
+
+
+def test_a_bare_string_is_not_a_sequence_of_keys(client) -> None:
+    client.upsert(rows(["k1", "k"], 1))
+    with pytest.raises(RecordKeyError, match="list of keys"):
+        client.lookup("k1")
+    with pytest.raises(RecordKeyError, match="list of keys"):
+        client.delete("k1")
+    assert client.read_arrow().num_rows == 2
+
+
+def test_float_key_columns_are_refused_before_anything_is_written(tmp_path) -> None:
+    schema = pa.schema([("id", pa.float64()), ("ts", pa.int64())])
+    with pytest.raises(RecordKeyError, match="floating-point"):
+        WriteClient.create(str(tmp_path / "f"), record_key="id", schema=schema)
+    assert not (tmp_path / "f").exists()
+    c = WriteClient.create(str(tmp_path / "g"), record_key="id", precombine="ts")
+    with pytest.raises(InputError, match="floating-point"):
+        c.upsert(pa.table({"id": [1.0, 2.5], "ts": [1, 1]}))
+    assert c.timeline() == []
+
+
+def test_integer_and_decimal_keys_are_found_whatever_form_the_caller_uses(tmp_path) -> None:
+    c = WriteClient.create(str(tmp_path / "i"), record_key="id", precombine="ts")
+    c.upsert(pa.table({"id": pa.array([1, 20], pa.int32()), "ts": [1, 1]}))
+    found = c.lookup([1, "20", 3])
+    assert found["1"] is not None and found["20"] is not None and found["3"] is None
+    c.delete([20])
+    assert c.read_arrow().column("id").to_pylist() == [1]
+    with pytest.raises(RecordKeyError, match="key type"):
+        c.lookup(["x"])
+    d = WriteClient.create(str(tmp_path / "d"), record_key="id", precombine="ts")
+    d.upsert(pa.table({"id": pa.array([Decimal("1.50")], pa.decimal128(5, 2)), "ts": [1]}))
+    assert d.lookup([Decimal("1.5")])["1.50"] is not None
+
+
+# ---- case 8: bad configuration -----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"record_key": ""}, "record_key must name a column"),
+        ({"record_key": "id", "partition_by": "day"}, "list of field names"),
+        ({"record_key": "id", "precombine": ""}, "precombine must name a column"),
+        ({"record_key": "id", "precombine": "id"}, "cannot be the record key"),
+        ({"record_key": "id", "partition_by": ["p", "p"]}, "repeat"),
+        (
+            {"record_key": "id", "precombine": "nope", "schema": pa.schema([("id", pa.string())])},
+            "precombine column 'nope'",
+        ),
+        (
+            {"record_key": "id", "partition_by": ["q"], "schema": pa.schema([("id", pa.string())])},
+            "partition field 'q'",
+        ),
+    ],
+)
+def test_create_refuses_bad_arguments_and_writes_nothing(tmp_path, kwargs, match) -> None:
+    with pytest.raises((ConfigError, LakebraidError), match=match):
+        WriteClient.create(str(tmp_path / "bad"), **kwargs)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_write_without_the_precombine_column_is_refused(client) -> None:
+    with pytest.raises(InputError, match="no precombine column 'ts'"):
+        client.upsert(pa.table({"id": ["a"], "p": ["x"]}))
+    with pytest.raises(InputError, match="null precombine"):
+        client.upsert(pa.table({"id": ["a", "a"], "p": ["x", "x"], "ts": [1, None]}))
+    assert client.timeline() == []
