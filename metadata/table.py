@@ -33,10 +33,11 @@ from metadata.reader import MetadataReader, slice_records, slice_table
 from metadata.records import FilesRecord, Partition
 from metadata.slices import FileSlice, ReadPoint
 from metadata.writer import InstantChanges, WrittenLog, write_changes
+from timeline.as_of import parse_as_of
 from timeline.bodies import decode_body, encode_body
 from timeline.instant import Action
 from timeline.layout import TimelineKind
-from timeline.table import TableTimelines
+from timeline.table import TableTimelines, as_of_point
 
 P = TypeVar("P", bound=msgspec.Struct)
 BASE_ACTIONS = frozenset({Action.COMPACTION, Action.REINDEX})
@@ -73,9 +74,11 @@ class MetadataTable:
 
     # ---- reading ---------------------------------------------------------------------
     def read_point(self, as_of: object = None) -> ReadPoint:
-        """The read point of a user's ``as_of`` (checked by ``timeline.as_of``)."""
+        """The read point as of a completion time (or an instant time: after that instant).
+        Its form is parsed (``timeline.as_of``); whether a user's point lies in the readable
+        history is checked by ``TableTimelines.read_point``."""
         global_timeline = self.table.timeline(TimelineKind.GLOBAL)
-        point = self.table.read_point(as_of, global_timeline)
+        point = as_of_point(global_timeline, parse_as_of(as_of, table=self.table.path))
         visibility = self.table.visibility(point, global_timeline)
         meta = self.table.timeline(TimelineKind.METADATA)
         bases = [i for i in meta.by_completion(point) if i.action in BASE_ACTIONS]

@@ -13,8 +13,9 @@ Everything else written by visible commits and compactions is deleted, as one ``
 instant on all three timelines whose body lists the files. Data files are known from the
 commits' write statuses, never from listing data folders; metadata folders are listed.
 Reads as of points older than the retention may then fail: that is what retention means.
-The cleaner also deletes files that completed rollbacks and restores left behind, and the
-staging folders of Spark data source writes idle for ``clean.staging.retain.hours``.
+The cleaner also deletes files that completed rollbacks and restores left behind, the markers
+folders of completed commits (``writers.markers``), and the staging folders of Spark data
+source writes idle for ``clean.staging.retain.hours``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from timeline.bodies import decode_body, encode_body
 from timeline.instant import Action
 from timeline.table import TableTimelines
 from writers.commit import CommitMetadata, G, M
+from writers.markers import sweep_completed
 from writers.restore import RestorePlan, savepoints
 from writers.rollback import RollbackPlan, delete_undone_files
 from writers.service import complete_all, remove, run_service, start_all
@@ -176,6 +178,7 @@ def clean(table: TableTimelines) -> str | None:
     """Run the cleaner; returns the clean instant (None: nothing to clean)."""
     sweep_staging(table)
     sweep_undone(table)
+    sweep_completed(table)
     plan = plan_clean(table)
     if plan is None or not (plan.data_files or plan.metadata_files):
         return None

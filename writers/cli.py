@@ -110,7 +110,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
-    reader = MetadataTable(TableTimelines.open(args.path)).reader(args.as_of)
+    table = TableTimelines.open(args.path)
+    reader = MetadataTable(table).reader(table.read_point(args.as_of))
     found = reader.locations(args.keys)
     if args.json:
         print(json.dumps({k: msgspec.to_builtins(v) for k, v in found.items()}))
@@ -125,7 +126,8 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 
 
 def cmd_files(args: argparse.Namespace) -> int:
-    reader = MetadataTable(TableTimelines.open(args.path)).reader(args.as_of)
+    table = TableTimelines.open(args.path)
+    reader = MetadataTable(table).reader(table.read_point(args.as_of))
     listing = reader.files(args.partition)
     if args.json:
         print(json.dumps(listing))

@@ -24,17 +24,18 @@ from metadata.reader import MetadataReader
 from metadata.records import ColumnStatsRecord, Partition, RecordLocation
 from metadata.table import MetadataTable
 from timeline import config as cfg
-from timeline.errors import ConfigError
-from timeline.instant import Instant
+from timeline.errors import ConfigError, RetryableError, StateUnknownError
+from timeline.instant import Action, Instant
 from timeline.layout import TimelineKind
 from timeline.table import TableTimelines
 from timeline.table_config import FieldSpec, IndexSettings, TableConfig, text_to_type
 from writers import settings
 from writers.clean import clean
-from writers.commit import Transaction, schema_as_of
+from writers.commit import G, Transaction, schema_as_of
 from writers.engine import InProcessEngine, Work
-from writers.errors import ConflictDetected, WriteConflictError, WriteError
+from writers.errors import ConflictDetected, InputError, WriteConflictError, WriteError
 from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, WriteStatus
+from writers.markers import sweep_markers
 from writers.pipeline import (
     OLD_FILE_ID,
     OLD_PARTITION,
@@ -44,6 +45,8 @@ from writers.pipeline import (
     codes,
     current_files,
     deduplicate,
+    duplicate_keys_error,
+    existing_rows,
     insert_counts,
     plan_slots,
     prepare,
@@ -55,7 +58,7 @@ from writers.read import read_arrow_files, read_spark
 from writers.recovery import recover
 from writers.restore import restore, savepoint
 from writers.rollback import rollback
-from writers.schema import check_input, is_spark_frame, to_arrow
+from writers.schema import check_input, is_spark_frame, normalize_input, to_arrow
 from writers.spark import embedded_session
 from writers.spark_pipeline import Context, rewrite_frame, route_frame
 from writers.validate import validate
@@ -152,14 +155,32 @@ class WriteClient:
         return self.metadata.compact()
 
     # ---- writes --------------------------------------------------------------------------
-    def insert(self, data: Any) -> str:
-        return self._write(data, "insert")
+    def insert(self, data: Any, duplicates: str | None = None) -> str:
+        """Add new keys (small file groups first). Keys the table holds: ``duplicates``
+        (default: the table's ``insert.duplicates``, ``fail``)."""
+        return self._write(data, "insert", duplicates)
 
-    def bulk_insert(self, data: Any) -> str:
-        return self._write(data, "bulk_insert")
+    def bulk_insert(self, data: Any, duplicates: str | None = None) -> str:
+        """Add new keys in new file groups only; keys the table holds as for ``insert``."""
+        return self._write(data, "bulk_insert", duplicates)
 
     def upsert(self, data: Any) -> str:
+        """Insert new keys, update existing ones (the precombine field orders rows)."""
         return self._write(data, "upsert")
+
+    def _policy(self, operation: str, duplicates: str | None) -> str:
+        """The duplicate-key policy of a write (``upsert`` for upserts)."""
+        if operation == "upsert":
+            return "upsert"
+        if duplicates is None:
+            return self.table.options.get(settings.INSERT_DUPLICATES)
+        if duplicates not in settings.DUPLICATE_POLICIES:
+            raise InputError(
+                f"{operation}: duplicates={duplicates!r}; choose one of "
+                f"{settings.DUPLICATE_POLICIES}",
+                table=self.path,
+            )
+        return duplicates
 
     def delete(self, keys: Any) -> str:
         """Delete keys: a list of key values, or a table (Arrow, pandas, Spark) with the record
@@ -201,14 +222,15 @@ class WriteClient:
                 return text_to_type(field.type)
         return None
 
-    def _write(self, data: Any, operation: str) -> str:
+    def _write(self, data: Any, operation: str, duplicates: str | None = None) -> str:
         recover(self.table)
+        policy = self._policy(operation, duplicates)
         if is_spark_frame(data):
             limit = self.table.options.get(settings.SMALL_WRITE_ROWS)
             if limit == 0 or data.count() > limit:
-                return self._write_spark(data, operation)
+                return self._write_spark(data, operation, policy)
         config = self.table.config
-        incoming = to_arrow(data)
+        incoming = normalize_input(to_arrow(data), table=self.path)
         schema = check_input(incoming, config, self.schema(), table=self.path)
         prepared = prepare(incoming, config.record_key, config.partition_fields)
         prepared = deduplicate(prepared, config.precombine_field)
@@ -216,16 +238,28 @@ class WriteClient:
             OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), prepared.num_rows)
         )
         reader = self.metadata.reader()
-        if operation == "upsert":
+        listing = current_files(reader.files())
+        if listing:  # an empty table holds no key: no lookup
             found, at = reader.locate(prepared.column(RECORD_KEY))  # de-duplicated above
             tagged = tag(prepared, found, at)
+            tagged, operation = self._duplicates(tagged, operation, policy)
         else:
             tagged = tag(prepared, empty_table(Partition.RECORD_INDEX))
-        listing = current_files(reader.files())
         target, small = self._insert_room(reader, listing, operation)
         plan = plan_slots(insert_counts(tagged), listing, target_rows=target, small_rows=small)
         routed = route(tagged, plan)
         return self._commit(operation, routed, schema, listing, reader.point.read_at)
+
+    def _duplicates(self, tagged: pa.Table, operation: str, policy: str) -> tuple[pa.Table, str]:
+        """Apply the duplicate-key policy to a tagged write; returns rows and operation."""
+        if policy == "upsert":
+            return tagged, "upsert" if operation != "bulk_insert" else operation
+        existing = existing_rows(tagged)
+        count = pc.sum(existing).as_py() or 0
+        if count and policy == "fail":
+            sample = tagged.column(RECORD_KEY).filter(existing).slice(0, 10).to_pylist()
+            raise duplicate_keys_error(operation, count, sample, self.path)
+        return (tagged.filter(pc.invert(existing)) if count else tagged), operation
 
     def _insert_room(
         self, reader: MetadataReader, listing: Mapping[str, Mapping[str, str]], operation: str
@@ -238,7 +272,7 @@ class WriteClient:
         stats = reader.column_stats(self.table.config.record_key)
         return target, _rows_per_group(stats, listing, small)
 
-    def _write_spark(self, frame: Any, operation: str) -> str:
+    def _write_spark(self, frame: Any, operation: str, policy: str) -> str:
         """The Spark engine: every step runs as Spark tasks (``writers.spark_pipeline``)."""
         config = self.table.config
         schema = check_input(frame.limit(0).toArrow(), config, self.schema(), table=self.path)
@@ -265,8 +299,17 @@ class WriteClient:
             point=reader.point,
             options=options,
         )
+        if policy == "upsert" and operation == "insert":
+            operation = "upsert"
         routed = route_frame(
-            frame, ctx, tagging=operation == "upsert", target_rows=target, small_rows=small
+            frame,
+            ctx,
+            tagging=bool(listing),  # an empty table holds no key: no lookup
+            existing=None if operation == "upsert" else policy,
+            target_rows=target,
+            small_rows=small,
+            operation=operation,
+            table=self.path,
         )
         spec = [(f.name, f.type, f.nullable) for f in schema]
         tx = Transaction(self.table, self.metadata, operation, reader.point.read_at)
@@ -282,8 +325,8 @@ class WriteClient:
                 record_key=config.record_key,
             )
             self._finish(tx, statuses, schema)
-        except BaseException:
-            tx.close(failed=True)
+        except BaseException as exc:
+            self._abandon(tx, exc)
             raise
         finally:
             routed.release()
@@ -296,6 +339,11 @@ class WriteClient:
         """Commit, or on a conflict roll this write back and raise WriteConflictError."""
         try:
             tx.commit(statuses, schema)
+            written = [f"{s.partition}/{s.file_name}".lstrip("/") for s in statuses if s.file_name]
+            try:
+                sweep_markers(self.table, tx.time, written)  # type: ignore[arg-type]
+            except Exception:
+                pass
         except ConflictDetected as conflict:
             rollback(self.table, conflict.instant, own=True)  # type: ignore[arg-type]
             tx.close()  # the heartbeat goes last: until then no recovery takes us for dead
@@ -305,6 +353,22 @@ class WriteClient:
                 table=self.path,
                 instant=conflict.instant,
             ) from None
+
+    def _abandon(self, tx: Transaction, exc: BaseException) -> None:
+        """After a failure inside a write, roll its own instant back at once (its files and
+        log blocks go, nothing stays pending). Not when the outcome is unknown or the global
+        commit completed; if the rollback fails too, the heartbeat is left to expire and the
+        next writer's recovery finishes it."""
+        time = tx.time
+        pending = time is not None and not isinstance(exc, StateUnknownError | RetryableError)
+        try:
+            if pending:
+                target = self.table.timeline(G).get(time, Action.COMMIT)  # type: ignore[arg-type]
+                if target is not None and target.is_pending:
+                    rollback(self.table, time, own=True)  # type: ignore[arg-type]
+            tx.close()
+        except Exception:
+            tx.close(failed=True)
 
     def recover(self) -> list[str]:
         """Finish dead rollbacks and roll back dead writes (every write does this first)."""
@@ -342,8 +406,8 @@ class WriteClient:
             tasks = _tasks(self.table, routed, listing, time, schema)
             statuses = InProcessEngine().rewrite(tasks)
             self._finish(tx, statuses, schema)
-        except BaseException:
-            tx.close(failed=True)
+        except BaseException as exc:
+            self._abandon(tx, exc)
             raise
         self.metadata.compact_if_due()
         return time
@@ -355,15 +419,18 @@ class WriteClient:
         """Where each key lives as of a read point (None: absent). ``keys`` is a sequence
         (a bare string is refused); the answer is keyed by each key's canonical text."""
         texts = key_texts(keys, self._key_type(), table=self.path, what="lookup")
-        return self.metadata.reader(as_of).locations(texts)
+        return self._reader(as_of).locations(texts)
 
     def files(
         self, partition: str | None = None, as_of: object = None
     ) -> dict[str, dict[str, int]]:
-        return self.metadata.reader(as_of).files(partition)
+        return self._reader(as_of).files(partition)
 
     def column_stats(self, column: str, as_of: object = None) -> list[ColumnStatsRecord]:
-        return self.metadata.reader(as_of).column_stats(column)
+        return self._reader(as_of).column_stats(column)
+
+    def _reader(self, as_of: object) -> MetadataReader:
+        return self.metadata.reader(self.table.read_point(as_of))
 
     def timeline(self, which: str = "global") -> list[Instant]:
         return list(self.table.timeline(TimelineKind(which)))

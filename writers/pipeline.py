@@ -23,6 +23,7 @@ from metadata.arrow_records import flat
 from metadata.hashing import group_order, stable_hashes
 from metadata.records import ints_to_file_id
 from timeline.layout import parse_data_file_name, partition_path
+from writers.errors import InputError
 from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask
 
 PARTITION = "_braid_partition"
@@ -365,3 +366,22 @@ def rewrite_tasks(
         )
         for n, (partition, file_id) in enumerate(targets)
     ]
+
+
+def duplicate_keys_error(
+    operation: str, count: int, sample: Sequence[str], table: str
+) -> InputError:
+    """The error of an insert whose keys the table already holds (``insert.duplicates=fail``)."""
+    shown = ", ".join(repr(k) for k in sample[:10])
+    return InputError(
+        f"{operation}: {count} key(s) already exist in the table ({shown}"
+        f"{', ...' if count > len(sample[:10]) else ''}); nothing was written. Use upsert to "
+        "update them, or insert.duplicates='drop' (skip them) or 'upsert' on the table or "
+        "the call",
+        table=table,
+    )
+
+
+def existing_rows(tagged: pa.Table) -> pa.Array:
+    """Rows of a tagged insert whose key the table already holds (anywhere)."""
+    return pc.is_valid(tagged.column(OLD_FILE_ID))

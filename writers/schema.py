@@ -48,6 +48,42 @@ def to_arrow(data: Any) -> pa.Table:
     )
 
 
+def normalize_input(incoming: pa.Table, *, table: str) -> pa.Table:
+    """Input columns in the types a table stores: dictionary columns decoded (pandas
+    categoricals), ``timestamp[ns]`` (pandas datetimes) as ``timestamp[us]``: Spark cannot read
+    nanosecond Parquet timestamps. A value with sub-microsecond digits is refused, never
+    truncated."""
+    for at, field in enumerate(incoming.schema):
+        kind = field.type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
+        if pa.types.is_timestamp(kind) and kind.unit == "ns":
+            kind = pa.timestamp("us", tz=kind.tz)
+        if kind == field.type:
+            continue
+        try:
+            column = incoming.column(at).cast(kind)
+        except pa.ArrowInvalid as exc:
+            raise InputError(
+                f"column {field.name!r} ({field.type}) cannot be stored as {kind} without loss "
+                f"({exc}); round it to microseconds first",
+                table=table,
+            ) from None
+        incoming = incoming.set_column(at, pa.field(field.name, kind, field.nullable), column)
+    return incoming
+
+
+def spark_problem(data_type: pa.DataType) -> str | None:
+    """Why Spark could not read a column of ``data_type`` back (None: it can)."""
+    if pa.types.is_float16(data_type):
+        return "Spark cannot read half floats; cast it to float32"
+    if pa.types.is_decimal(data_type) and data_type.precision > 38:
+        return "Spark reads decimals of at most 38 digits; cast it to decimal128(38, s) or string"
+    if pa.types.is_list(data_type):
+        return spark_problem(data_type.value_type)
+    return None
+
+
 def check_input(
     incoming: pa.Table, config: TableConfig, current: Sequence[FieldSpec], *, table: str
 ) -> list[FieldSpec]:
@@ -114,6 +150,9 @@ def check_input(
             text = type_to_text(field.type)
         except ConfigError as exc:
             raise InputError(f"column {field.name!r}: {exc.message}", table=table) from None
+        problem = spark_problem(field.type)
+        if problem is not None:
+            raise InputError(f"column {field.name!r} ({field.type}): {problem}", table=table)
         nullable = field.name != key and (field.nullable or bool(current))
         schema.append(FieldSpec(field.name, text, nullable))
     absent = [f.name for f in current if f.name not in names and not f.nullable]

@@ -39,3 +39,16 @@ EXPECTED_RECORDS = cfg.register(
     "groups is estimated from it (metadata.record_index.records.per.group).",
     cfg.at_least(0),
 )
+
+DUPLICATE_POLICIES = ("fail", "drop", "upsert")
+INSERT_DUPLICATES = cfg.register(
+    "insert.duplicates",
+    str,
+    "fail",
+    "What insert, bulk_insert and the data source's append do with keys the table already "
+    "holds: fail (refuse the whole write before anything is written, naming the count and "
+    "up to 10 keys), drop (skip those rows, keep the stored ones) or upsert (update them). "
+    "A write may override it (insert(df, duplicates=...)). A write into an empty table "
+    "needs no lookup.",
+    lambda v: None if v in DUPLICATE_POLICIES else f"must be one of {DUPLICATE_POLICIES}",
+)

@@ -49,6 +49,7 @@ from writers.pipeline import (
     WORK_COLUMNS,
     Slot,
     deduplicate,
+    duplicate_keys_error,
     plain,
     plan_slots,
     prepare,
@@ -154,11 +155,15 @@ def route_frame(
     tagging: bool,
     target_rows: int,
     small_rows: Mapping[str, Mapping[str, int]],
+    existing: str | None = None,
+    operation: str = "upsert",
+    table: str = "",
 ) -> Routed:
     """Prepared, deduplicated, tagged and routed rows, and the (partition, file id) of every
     file group they touch (call ``Routed.release`` after the rewrite). Tagging shuffles by
     record-index file group (one lookup task per group); without it, by record key. Either
-    way all rows of a key meet in one task."""
+    way all rows of a key meet in one task. ``existing`` is an insert's duplicate-key policy
+    (``fail``: raise before anything is written; ``drop``: leave those rows out)."""
     packed = msgspec.msgpack.encode(ctx)
     prepared_schema = _schema_with(
         to_arrow_schema(df.schema),
@@ -184,7 +189,8 @@ def route_frame(
         parallelism = df.sparkSession.sparkContext.defaultParallelism
         shuffled = df.repartition(max(2, parallelism), ctx.key)
     work = functools.partial(_dedup_tag, packed, tagging, tagging)
-    tagged = shuffled.mapInArrow(work, tagged_schema).persist()
+    cached = shuffled.mapInArrow(work, tagged_schema).persist()
+    tagged = _apply_policy(cached, existing, operation, table) if tagging else cached
     is_new = (F.col(OP) == OP_UPSERT) & (
         F.col(OLD_PARTITION).isNull() | (F.col(OLD_PARTITION) != F.col(PARTITION))
     )
@@ -211,7 +217,22 @@ def route_frame(
     routed = tagged.mapInArrow(
         functools.partial(_route, msgspec.msgpack.encode(plan)), from_arrow_schema(routed_schema)
     )
-    return Routed(routed, sorted(touched), tagged)
+    return Routed(routed, sorted(touched), cached)
+
+
+def _apply_policy(tagged: DataFrame, existing: str | None, operation: str, table: str) -> DataFrame:
+    """An insert's rows under its duplicate-key policy (see :func:`route_frame`)."""
+    if existing not in ("fail", "drop"):
+        return tagged
+    held = F.col(OLD_FILE_ID).isNotNull()
+    if existing == "drop":
+        return tagged.where(~held)
+    sample = [r[RECORD_KEY] for r in tagged.where(held).select(RECORD_KEY).limit(10).collect()]
+    if sample:
+        tagged.unpersist()
+        count = tagged.where(held).count() if len(sample) == 10 else len(sample)
+        raise duplicate_keys_error(operation, count, sample, table)
+    return tagged
 
 
 def rewrite_frame(
