@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
-from metadata.table import MetadataTable
 from timeline.errors import LakebraidError
 from timeline.layout import TimelineKind
 from timeline.table import TableTimelines
@@ -110,9 +111,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
-    table = TableTimelines.open(args.path)
-    reader = MetadataTable(table).reader(table.read_point(args.as_of))
-    found = reader.locations(args.keys)
+    found = _client_call(args, "lookup")(args.keys, as_of=args.as_of)  # type: ignore[operator]
     if args.json:
         print(json.dumps({k: msgspec.to_builtins(v) for k, v in found.items()}))
     else:
@@ -126,9 +125,7 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 
 
 def cmd_files(args: argparse.Namespace) -> int:
-    table = TableTimelines.open(args.path)
-    reader = MetadataTable(table).reader(table.read_point(args.as_of))
-    listing = reader.files(args.partition)
+    listing = _client_call(args, "files")(args.partition, as_of=args.as_of)  # type: ignore[operator]
     if args.json:
         print(json.dumps(listing))
     else:
@@ -138,31 +135,38 @@ def cmd_files(args: argparse.Namespace) -> int:
     return 0
 
 
+PATH_HELP = "the table's folder or URL (the one given to WriteClient.create)"
+INSTANT_HELP = "a 17-digit instant time, as `lakebraid timeline PATH` lists them"
+AS_OF_HELP = (
+    "read as of this point: an instant time, or an ISO-8601 time such as "
+    "2026-11-23T08:15:00Z (UTC unless an offset is given); default: now"
+)
+JSON_HELP = "print machine-readable JSON"
+
+
+def _command(sub: Any, name: str, text: str, run: Any) -> argparse.ArgumentParser:
+    cmd = sub.add_parser(name, help=text, description=text)
+    cmd.add_argument("path", help=PATH_HELP)
+    cmd.set_defaults(run=run)
+    return cmd
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lakebraid", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    tl = sub.add_parser("timeline", help="print the instants of a table's timelines")
-    tl.add_argument("path")
-    tl.add_argument("--which", choices=[k.value for k in TimelineKind])
-    tl.add_argument("--json", action="store_true", help="machine-readable output")
-    tl.set_defaults(run=cmd_timeline)
-    rb = sub.add_parser("rollback", help="undo a pending (dead) or completed commit")
-    rb.add_argument("path")
-    rb.add_argument("instant")
-    rb.add_argument("--json", action="store_true")
-    rb.set_defaults(run=cmd_rollback)
-    lk = sub.add_parser("lookup", help="where keys live, from the record index")
-    lk.add_argument("path")
-    lk.add_argument("keys", nargs="+")
-    lk.add_argument("--as-of", dest="as_of")
-    lk.add_argument("--json", action="store_true")
-    lk.set_defaults(run=cmd_lookup)
-    fl = sub.add_parser("files", help="data files, from the metadata table's files partition")
-    fl.add_argument("path")
-    fl.add_argument("--partition")
-    fl.add_argument("--as-of", dest="as_of")
-    fl.add_argument("--json", action="store_true")
-    fl.set_defaults(run=cmd_files)
+    parser.add_argument("--version", action="version", version=f"lakebraid {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    tl = _command(sub, "timeline", "print the instants of a table's timelines", cmd_timeline)
+    tl.add_argument(
+        "--which", choices=[k.value for k in TimelineKind], help="one timeline (default: all)"
+    )
+    rb = _command(sub, "rollback", "undo a pending (dead) or completed commit", cmd_rollback)
+    rb.add_argument("instant", help=INSTANT_HELP)
+    lk = _command(sub, "lookup", "where keys live, from the record index", cmd_lookup)
+    lk.add_argument("keys", nargs="+", help="record keys (as text; converted to the key type)")
+    lk.add_argument("--as-of", dest="as_of", help=AS_OF_HELP)
+    fl = _command(sub, "files", "data files, from the metadata table's files partition", cmd_files)
+    fl.add_argument("--partition", help="one partition path, such as day=2024-01-01")
+    fl.add_argument("--as-of", dest="as_of", help=AS_OF_HELP)
     for name, run, needs_instant, text in (
         ("savepoint", cmd_savepoint, True, "keep a commit's files and make it a restore point"),
         ("restore", cmd_restore, True, "return the table to a savepointed commit"),
@@ -170,13 +174,19 @@ def build_parser() -> argparse.ArgumentParser:
         ("clean", cmd_clean, False, "delete file slices beyond the retention"),
         ("validate", cmd_validate, False, "compare the metadata table with storage"),
     ):
-        cmd = sub.add_parser(name, help=text)
-        cmd.add_argument("path")
+        cmd = _command(sub, name, text, run)
         if needs_instant:
-            cmd.add_argument("instant")
-        cmd.add_argument("--json", action="store_true")
-        cmd.set_defaults(run=run)
+            cmd.add_argument("instant", help=INSTANT_HELP)
+    for cmd in sub.choices.values():
+        cmd.add_argument("--json", action="store_true", help=JSON_HELP)
     return parser
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("lakebraid")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

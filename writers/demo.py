@@ -17,6 +17,8 @@ from typing import TypeVar
 
 from pyspark.sql import functions as F
 
+from timeline import table_config
+from timeline.errors import LakebraidError
 from timeline.layout import TimelineKind
 from writers.cli import format_timeline
 from writers.client import WriteClient
@@ -34,11 +36,41 @@ def step(label: str, work: Callable[[], T]) -> T:
     return result
 
 
+def replace_problem(path: Path) -> str | None:
+    """Why deleting ``path`` could lose someone's data (None: absent, empty or a demo table)."""
+    if not path.exists():
+        return None
+    if not path.is_dir():
+        return f"{path} is a file, not a demo table"
+    if not any(path.iterdir()):
+        return None
+    config = path / ".braid" / "table.json"
+    try:
+        made = table_config.decode(config.read_bytes(), path=str(config))
+    except (OSError, LakebraidError):
+        return f"{path} holds files and is not a lakebraid table"
+    if (made.record_key, made.partition_fields, made.name) != ("trip_id", ["day"], path.name):
+        return f"{path} is a lakebraid table, but not one the demo made"
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--path", default="demo-output/trips")
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument(
+        "--path",
+        default="demo-output/trips",
+        help="where the demo table goes; a previous demo table there is replaced",
+    )
+    parser.add_argument("--rows", type=int, default=1_000_000, help="trips to generate")
+    parser.add_argument(
+        "--force", action="store_true", help="replace --path even if it is not a demo table"
+    )
     args = parser.parse_args()
+    if args.rows < 10:
+        parser.error("--rows must be at least 10")
+    problem = replace_problem(Path(args.path))
+    if problem and not args.force:
+        parser.error(f"{problem}; pick another --path, or pass --force to delete it")
     started = time.perf_counter()
     progress = {"spark.ui.showConsoleProgress": "true"}  # progress bars while jobs run
     spark = step("start Spark", lambda: embedded_session("lakebraid-demo", conf=progress))

@@ -5,10 +5,11 @@ import subprocess
 import sys
 
 import pyarrow as pa
+import pytest
 
 from timeline.instant import Action
 from timeline.layout import TimelineKind
-from writers.cli import main
+from writers.cli import build_parser, main
 from writers.client import WriteClient
 
 
@@ -87,3 +88,42 @@ def test_lookup_files_and_rollback_round_trip_as_subprocesses(tmp_path) -> None:
     assert checked.returncode == 0 and json.loads(checked.stdout) == {"problems": []}
     missing = run("lookup", str(tmp_path / "none"), "a")
     assert missing.returncode == 1 and "no lakebraid table" in missing.stderr
+
+
+def test_version_and_help_on_every_argument(capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("lakebraid ")
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, cmd in sub.choices.items():  # type: ignore[union-attr]
+        for action in cmd._actions:
+            assert action.help, f"lakebraid {name}: {action.dest} has no help text"
+
+
+def test_cli_as_of_is_checked_and_keys_take_the_key_type(tmp_path, capsys) -> None:
+    c = WriteClient.create(str(tmp_path / "t"), "id", precombine="ts")
+    c.upsert(pa.table({"id": [7, 8], "ts": [1, 1]}))
+    assert main(["lookup", c.path, "7", "9", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["7"] is not None and found["9"] is None
+    assert main(["lookup", c.path, "7", "--as-of", "yesterday"]) == 1
+    assert "read point" in capsys.readouterr().err
+    assert main(["files", c.path, "--as-of", "2001-01-01"]) == 1
+    assert "before the table was created" in capsys.readouterr().err
+
+
+def test_demo_refuses_to_delete_a_folder_it_did_not_make(tmp_path) -> None:
+    precious = tmp_path / "mine"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    other = WriteClient.create(str(tmp_path / "trips"), "id", precombine="ts")
+    for path in (precious, tmp_path / "trips"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "writers.demo", "--path", str(path), "--rows", "100"],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 2 and "--force" in proc.stderr, proc.stderr
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    assert WriteClient.open(other.path).table.config.record_key == "id"
