@@ -1,16 +1,29 @@
 """Metadata base files: Parquet, sorted by ``key``, one per (file group, compaction instant).
 
-Format version 1. A base file is a Parquet file whose first column ``key`` (string, unique,
-ascending by UTF-8 bytes) is the record key of its metadata partition; the other columns are the
-partition's record fields (``metadata.arrow_records`` owns their layout). Written with zstd
-compression, column statistics and page indexes, and row groups of at most ``row_group_rows``
-rows so a lookup of a few keys reads few row groups. The Parquet key-value metadata holds::
+Format version 2 (version 1 files are still read). A base file is a Parquet file whose first
+column ``key`` (string, unique, ascending by UTF-8 bytes) is the record key of its metadata
+partition; the other columns are the partition's record fields (``metadata.arrow_records`` owns
+their layout). Written with zstd compression, column statistics, page indexes and page
+checksums, in row groups of at most ``row_group_rows`` rows so a lookup of a few keys reads few
+row groups. The Parquet key-value metadata holds::
 
-    lakebraid.base.version   "1"
+    lakebraid.base.version   "2"
     lakebraid.partition      metadata partition name (files / column_stats / record_index)
     lakebraid.file_group     file group id
     lakebraid.instant        the compaction (or initialisation) instant that wrote it
     lakebraid.folded         JSON list of the instant times whose log blocks it folds in
+    lakebraid.row_groups     JSON [[rows...], [least key...], [greatest key...]], one entry per
+                             non-empty row group (new in version 2)
+    lakebraid.crc32          decimal CRC-32 (zlib) of every other lakebraid.* entry in key
+                             order, each as b"<len>:<key><len>:<value>" (new in version 2)
+
+Integrity (version 2): a damaged ``folded`` list or key bound would silently hide keys, so
+readers check ``lakebraid.crc32``, that the recorded row counts are the footer's, the footer
+schema (``metadata.integrity``), page checksums, and that every row group read decodes to its
+row count; seeks use the recorded key bounds, never Parquet statistics (unchecked, and dropped
+by pyarrow for keys over 4 KiB). Any failure raises ``CorruptBaseFileError`` naming the file.
+The writer checks the footer before the rename. Version 1 files take their bounds from the key
+statistics, unchecked.
 
 Encodings (any Parquet reader reads them): ``key`` PLAIN, every other column dictionary
 encoded, all zstd level 1. Measured on a record index of 1M random UUID4 keys (16,384-row
@@ -20,7 +33,7 @@ compresses these hex strings no better than level 1 and writes slower, uncompres
 43 bytes. Lookups are bound by decoding keys, so the faster decode wins the byte.
 
 Lookups of M keys choose by themselves: **seek** (read only the row groups whose key range
-holds a wanted key, found with the row-group min/max statistics) when those row groups are at
+holds a wanted key, found with the recorded key bounds) when those row groups are at
 most ``scan_fraction`` of the file, else **scan** (read the file once). Either way the rows are
 decoded ``BATCH_ROWS`` at a time (the working set stays in the CPU caches and the allocator
 reuses its memory) and matched by binary search when the batch's keys have one width (UUIDs,
@@ -30,8 +43,7 @@ read as Arrow dictionaries and decoded after the rows are taken.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -45,10 +57,23 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from metadata.errors import MetadataError, MetadataFormatError
+from metadata.errors import CorruptBaseFileError, MetadataError, MetadataFormatError
+from metadata.integrity import (
+    READ_OPTIONS,
+    WRITE_OPTIONS,
+    Lru,
+    check_decoded,
+    check_footer,
+    guarded,
+)
+from metadata.keyorder import KeyMatcher, sort_order
 from timeline.store import make_durable
 
-BASE_VERSION = 1
+BASE_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1: no row-group note (bounds from Parquet statistics)
+ROW_GROUPS = b"lakebraid.row_groups"
+CRC_KEY = b"lakebraid.crc32"
+Groups = tuple[list[int], list[str], list[str]]  # per row group: rows, least key, greatest key
 KEY = "key"
 KEY_ENCODING = "PLAIN"  # see the module docstring for the measured trade-off
 ZSTD_LEVEL = 1
@@ -67,33 +92,7 @@ class BaseInfo(msgspec.Struct, frozen=True):
     row_group_max: tuple[str, ...]
 
 
-class _FooterCache:
-    """Parsed footers of base files (immutable once written), bounded LRU."""
-
-    def __init__(self, capacity: int = 512):
-        self._items: OrderedDict[str, tuple[pq.FileMetaData, BaseInfo]] = OrderedDict()
-        self._capacity = capacity
-        self._lock = threading.Lock()
-
-    def get(self, path: str) -> tuple[pq.FileMetaData, BaseInfo] | None:
-        with self._lock:
-            item = self._items.get(path)
-            if item is not None:
-                self._items.move_to_end(path)
-            return item
-
-    def put(self, path: str, item: tuple[pq.FileMetaData, BaseInfo]) -> None:
-        with self._lock:
-            self._items[path] = item
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
-FOOTERS = _FooterCache()
+FOOTERS: Lru[str, tuple[pq.FileMetaData, BaseInfo]] = Lru(512)  # footers of base files
 
 
 def write_base(
@@ -122,7 +121,9 @@ def write_base(
         b"lakebraid.file_group": file_group.encode(),
         b"lakebraid.instant": instant.encode(),
         b"lakebraid.folded": msgspec.json.encode(sorted(folded)),
+        ROW_GROUPS: _row_groups_note(keys, max(1, row_group_rows)),
     }
+    meta[CRC_KEY] = str(_kv_crc(meta)).encode()
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
     if folder:
@@ -139,97 +140,13 @@ def write_base(
             column_encoding={KEY: KEY_ENCODING},
             write_statistics=True,
             write_page_index=True,
+            **WRITE_OPTIONS,
         )
+    _footer(fs, tmp)  # the note matches the row groups pyarrow wrote (else no reader could)
     make_durable(fs, tmp)
     fs.mv(tmp, path)
     make_durable(fs, path)  # the rename: the folder entry
     return int(fs.size(path))
-
-
-def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Indices that sort ``keys`` (strings) ascending by their UTF-8 bytes, as Arrow sorts.
-
-    A numpy sort of 8 bytes as big-endian integers -- the 8 after the prefix every key shares
-    (that of the least and the greatest key), short keys padded with zero bytes -- orders all
-    keys whose such bytes differ; the runs of equal prefixes are then
-    sorted by Arrow. Random keys (UUIDs, hashes) have few such ties, which makes this about
-    three times faster than Arrow's string sort; when more than a quarter of the keys tie
-    (long shared prefixes) Arrow sorts them all."""
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks() if keys.num_chunks else pa.array([], pa.string())
-    n = len(keys)
-    offsets = _offsets(keys)
-    if n < 2 or offsets is None:
-        return pc.sort_indices(keys)
-    bounds = pc.min_max(keys)
-    low, high = (str(bounds[end].as_py()).encode() for end in ("min", "max"))
-    skip = _shared_prefix(low, high)  # every key starts with these bytes
-    fixed = _fixed(keys)
-    if fixed is not None and fixed.itemsize >= skip + 8:  # one width: a strided copy
-        prefix = np.ascontiguousarray(
-            fixed.view(np.uint8).reshape(n, fixed.itemsize)[:, skip : skip + 8]
-        )
-    else:
-        data, starts = _data(keys), offsets[:-1].astype(np.int64) + skip
-        lengths = np.diff(offsets) - skip
-        prefix = np.zeros((n, 8), dtype=np.uint8)
-        for j in range(8):
-            has = lengths > j
-            prefix[has, j] = data[starts[has] + j]
-    values = prefix.view(">u8").ravel().astype(np.uint64)  # native byte order
-    order = np.argsort(values)
-    ordered = values[order]
-    tied = np.zeros(n, dtype=bool)
-    equal = ordered[1:] == ordered[:-1]
-    tied[1:] |= equal
-    tied[:-1] |= equal
-    count = int(np.count_nonzero(tied))
-    if count > n // 4:
-        return pc.sort_indices(keys)
-    if count:
-        rows = order[tied]  # runs of equal prefixes, the runs in ascending prefix order
-        sub = pa.table({"p": pa.array(values[rows]), KEY: keys.take(pa.array(rows))})
-        again = pc.sort_indices(sub, sort_keys=[("p", "ascending"), (KEY, "ascending")])
-        order[tied] = rows[again.to_numpy()]
-    return pa.array(order)
-
-
-def _shared_prefix(a: bytes, b: bytes) -> int:
-    """The number of leading bytes ``a`` and ``b`` share."""
-    n = min(len(a), len(b))
-    differ = np.flatnonzero(np.frombuffer(a[:n], np.uint8) != np.frombuffer(b[:n], np.uint8))
-    return int(differ[0]) if len(differ) else n
-
-
-def _offsets(array: pa.Array) -> np.ndarray | None:
-    """The offsets of a string/binary array, int32 or int64 (None: another type, or nulls)."""
-    kind = array.type
-    large = pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)
-    if array.null_count or not (large or pa.types.is_string(kind) or pa.types.is_binary(kind)):
-        return None
-    raw = np.frombuffer(array.buffers()[1], dtype=np.int64 if large else np.int32)
-    return raw[array.offset : array.offset + len(array) + 1]
-
-
-def _data(array: pa.Array) -> np.ndarray:
-    buffer = array.buffers()[2]
-    return np.empty(0, np.uint8) if buffer is None else np.frombuffer(buffer, dtype=np.uint8)
-
-
-def _fixed(array: pa.Array) -> np.ndarray | None:
-    """The strings of ``array`` as a numpy ``S<width>`` array (no copy) when they all have one
-    width, else None. numpy orders such arrays bytewise, unsigned, as Arrow does (equal widths:
-    the trailing zero bytes numpy ignores cannot change an order or an equality)."""
-    offsets = _offsets(array)
-    if offsets is None or len(array) == 0:
-        return None
-    first, last = int(offsets[0]), int(offsets[-1])
-    width = int(offsets[1]) - first
-    if width == 0 or last - first != width * len(array):
-        return None
-    if len(array) > 1 and not bool(np.all(np.diff(offsets) == width)):
-        return None
-    return _data(array)[first:last].view(f"S{width}")
 
 
 def _remote(fs: AbstractFileSystem) -> bool:
@@ -260,44 +177,89 @@ def _output(fs: AbstractFileSystem, path: str) -> Iterator[pa.NativeFile | Binar
             yield handle
 
 
+def _row_groups_note(keys: pa.Array | pa.ChunkedArray, size: int) -> bytes:
+    """The row groups of a base file of sorted ``keys`` written ``size`` rows a group."""
+    n = len(keys)
+    starts = list(range(0, n, size))
+    ends = [min(n, start + size) - 1 for start in starts]
+    rows = [end - start + 1 for start, end in zip(starts, ends, strict=True)]
+    lo = keys.take(pa.array(starts, pa.int64())).to_pylist()
+    hi = keys.take(pa.array(ends, pa.int64())).to_pylist()
+    return msgspec.json.encode((rows, lo, hi))
+
+
+def _kv_crc(kv: dict[bytes, bytes]) -> int:
+    """CRC-32 of every ``lakebraid.*`` entry but the checksum itself, in key order, each as
+    ``<len>:<key><len>:<value>``."""
+    crc = 0
+    for key in sorted(k for k in kv if k.startswith(b"lakebraid.") and k != CRC_KEY):
+        crc = zlib.crc32(b"%d:%s%d:%s" % (len(key), key, len(kv[key]), kv[key]), crc)
+    return crc
+
+
+def _bounds(meta: pq.FileMetaData, kv: dict[bytes, bytes]) -> Groups:
+    """The row groups' rows and key bounds: from the (checked) ``lakebraid.row_groups``
+    entry, or for a version 1 file without it, from the key statistics."""
+    counts = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    if CRC_KEY not in kv:  # version 1
+        key_index = meta.schema.names.index(KEY)
+        mins, maxs = [], []
+        for i in range(meta.num_row_groups):
+            stats = meta.row_group(i).column(key_index).statistics
+            ok = stats is not None and stats.has_min_max
+            mins.append(stats.min if ok else "")
+            maxs.append(stats.max if ok else "\U0010ffff")
+        return counts, mins, maxs
+    rows, lo, hi = msgspec.json.decode(kv[ROW_GROUPS], type=Groups)
+    if not len(rows) == len(lo) == len(hi):
+        raise ValueError("the row-group entry is inconsistent")
+    if [c for c in counts if c] != rows or sum(rows) != meta.num_rows:
+        raise ValueError(f"the footer's row counts {counts} differ from the recorded {rows}")
+    return rows, lo, hi
+
+
+def _footer(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInfo]:
+    """The footer of a base file, checked (see the module doc)."""
+    with guarded(path, CorruptBaseFileError):
+        with _input(fs, path) as handle:
+            meta = pq.ParquetFile(handle).metadata
+        check_footer(meta)
+        kv = meta.metadata or {}
+        if CRC_KEY in kv and int(kv[CRC_KEY]) != _kv_crc(kv):
+            raise ValueError("the lakebraid.* footer entries do not match their CRC-32")
+        version = int(kv.get(b"lakebraid.base.version", b"0"))
+        if version not in READABLE_VERSIONS:
+            raise MetadataFormatError(
+                f"{path}: base file version {version} is not supported "
+                f"(this lakebraid reads {READABLE_VERSIONS})"
+            )
+        if version > 1 and CRC_KEY not in kv:
+            raise ValueError(f"a version {version} base file without {CRC_KEY.decode()}")
+        _, mins, maxs = _bounds(meta, kv)
+        info = BaseInfo(
+            path=path,
+            version=version,
+            partition=kv[b"lakebraid.partition"].decode(),
+            file_group=kv[b"lakebraid.file_group"].decode(),
+            instant=kv[b"lakebraid.instant"].decode(),
+            folded=tuple(msgspec.json.decode(kv[b"lakebraid.folded"])),
+            num_rows=meta.num_rows,
+            row_group_min=tuple(mins),
+            row_group_max=tuple(maxs),
+        )
+    return meta, info
+
+
 def _open(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInfo]:
     cached = FOOTERS.get(path)
     if cached is not None:
         return cached
     try:
-        with _input(fs, path) as handle:
-            meta = pq.ParquetFile(handle).metadata
-    except (OSError, pa.ArrowInvalid) as exc:
+        item = _footer(fs, path)
+    except FileNotFoundError as exc:
         raise MetadataError(f"cannot read metadata base file {path}: {exc}") from None
-    kv = meta.metadata or {}
-    version = int(kv.get(b"lakebraid.base.version", b"0"))
-    if version != BASE_VERSION:
-        raise MetadataFormatError(
-            f"{path}: base file version {version} is not supported (expected {BASE_VERSION})"
-        )
-    key_index = meta.schema.names.index(KEY)
-    mins, maxs = [], []
-    for i in range(meta.num_row_groups):
-        stats = meta.row_group(i).column(key_index).statistics
-        if stats is None or not stats.has_min_max:
-            mins.append("")
-            maxs.append("\U0010ffff")
-        else:
-            mins.append(stats.min)
-            maxs.append(stats.max)
-    info = BaseInfo(
-        path=path,
-        version=version,
-        partition=kv[b"lakebraid.partition"].decode(),
-        file_group=kv[b"lakebraid.file_group"].decode(),
-        instant=kv[b"lakebraid.instant"].decode(),
-        folded=tuple(msgspec.json.decode(kv[b"lakebraid.folded"])),
-        num_rows=meta.num_rows,
-        row_group_min=tuple(mins),
-        row_group_max=tuple(maxs),
-    )
-    FOOTERS.put(path, (meta, info))
-    return meta, info
+    FOOTERS.put(path, item)
+    return item
 
 
 def base_info(fs: AbstractFileSystem, path: str) -> BaseInfo:
@@ -305,10 +267,14 @@ def base_info(fs: AbstractFileSystem, path: str) -> BaseInfo:
 
 
 def read_base(fs: AbstractFileSystem, path: str, columns: list[str] | None = None) -> pa.Table:
-    meta, _ = _open(fs, path)
-    with _input(fs, path) as handle:
-        parquet = pq.ParquetFile(handle, metadata=meta, pre_buffer=_remote(fs))
-        return parquet.read(columns=columns)
+    meta, info = _open(fs, path)
+    with guarded(path, CorruptBaseFileError), _input(fs, path) as handle:
+        parquet = pq.ParquetFile(handle, metadata=meta, pre_buffer=_remote(fs), **READ_OPTIONS)
+        table = parquet.read(columns=columns)
+        if table.num_rows != info.num_rows:
+            raise ValueError(f"read {table.num_rows} rows, the footer says {info.num_rows}")
+        check_decoded(table)
+        return table
 
 
 def row_groups_for(info: BaseInfo, sorted_keys: np.ndarray) -> list[int]:
@@ -334,7 +300,8 @@ def lookup_base(
     in key order. ``threads`` > 1: a scan reads that many contiguous runs of row groups at
     once (one file handle each)."""
     meta, info = _open(fs, path)
-    schema = meta.schema.to_arrow_schema()
+    with guarded(path, CorruptBaseFileError):
+        schema = meta.schema.to_arrow_schema()
     if len(keys) == 0 or info.num_rows == 0:
         return schema.empty_table(), "seek"
     if isinstance(keys, pa.ChunkedArray):
@@ -357,17 +324,8 @@ def lookup_base(
     runs = [r.tolist() for r in np.array_split(chosen, max(1, min(threads, len(chosen))))]
 
     def scan(run: list[int]) -> list[pa.RecordBatch]:
-        matcher, found = _Matcher(keys), []
-        with _input(fs, path) as handle:
-            parquet = pq.ParquetFile(
-                handle, metadata=meta, pre_buffer=_remote(fs), read_dictionary=dictionary
-            )
-            batches = parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=run, use_threads=False)
-            for batch in batches:
-                hits = matcher.positions(batch.column(0))
-                if len(hits):
-                    found.append(batch.take(pa.array(hits)))
-        return found
+        with guarded(path, CorruptBaseFileError):
+            return _scan(fs, path, meta, dictionary, keys, run)
 
     if len(runs) <= 1:
         parts = scan(chosen)
@@ -377,6 +335,38 @@ def lookup_base(
     if not parts:
         return schema.empty_table(), "seek" if seek else "scan"
     return pa.Table.from_batches(parts).cast(schema), "seek" if seek else "scan"
+
+
+def _scan(
+    fs: AbstractFileSystem,
+    path: str,
+    meta: pq.FileMetaData,
+    dictionary: list[str],
+    keys: pa.Array,
+    run: list[int],
+) -> list[pa.RecordBatch]:
+    """The rows of row groups ``run`` whose key is in ``keys`` (sorted, unique). Every row of
+    the groups is decoded and counted: fewer or more than the footer says is corruption."""
+    matcher, found, seen = KeyMatcher(keys), [], 0
+    with _input(fs, path) as handle:
+        parquet = pq.ParquetFile(
+            handle,
+            metadata=meta,
+            pre_buffer=_remote(fs),
+            read_dictionary=dictionary,
+            **READ_OPTIONS,
+        )
+        batches = parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=run, use_threads=False)
+        for batch in batches:
+            seen += batch.num_rows
+            hits = matcher.positions(batch.column(0))
+            if len(hits):
+                found.append(batch.take(pa.array(hits)))
+                check_decoded(found[-1])
+    expected = sum(meta.row_group(i).num_rows for i in run)
+    if seen != expected:
+        raise ValueError(f"row groups {run} gave {seen} rows, the footer says {expected}")
+    return found
 
 
 def _dictionary_columns(meta: pq.FileMetaData, schema: pa.Schema) -> list[str]:
@@ -391,37 +381,3 @@ def _dictionary_columns(meta: pq.FileMetaData, schema: pa.Schema) -> list[str]:
         if field.name != KEY and textual and first.column(i).has_dictionary_page:
             names.append(field.name)
     return names
-
-
-class _Matcher:
-    """Positions of wanted keys (unique, sorted) in sorted batches of a base file's keys.
-
-    When a batch's keys all have one width (UUIDs, hashes, zero-padded ids), the wanted keys of
-    that width within the batch's key range are found by numpy's binary search over
-    fixed-width byte views; else by an Arrow hash join (``is_in``)."""
-
-    def __init__(self, keys: pa.Array):
-        self.keys = keys
-        self._probes: dict[int, np.ndarray | None] = {}
-
-    def _probe(self, width: int) -> np.ndarray | None:
-        if width not in self._probes:
-            same = self.keys.filter(pc.equal(pc.binary_length(self.keys), width))
-            self._probes[width] = _fixed(same)  # None: no wanted key has that width
-        return self._probes[width]
-
-    def positions(self, column: pa.Array) -> np.ndarray:
-        view = _fixed(column)
-        if view is None:
-            mask = pc.is_in(column, value_set=self.keys).to_numpy(zero_copy_only=False)
-            return np.flatnonzero(mask)
-        probe = self._probe(view.itemsize)
-        if probe is None:
-            return np.empty(0, dtype=np.int64)
-        lo = int(np.searchsorted(probe, view[0], side="left"))
-        hi = int(np.searchsorted(probe, view[-1], side="right"))
-        if hi <= lo:
-            return np.empty(0, dtype=np.int64)
-        wanted = probe[lo:hi]
-        index = np.searchsorted(view, wanted)
-        return index[view[index] == wanted]

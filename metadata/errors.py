@@ -7,6 +7,8 @@
   format version, truncation, inconsistent lengths, CRC mismatch, undecodable header or body).
   Corruption is never skipped silently: the error names the file and the byte offset where the
   damaged block starts, and says what to do about it.
+* :class:`CorruptBaseFileError` -- a metadata base file (Parquet) is damaged (page checksum,
+  footer, row-group note or decoded rows); names the file and says what to do about it.
 """
 
 from __future__ import annotations
@@ -48,4 +50,23 @@ class CorruptLogBlockError(MetadataError):
             f"the log file is damaged: restore it from a backup or roll back {culprit}",
             table=table,
             instant=instant,
+        )
+
+
+class CorruptBaseFileError(MetadataError):
+    """A metadata base file is damaged. ``path`` is the file, ``reason`` what was found."""
+
+    def __init__(self, path: str, reason: str, *, table: str | None = None):
+        self.path = path
+        self.reason = reason
+        stem = path.rsplit("/", 1)[-1].removesuffix(".parquet")
+        instant = stem.rsplit("_", 1)[-1]
+        known = instant.isdigit() and len(instant) == 17
+        culprit = f"instant {instant}" if known else "the compaction that wrote it"
+        super().__init__(
+            f"corrupt metadata base file {path}: {reason}; it was written by {culprit}: "
+            f"restore the file from a backup, or restore the table to a savepoint older than "
+            f"that instant",
+            table=table,
+            instant=instant if known else None,
         )

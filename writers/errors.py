@@ -6,6 +6,8 @@
   written, so the table is unchanged.
 * :class:`WriteConflictError` -- a concurrent writer committed overlapping file groups first;
   this write was rolled back: retry it (a :class:`timeline.errors.RetryableError`).
+* :class:`CorruptDataFileError` -- a data file of the table is damaged (a page checksum, the
+  footer or the decoded data does not hold); names the file and says what to do.
 """
 
 from __future__ import annotations
@@ -33,3 +35,21 @@ class ConflictDetected(WriteError):
     def __init__(self, message: str, *, others: list[str], table: str, instant: str):
         super().__init__(message, table=table, instant=instant)
         self.others = others
+
+
+class CorruptDataFileError(WriteError):
+    """A data file is damaged. ``path`` is the file, ``reason`` what pyarrow or the integrity
+    checks (``metadata.integrity``) found."""
+
+    def __init__(self, path: str, reason: str, *, table: str | None = None):
+        self.path = path
+        self.reason = reason
+        instant = path.rsplit("_", 1)[-1].removesuffix(".parquet")
+        culprit = f"commit {instant}" if instant.isdigit() and len(instant) == 17 else "it"
+        super().__init__(
+            f"corrupt data file {path}: {reason}; restore the file from a backup, or roll "
+            f"back the {culprit} that wrote it (or restore the table to a savepoint before "
+            f"it); `validate()` lists every damaged file",
+            table=table,
+            instant=instant if culprit != "it" else None,
+        )

@@ -15,6 +15,12 @@ A table whose record key is a string or integer column has a *virtual* ``_braid_
 data files do not hold it (it is ``cast(key as string)``, and Arrow and Spark write integers
 alike), readers derive it (:func:`conform` with ``derive_key``). Other key types keep the
 physical column.
+
+Integrity (``metadata.integrity``): data files are written with Parquet page checksums and
+read with them verified, their footer schema checked against pyarrow's ``ARROW:schema`` note;
+a damaged file raises :class:`writers.errors.CorruptDataFileError` naming it. A write status
+records ``crc32``, the CRC-32 of the whole new file, which ``validate()`` checks (statuses of
+commits written before this field have ``None``: nothing to check).
 """
 
 from __future__ import annotations
@@ -35,10 +41,19 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from metadata.arrow_records import flat
+from metadata.integrity import (
+    READ_OPTIONS,
+    WRITE_OPTIONS,
+    check_decoded,
+    check_footer,
+    file_crc32,
+    guarded,
+)
 from timeline.layout import TableLayout, data_file_name
 from timeline.store import make_durable
 from timeline.table_config import text_to_type
 from writers.encoding import choose
+from writers.errors import CorruptDataFileError
 
 COMMIT_TIME = "_braid_commit_time"
 RECORD_KEY = "_braid_record_key"
@@ -73,6 +88,7 @@ class WriteStatus(msgspec.Struct, frozen=True, kw_only=True):
     # each as :func:`pack_keys` bytes; commit bodies keep them empty
     keys_added: bytes = b""
     keys_removed: bytes = b""
+    crc32: int | None = None  # of the whole new file; None: written before it was recorded
 
 
 class RewriteTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -219,6 +235,7 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table, *, sync: bool = Tr
         metadata_collector=collected,
         use_dictionary=dictionary,
         write_statistics=[n for n in result.schema.names if n != RECORD_KEY],
+        **WRITE_OPTIONS,
     )
     if isinstance(fs, LocalFileSystem):
         pq.write_table(result, path, **options)  # Arrow's own file I/O
@@ -231,6 +248,7 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table, *, sync: bool = Tr
     return WriteStatus(
         file_name=name,
         size=size,
+        crc32=file_crc32(fs, path),
         rows=result.num_rows,
         stats=column_stats(result, collected[0], [n for n, _, _ in task.schema]),
         **status,  # type: ignore[arg-type]
@@ -263,13 +281,23 @@ def read_parquet(
 ) -> pa.Table:
     """A whole Parquet file; local files through Arrow's own file system (no Python file
     object crosses into Arrow's I/O threads). The dictionary-typed fields of
-    ``dictionaries`` are read as dictionaries (no string per row)."""
+    ``dictionaries`` are read as dictionaries (no string per row). Page checksums are
+    verified and the footer checked; a damaged file raises :class:`CorruptDataFileError`."""
     keep = [f.name for f in dictionaries or [] if pa.types.is_dictionary(f.type)]
-    options: dict[str, Any] = dict(use_threads=threads, read_dictionary=keep or None)
-    if isinstance(fs, LocalFileSystem):
-        return pq.read_table(path, memory_map=True, **options)
-    with fs.open(path, "rb") as handle:
-        return pq.read_table(handle, pre_buffer=False, **options)
+    options: dict[str, Any] = dict(read_dictionary=keep or None, **READ_OPTIONS)
+    with guarded(path, CorruptDataFileError):
+        if isinstance(fs, LocalFileSystem):
+            with pq.ParquetFile(path, memory_map=True, **options) as parquet:
+                return _read_checked(parquet, threads)
+        with fs.open(path, "rb") as handle, pq.ParquetFile(handle, **options) as parquet:
+            return _read_checked(parquet, threads)
+
+
+def _read_checked(parquet: pq.ParquetFile, threads: bool) -> pa.Table:
+    check_footer(parquet.metadata)
+    table = parquet.read(use_threads=threads)
+    check_decoded(table)
+    return table
 
 
 def _repeating_as_dictionaries(schema: pa.Schema, partition: str) -> pa.Schema:

@@ -2,7 +2,10 @@
 
 Settings follow shared/spark-facts.md: Python workers must run this interpreter (so they can
 import pyarrow and lakebraid), the UI and console progress are off, the session time zone is
-UTC, and the driver gets more than the 1 GiB default heap. A user's own session is used as is.
+UTC, and the driver gets more than the 1 GiB default heap. Parquet page checksums (which
+lakebraid writes, see ``metadata.integrity``) are verified on every read
+(``parquet.page.verify-checksum.enabled``): a damaged page fails the read, naming the file,
+instead of returning changed values. A user's own session is used as is.
 A ``WriteClient`` registers the ``lakebraid`` data source on either (``writers.datasource``).
 """
 
@@ -22,6 +25,7 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.python.filterPushdown.enabled": "true",
+    "spark.hadoop.parquet.page.verify-checksum.enabled": "true",
 }
 
 

@@ -7,24 +7,36 @@ unless a later visible commit emptied the group (its write status names no new f
 the current files: the listing (name, size), the column statistics (recomputed from the
 rows) and each key's location (partition, file id). The instant a key was inserted is not
 derivable from files, so locations are compared on partition and file id.
+
+Integrity: each current file's CRC-32 is compared with the one its commit's write status
+recorded (statuses written before ``crc32`` existed have none: not checked). A damaged or
+unreadable file, or an unreadable metadata table, is one problem among the others: every
+problem is listed, the validator never stops at the first. Keys the index places in a file
+that cannot be read are not reported again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from metadata.records import Partition
+from metadata.integrity import file_crc32, guarded
+from metadata.records import Partition, RecordLocation
 from metadata.table import MetadataTable
 from timeline.bodies import decode_body
-from timeline.instant import Action
+from timeline.errors import LakebraidError
+from timeline.instant import Action, Instant
 from timeline.layout import TimelineKind, parse_data_file_name
 from timeline.table import TableTimelines
 from writers.commit import CommitMetadata, schema_as_of
-from writers.filegroup import RECORD_KEY, column_stats, read_parquet, virtual_key
+from writers.errors import CorruptDataFileError
+from writers.filegroup import RECORD_KEY, WriteStatus, column_stats, read_parquet, virtual_key
+
+Listing = dict[str, dict[str, int]]
+Checksums = dict[tuple[str, str], int]  # (partition, file name) -> CRC-32 its commit recorded
 
 
 def _data_files(table: TableTimelines) -> Iterator[tuple[str, str, int]]:
@@ -38,7 +50,23 @@ def _data_files(table: TableTimelines) -> Iterator[tuple[str, str, int]]:
         yield partition, name, int(info["size"])
 
 
-def rebuild_listing(table: TableTimelines) -> dict[str, dict[str, int]]:
+def _statuses(
+    table: TableTimelines, visible: Sequence[Instant], order: dict[str, int]
+) -> Iterator[tuple[int, WriteStatus]]:
+    """(rank of the commit, write status) of every visible commit."""
+    for inst in visible:
+        if inst.action is not Action.COMMIT:
+            continue
+        where = table.store.path_of(TimelineKind.GLOBAL, inst)
+        body = decode_body(
+            table.store.read_body(TimelineKind.GLOBAL, inst), CommitMetadata, where=where
+        )
+        for status in body.statuses:
+            yield order[inst.time], status
+
+
+def rebuild(table: TableTimelines) -> tuple[Listing, Checksums]:
+    """The current files from storage, and the checksums their commits recorded."""
     visibility = table.visibility()
     order = {i.time: n for n, i in enumerate(visibility.visible)}
     newest: dict[str, tuple[int, str, str, int]] = {}
@@ -51,85 +79,149 @@ def rebuild_listing(table: TableTimelines) -> dict[str, dict[str, int]]:
         if known is None or rank > known[0]:
             newest[parsed.file_id] = (rank, partition, name, size)
     emptied: dict[str, int] = {}  # file id -> rank of the commit that emptied the group
-    for inst in visibility.visible:
-        if inst.action is not Action.COMMIT:
-            continue
-        where = table.store.path_of(TimelineKind.GLOBAL, inst)
-        body = decode_body(
-            table.store.read_body(TimelineKind.GLOBAL, inst), CommitMetadata, where=where
-        )
-        for status in body.statuses:
-            if status.file_name is None:
-                emptied[status.file_id] = order[inst.time]
-    listing: dict[str, dict[str, int]] = {}
+    checksums: Checksums = {}
+    for rank, status in _statuses(table, visibility.visible, order):
+        if status.file_name is None:
+            emptied[status.file_id] = rank
+        elif status.crc32 is not None:
+            checksums[(status.partition, status.file_name)] = status.crc32
+    listing: Listing = {}
     for file_id, (rank, partition, name, size) in newest.items():
         if emptied.get(file_id, -1) > rank:
             continue
         listing.setdefault(partition, {})[name] = size
-    return listing
+    return listing, checksums
+
+
+def rebuild_listing(table: TableTimelines) -> Listing:
+    return rebuild(table)[0]
 
 
 def validate(table: TableTimelines) -> list[str]:
-    """Every difference between the metadata table (now) and a rebuild from storage."""
-    problems: list[str] = []
-    reader = MetadataTable(table).reader()
-    expected = rebuild_listing(table)
-    actual = reader.files()
-    for partition in sorted(set(expected) | set(actual)):
-        want, have = expected.get(partition, {}), actual.get(partition, {})
-        for name in sorted(set(want) | set(have)):
-            if want.get(name) != have.get(name):
-                problems.append(
-                    f"files: {partition}/{name}: storage says size {want.get(name)}, "
-                    f"the metadata table says {have.get(name)}"
+    """Every difference between the metadata table (now) and a rebuild from storage, and
+    every damaged or unreadable file."""
+    return _Validator(table).run()
+
+
+class _Validator:
+    def __init__(self, table: TableTimelines):
+        self.table = table
+        self.problems: list[str] = []
+        self.expected, self.checksums = rebuild(table)
+        self.reader = MetadataTable(table).reader()
+        self.schema = schema_as_of(table)
+        self.stats: dict[tuple[str, str, str], tuple[object, ...]] | None = None  # unread
+        self.locations: dict[str, tuple[str, str]] = {}  # key -> (partition, file id)
+        self.damaged: set[tuple[str, str]] = set()  # (partition, file id) of unreadable files
+
+    def attempt(self, what: str, work: Callable[[], None]) -> None:
+        """Run one part of the validation; a lakebraid error is a problem, then go on."""
+        try:
+            work()
+        except LakebraidError as exc:
+            self.problems.append(f"{what}: {exc}")
+
+    def run(self) -> list[str]:
+        self.attempt("metadata table", self.compare_listing)
+        self.attempt("column_stats", self.load_stats)
+        seen: set[tuple[str, str, str]] = set()
+        for partition, files in sorted(self.expected.items()):
+            for name in sorted(files):
+                file_id = parse_data_file_name(name).file_id
+                try:
+                    keys, columns = self.check_file(partition, name)
+                except LakebraidError as exc:
+                    self.problems.append(f"data file: {exc}")
+                    self.damaged.add((partition, file_id))
+                    continue
+                seen.update((partition, name, column) for column in columns)
+                for key in keys:
+                    if key in self.locations:
+                        self.problems.append(f"record key {key!r} is in two files")
+                    self.locations[key] = (partition, file_id)
+        for extra in sorted(set(self.stats or {}) - seen):
+            if (extra[0], parse_data_file_name(extra[1]).file_id) not in self.damaged:
+                self.problems.append(
+                    f"column_stats: {extra[0]}/{extra[1]} {extra[2]} has no visible file"
                 )
-    stats = {(s.partition, s.file, s.column): s for s in reader.column_stats()}
-    locations: dict[str, tuple[str, str]] = {}
-    schema = schema_as_of(table)
-    columns = [f.name for f in schema]
-    derive = virtual_key([(f.name, f.type, f.nullable) for f in schema], table.config.record_key)
-    seen_stats = set()
-    for partition, files in sorted(expected.items()):
-        for name in sorted(files):
-            path = table.layout.data_file(partition, name)
-            rows = read_parquet(table.fs, path)
-            with table.fs.open(path, "rb") as handle:
-                meta = pq.ParquetFile(handle).metadata
-            present = [c for c in columns if c in rows.column_names]
-            for stat in column_stats(rows, meta, present):
-                seen_stats.add((partition, name, stat.column))
-                have = stats.get((partition, name, stat.column))
-                got = (
-                    None
-                    if have is None
-                    else (have.min_value, have.max_value, have.null_count, have.value_count)
-                )
-                want = (stat.min_value, stat.max_value, stat.null_count, stat.value_count)
-                if got != want:
-                    problems.append(
-                        f"column_stats: {partition}/{name} {stat.column}: "
-                        f"file says {want}, the metadata table says {got}"
+        self.attempt("record_index", self.compare_index)
+        return self.problems
+
+    def compare_listing(self) -> None:
+        actual = self.reader.files()
+        for partition in sorted(set(self.expected) | set(actual)):
+            want, have = self.expected.get(partition, {}), actual.get(partition, {})
+            for name in sorted(set(want) | set(have)):
+                if want.get(name) != have.get(name):
+                    self.problems.append(
+                        f"files: {partition}/{name}: storage says size {want.get(name)}, "
+                        f"the metadata table says {have.get(name)}"
                     )
-            file_id = parse_data_file_name(name).file_id
-            keys = rows.column(RECORD_KEY) if derive is None else rows.column(derive)
-            for key in pc.unique(pc.cast(keys, pa.string())).to_pylist():
-                if key in locations:
-                    problems.append(f"record key {key!r} is in two files")
-                locations[key] = (partition, file_id)
-    for extra in sorted(set(stats) - seen_stats):
-        problems.append(f"column_stats: {extra[0]}/{extra[1]} {extra[2]} has no visible file")
-    found = reader.locations(sorted(locations))
-    for key, (partition, file_id) in sorted(locations.items()):
-        where = found.get(key)
-        if where is None or (where.partition, where.file_id) != (partition, file_id):
-            problems.append(
-                f"record_index: key {key!r} is in {partition} file group "
-                f"{file_id}, the index says {where}"
+
+    def load_stats(self) -> None:
+        self.stats = {
+            (s.partition, s.file, s.column): (s.min_value, s.max_value, s.null_count, s.value_count)
+            for s in self.reader.column_stats()
+        }
+
+    def check_checksum(self, partition: str, name: str, path: str) -> None:
+        recorded = self.checksums.get((partition, name))
+        if recorded is None:
+            return
+        with guarded(path, CorruptDataFileError):
+            crc = file_crc32(self.table.fs, path)
+        if crc != recorded:
+            self.problems.append(
+                f"checksum: {partition}/{name}: the file's CRC-32 is {crc:08x}, its commit "
+                f"recorded {recorded:08x}: the file is damaged (restore it from a backup, or "
+                f"roll back the commit that wrote it)"
             )
-    index = reader.point.group_counts["record_index"]
-    for group in range(index):
-        indexed = reader.group_table(Partition.RECORD_INDEX, group).column("key").to_pylist()
-        for key in indexed:
-            if key not in locations:
-                problems.append(f"record_index: key {key!r} is indexed but in no visible file")
-    return problems
+
+    def check_file(self, partition: str, name: str) -> tuple[list[str], list[str]]:
+        """Check one current data file (checksum, column statistics); returns its record
+        keys and the columns it has statistics for."""
+        path = self.table.layout.data_file(partition, name)
+        self.check_checksum(partition, name, path)
+        rows = read_parquet(self.table.fs, path)
+        with guarded(path, CorruptDataFileError), self.table.fs.open(path, "rb") as handle:
+            meta = pq.ParquetFile(handle).metadata
+        present = [f.name for f in self.schema if f.name in rows.column_names]
+        columns = []
+        for stat in column_stats(rows, meta, present):
+            columns.append(stat.column)
+            if self.stats is None:
+                continue  # the metadata table's statistics could not be read (a problem)
+            got = self.stats.get((partition, name, stat.column))
+            want = (stat.min_value, stat.max_value, stat.null_count, stat.value_count)
+            if got != want:
+                self.problems.append(
+                    f"column_stats: {partition}/{name} {stat.column}: "
+                    f"file says {want}, the metadata table says {got}"
+                )
+        spec = [(f.name, f.type, f.nullable) for f in self.schema]
+        derive = virtual_key(spec, self.table.config.record_key)
+        keys = rows.column(RECORD_KEY) if derive is None else rows.column(derive)
+        return pc.unique(pc.cast(keys, pa.string())).to_pylist(), columns
+
+    def compare_index(self) -> None:
+        found = self.reader.locations(sorted(self.locations))
+        for key, (partition, file_id) in sorted(self.locations.items()):
+            where = found.get(key)
+            if where is None or (where.partition, where.file_id) != (partition, file_id):
+                self.problems.append(
+                    f"record_index: key {key!r} is in {partition} file group "
+                    f"{file_id}, the index says {where}"
+                )
+        extra: list[str] = []
+        for group in range(self.reader.point.group_counts["record_index"]):
+            table = self.reader.group_table(Partition.RECORD_INDEX, group)
+            extra += [k for k in table.column("key").to_pylist() if k not in self.locations]
+        if self.damaged and extra:  # keys of files that could not be read are unknown
+            where_of = self.reader.locations(extra)
+            extra = [k for k in extra if _place(where_of.get(k)) not in self.damaged]
+        for key in extra:
+            self.problems.append(f"record_index: key {key!r} is indexed but in no visible file")
+
+
+def _place(location: RecordLocation | None) -> tuple[str, str] | None:
+    return None if location is None else (location.partition, location.file_id)

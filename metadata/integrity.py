@@ -1,0 +1,132 @@
+"""Integrity of the Parquet files lakebraid writes and reads (data files, metadata base files).
+
+A damaged byte must surface as an error naming the file, never as changed values or missing
+rows. Four layers, each catching what the others cannot:
+
+* **Page checksums.** Writers pass :data:`WRITE_OPTIONS` (``write_page_checksum``): every
+  page header carries the CRC-32 of its page; readers pass :data:`READ_OPTIONS`
+  (``page_checksum_verification``) and Spark sets ``parquet.page.verify-checksum.enabled``.
+  This covers the page data (values, levels, dictionaries), not page headers or the footer.
+* **Footer schema.** The footer holds the schema twice: Parquet's own and pyarrow's
+  ``ARROW:schema`` note (every lakebraid writer stores it with pyarrow's default schema
+  options). :func:`check_footer` requires the Parquet schema to be the one the note maps to,
+  so a flip in a column name, type or repetition in either copy is an error.
+* **Decoded data.** :func:`check_decoded` fully validates columns read as Arrow dictionaries
+  (a damaged dictionary page header can shorten a dictionary so that indices point past it).
+* **Error wrapping.** :func:`guarded` turns any error pyarrow raises on a damaged file
+  (``ArrowInvalid``, ``OSError``, decompression errors, thrift errors, ``UnicodeDecodeError``)
+  into the caller's lakebraid error naming the file; a missing file is not corruption and
+  passes through unchanged.
+
+:func:`file_crc32` is the whole-file checksum a write status records for ``validate()``.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
+
+WRITE_OPTIONS: dict[str, Any] = {"write_page_checksum": True}
+READ_OPTIONS: dict[str, Any] = {"page_checksum_verification": True}
+ARROW_SCHEMA = b"ARROW:schema"
+K = TypeVar("K")
+V = TypeVar("V")
+CHUNK_BYTES = 4 << 20  # bytes read at a time by file_crc32
+
+# what pyarrow and the footer checks raise on a damaged file (ValueError covers
+# UnicodeDecodeError, binascii.Error and msgspec.DecodeError)
+READ_ERRORS = (pa.ArrowException, OSError, ValueError, KeyError, IndexError, EOFError)
+
+
+@contextmanager
+def guarded(path: str, error: Callable[[str, str], Exception]) -> Iterator[None]:
+    """Run a read of ``path``; a damaged file's error becomes ``error(path, reason)``."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except READ_ERRORS as exc:
+        raise error(path, f"{type(exc).__name__}: {exc}") from exc
+
+
+class Lru(Generic[K, V]):
+    """A bounded, thread-safe map that forgets its least recently used entries."""
+
+    def __init__(self, capacity: int):
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._capacity = capacity
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: K, item: V) -> None:
+        with self._lock:
+            self._items[key] = item
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+# the Parquet schema (and its text) that an ARROW:schema note maps to, keyed by the note
+_SCHEMAS: Lru[bytes, tuple[pq.ParquetSchema, str]] = Lru(256)
+
+
+def _expected(note: bytes) -> tuple[pq.ParquetSchema, str]:
+    found = _SCHEMAS.get(note)
+    if found is None:
+        arrow = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(note, validate=True)))
+        sink = pa.BufferOutputStream()
+        pq.write_table(arrow.empty_table(), sink)  # pyarrow's default schema options
+        parquet = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
+        found = (parquet, _text(parquet))
+        _SCHEMAS.put(note, found)
+    return found
+
+
+def _text(schema: pq.ParquetSchema) -> str:
+    """Every node of the schema as text (``str`` less its first line, an object address)."""
+    return str(schema).partition("\n")[2]
+
+
+def check_footer(meta: pq.FileMetaData) -> None:
+    """Raise ``ValueError`` unless the footer's two schemas agree (see the module doc)."""
+    note = (meta.metadata or {}).get(ARROW_SCHEMA)
+    if note is None:
+        raise ValueError("the footer has no ARROW:schema note (lakebraid always writes one)")
+    expected, text = _expected(note)
+    # equals() compares the leaf columns only; the text has every node (group names too)
+    if not meta.schema.equals(expected) or _text(meta.schema) != text:
+        raise ValueError("the footer's Parquet schema differs from its ARROW:schema note")
+
+
+def check_decoded(data: pa.Table | pa.RecordBatch) -> None:
+    """Raise ``pa.ArrowInvalid`` when a dictionary column has an index past its dictionary."""
+    for column in data.columns:
+        if pa.types.is_dictionary(column.type):
+            column.validate(full=True)
+
+
+def file_crc32(fs: AbstractFileSystem, path: str) -> int:
+    """CRC-32 (zlib's, unsigned) of the whole file."""
+    crc = 0
+    with fs.open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            crc = zlib.crc32(chunk, crc)
+    return crc
