@@ -52,6 +52,7 @@ from writers.pipeline import (
     prepare,
     rewrite_tasks,
     route,
+    stale_moves,
     tag,
 )
 from writers.read import read_arrow_files, read_spark
@@ -243,6 +244,15 @@ class WriteClient:
             found, at = reader.locate(prepared.column(RECORD_KEY))  # de-duplicated above
             tagged = tag(prepared, found, at)
             tagged, operation = self._duplicates(tagged, operation, policy)
+            if ordering(self.table) is not None:
+                tagged = stale_moves(
+                    tagged,
+                    self.table.fs,
+                    self.table.layout,
+                    listing,
+                    ordering(self.table),  # type: ignore[arg-type]
+                    config.record_key,
+                )
         else:
             tagged = tag(prepared, empty_table(Partition.RECORD_INDEX))
         target, small = self._insert_room(reader, listing, operation)
@@ -298,6 +308,8 @@ class WriteClient:
             precombine=config.precombine_field,
             point=reader.point,
             options=options,
+            ordering=ordering(self.table),
+            files=listing if ordering(self.table) else {},
         )
         if policy == "upsert" and operation == "insert":
             operation = "upsert"
@@ -323,6 +335,7 @@ class WriteClient:
                 time=time,
                 schema=spec,
                 record_key=config.record_key,
+                ordering=ordering(self.table),
             )
             self._finish(tx, statuses, schema)
         except BaseException as exc:
@@ -457,6 +470,13 @@ class WriteClient:
         return read_spark(self, self.table.read_point(as_of), where)
 
 
+def ordering(table: TableTimelines) -> str | None:
+    """The precombine field when stored rows are ordered by event time (``write.merge.mode``)."""
+    if table.options.get(settings.MERGE_MODE) != "event_time":
+        return None
+    return table.config.precombine_field
+
+
 def _field_list(fields: object, path: str) -> list[str]:
     """``partition_by`` as a list of names: a bare string is refused (``"day"`` would be the
     fields ``d``, ``a``, ``y``)."""
@@ -520,6 +540,7 @@ def _tasks(
         time=time,
         schema=spec,
         record_key=table.config.record_key,
+        ordering=ordering(table),
     )
     ends = [*starts.tolist()[1:], len(order)]
     return [

@@ -17,14 +17,15 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from fsspec import AbstractFileSystem
 
 from index.keys import key_text
 from metadata.arrow_records import flat
 from metadata.hashing import group_order, stable_hashes
 from metadata.records import ints_to_file_id
-from timeline.layout import parse_data_file_name, partition_path
+from timeline.layout import TableLayout, parse_data_file_name, partition_path
 from writers.errors import InputError
-from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask
+from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask, read_parquet
 
 PARTITION = "_braid_partition"
 OLD_PARTITION = "_braid_old_partition"
@@ -350,9 +351,11 @@ def rewrite_tasks(
     time: str,
     schema: list[tuple[str, str, bool]],
     record_key: str,
+    ordering: str | None = None,
 ) -> list[RewriteTask]:
     """One rewrite task per (partition, file id), each with its own write token; the old
-    file is the group's current file in ``listing`` (None for a new group)."""
+    file is the group's current file in ``listing`` (None for a new group). ``ordering``:
+    the precombine field when stored rows are ordered by event time (else None)."""
     return [
         RewriteTask(
             root=root,
@@ -363,6 +366,7 @@ def rewrite_tasks(
             instant=time,
             write_token=f"{n}-0",
             schema=schema,
+            precombine=ordering,
         )
         for n, (partition, file_id) in enumerate(targets)
     ]
@@ -385,3 +389,50 @@ def duplicate_keys_error(
 def existing_rows(tagged: pa.Table) -> pa.Array:
     """Rows of a tagged insert whose key the table already holds (anywhere)."""
     return pc.is_valid(tagged.column(OLD_FILE_ID))
+
+
+def stale_moves(
+    tagged: pa.Table,
+    fs: AbstractFileSystem,
+    layout: TableLayout,
+    files: Mapping[str, Mapping[str, str]],
+    precombine: str,
+    record_key: str,
+) -> pa.Table:
+    """Event-time ordering for keys that change partition: drop each incoming row whose
+    precombine value is below the stored row's (the stored row stays where it is; ties go to
+    the incoming row). Updates in place are ordered by the rewrite itself
+    (``writers.filegroup``); only the few moving rows' old files are read here, two columns."""
+    old_part, old_id = tagged.column(OLD_PARTITION), tagged.column(OLD_FILE_ID)
+    moving = pc.and_(
+        pc.and_(pc.is_valid(old_id), pc.not_equal(old_part, tagged.column(PARTITION))),
+        pc.equal(tagged.column(OP), OP_UPSERT),
+    )
+    moving = pc.fill_null(moving, False)
+    if not pc.any(moving).as_py():
+        return tagged
+    rows = np.flatnonzero(moving.to_numpy(zero_copy_only=False))
+    where = tagged.select([OLD_PARTITION, OLD_FILE_ID]).take(pa.array(rows)).to_pylist()
+    by_file: dict[tuple[str, str], list[int]] = {}
+    for row, at in zip(rows.tolist(), where, strict=True):
+        by_file.setdefault((at[OLD_PARTITION], at[OLD_FILE_ID]), []).append(row)
+    stale = np.zeros(tagged.num_rows, dtype=bool)
+    for (partition, file_id), members in by_file.items():
+        name = files.get(partition, {}).get(file_id)
+        if name is None:
+            continue  # the listing lacks it: the conflict check decides
+        stored = read_parquet(fs, layout.data_file(partition, name), threads=False)
+        keys = stored.column(RECORD_KEY) if RECORD_KEY in stored.column_names else None
+        keys = key_text(keys if keys is not None else stored.column(record_key))
+        mine = tagged.take(pa.array(members))
+        at = pc.index_in(mine.column(RECORD_KEY), value_set=flat(keys))
+        found = pc.is_valid(at).to_numpy(zero_copy_only=False)
+        if not found.any():
+            continue
+        theirs = stored.column(precombine).take(pc.drop_null(at))
+        if pa.types.is_dictionary(theirs.type):
+            theirs = theirs.cast(theirs.type.value_type)
+        ours = mine.column(precombine).filter(pa.array(found)).cast(theirs.type)
+        older = pc.less(ours, theirs).to_numpy(zero_copy_only=False)
+        stale[np.asarray(members)[found][older]] = True
+    return tagged.filter(pa.array(~stale)) if stale.any() else tagged

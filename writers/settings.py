@@ -52,3 +52,15 @@ INSERT_DUPLICATES = cfg.register(
     "needs no lookup.",
     lambda v: None if v in DUPLICATE_POLICIES else f"must be one of {DUPLICATE_POLICIES}",
 )
+
+MERGE_MODES = ("event_time", "commit_time")
+MERGE_MODE = cfg.register(
+    "write.merge.mode",
+    str,
+    "event_time",
+    "How an upsert orders an incoming row against the stored row of its key: event_time "
+    "(the higher precombine value wins, ties go to the incoming row; an older event never "
+    "overwrites a newer one, as Hudi 1.x's default) or commit_time (the latest write wins). "
+    "Rows of one batch are always ordered by the precombine field.",
+    lambda v: None if v in MERGE_MODES else f"must be one of {MERGE_MODES}",
+)

@@ -55,6 +55,7 @@ from writers.pipeline import (
     prepare,
     rewrite_tasks,
     route,
+    stale_moves,
     tag,
 )
 
@@ -80,6 +81,8 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     precombine: str | None
     point: ReadPoint
     options: dict[str, str]
+    ordering: str | None = None  # the precombine field under event-time ordering
+    files: dict[str, dict[str, str]] = {}  # partition -> file id -> name (for ordering)
 
 
 def _schema_with(schema: pa.Schema, *fields: pa.Field) -> pa.Schema:
@@ -117,6 +120,9 @@ def _dedup_tag(
         fs, root = fsspec.core.url_to_fs(ctx.root)
         reader = MetadataReader(fs, TableLayout(root), ctx.point, cfg.Options(ctx.options))
         table = tag(table, *reader.locate(table.column(RECORD_KEY)))  # keys are unique now
+        if ctx.ordering is not None:
+            layout = TableLayout(root)
+            table = stale_moves(table, fs, layout, ctx.files, ctx.ordering, ctx.key)
     else:
         table = table.append_column(OLD_PARTITION, pa.nulls(table.num_rows, pa.string()))
         table = table.append_column(OLD_FILE_ID, pa.nulls(table.num_rows, pa.string()))
@@ -244,12 +250,19 @@ def rewrite_frame(
     time: str,
     schema: list[tuple[str, str, bool]],
     record_key: str,
+    ordering: str | None = None,
 ) -> list[WriteStatus]:
     """Rewrite every target file group in its own Spark task; returns the write statuses."""
     if not targets:
         return []
     made = rewrite_tasks(
-        targets, listing, root=root, time=time, schema=schema, record_key=record_key
+        targets,
+        listing,
+        root=root,
+        time=time,
+        schema=schema,
+        record_key=record_key,
+        ordering=ordering,
     )
     tasks = {f"{t.partition}\x00{t.file_id}": t for t in made}
     packed = msgspec.msgpack.encode(tasks)

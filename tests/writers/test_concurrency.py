@@ -33,7 +33,9 @@ print(json.dumps(outcomes))
 
 def test_four_writers(tmp_path, run_python) -> None:
     path = str(tmp_path / "t")
-    c = WriteClient.create(path, "id", ["day"], "ts", **{"write.inprocess.max.rows": 1000})
+    # commit-time ordering: the last completed commit wins, which this test checks exactly
+    options = {"write.inprocess.max.rows": 1000, "write.merge.mode": "commit_time"}
+    c = WriteClient.create(path, "id", ["day"], "ts", **options)
     plan = {
         0: ("d0", ["p0-a", "p0-b"]),  # disjoint from everyone
         1: ("d1", ["p1-a", "p1-b"]),  # disjoint from everyone

@@ -321,3 +321,43 @@ def test_markers_of_a_completed_commit_are_removed(client) -> None:
     markers = Path(client.path, ".braid", "markers")
     assert not (markers / t).exists()
     assert not markers.exists() or not list(markers.iterdir())
+
+
+# ---- the precombine field orders against stored rows --------------------------------------
+ENGINES = {"inprocess": {}, "spark": {"write.inprocess.max.rows": 0}}
+
+
+def _frame(c: WriteClient, table: pa.Table, spark_engine: bool):
+    return c.spark.createDataFrame(table.to_pandas()) if spark_engine else table
+
+
+@pytest.mark.spark
+@pytest.mark.xdist_group("spark")
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_an_older_event_never_overwrites_a_newer_stored_row(tmp_path, spark, engine) -> None:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["p"], "ts", spark=spark, **ENGINES[engine])
+    sp = engine == "spark"
+    c.upsert(_frame(c, rows(["a", "b", "m"], 5, v=[1, 1, 1]), sp))
+    # a: older event in place; b: newer in place; m: older event that would move partition
+    late = pa.table(
+        {"id": ["a", "b", "m", "n"], "p": ["x", "x", "y", "y"], "ts": [4, 6, 3, 1], "v": [2] * 4}
+    )
+    c.upsert(_frame(c, late, sp))
+    got = {r["id"]: (r["p"], r["ts"], r["v"]) for r in c.read_arrow().to_pylist()}
+    assert got == {"a": ("x", 5, 1), "b": ("x", 6, 2), "m": ("x", 5, 1), "n": ("y", 1, 2)}
+    assert c.lookup(["m"])["m"].partition == "p=x"
+    tie = pa.table({"id": ["a"], "p": ["y"], "ts": [5], "v": [3]})
+    c.upsert(_frame(c, tie, sp))  # a tie goes to the incoming row (and moves it)
+    assert {r["id"]: r["v"] for r in c.read_arrow().to_pylist()}["a"] == 3
+    assert c.lookup(["a"])["a"].partition == "p=y"
+    assert c.validate() == []
+
+
+def test_commit_time_ordering_lets_the_latest_write_win(tmp_path) -> None:
+    c = WriteClient.create(
+        str(tmp_path / "t"), "id", ["p"], "ts", **{"write.merge.mode": "commit_time"}
+    )
+    c.upsert(rows(["a", "m"], 5, v=[1, 1]))
+    c.upsert(pa.table({"id": ["a", "m"], "p": ["x", "y"], "ts": [1, 1], "v": [2, 2]}))
+    got = {r["id"]: (r["p"], r["v"]) for r in c.read_arrow().to_pylist()}
+    assert got == {"a": ("x", 2), "m": ("y", 2)}
