@@ -189,8 +189,9 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table, *, sync: bool = Tr
         is_up = which < n_up
         up_at[which[is_up]] = rows[is_up]
         del_at[which[~is_up] - n_up] = rows[~is_up]
-    updated = up_at >= 0
-    fresh = np.flatnonzero(~updated)
+    known = up_at >= 0
+    updated = known & ~_older_events(old, upserts, up_at, known, task.precombine)
+    fresh = np.flatnonzero(~known)  # an older event of a stored key is neither
     if task.old_file is None and len(fresh) > 1:  # a new group: its rows sorted by key
         fresh = fresh[pc.sort_indices(new_keys.take(pa.array(fresh))).to_numpy()]
     source = np.arange(n_old, dtype=np.int64)
@@ -215,7 +216,7 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table, *, sync: bool = Tr
         inserts=len(fresh),
         updates=int(updated.sum()),
         deletes=len(removed_at),
-        keys_added=pack_keys(new_keys.take(pa.array(np.flatnonzero(~updated)))),
+        keys_added=pack_keys(new_keys.take(pa.array(np.flatnonzero(~known)))),
         keys_removed=pack_keys(deletes.filter(pa.array(del_at >= 0))),
     )
     if result.num_rows == 0:
@@ -376,6 +377,26 @@ def _footer_bounds(kind: pa.DataType, chunks: list[Any]) -> tuple[Any, Any] | No
 
 def _orderable(kind: pa.DataType) -> bool:
     return not (pa.types.is_nested(kind) or pa.types.is_null(kind))
+
+
+def _older_events(
+    old: pa.Table, upserts: pa.Table, up_at: np.ndarray, known: np.ndarray, field: str | None
+) -> np.ndarray:
+    """Upserts whose precombine value is below the stored row's (event-time ordering; ties
+    go to the incoming row). ``field`` None: commit-time ordering, nothing is older."""
+    stale = np.zeros(len(up_at), dtype=bool)
+    if field is None or not known.any() or field not in old.column_names:
+        return stale
+    rows = np.flatnonzero(known)
+    theirs = _decoded(old.column(field).take(pa.array(up_at[rows])))
+    ours = _decoded(upserts.column(field).take(pa.array(rows))).cast(theirs.type)
+    stale[rows] = pc.fill_null(pc.less(ours, theirs), False).to_numpy(zero_copy_only=False)
+    return stale
+
+
+def _decoded(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    kind = column.type
+    return column.cast(kind.value_type) if pa.types.is_dictionary(kind) else column
 
 
 def _plain(value: Any) -> Any:
