@@ -121,6 +121,24 @@ def check_retention(table: TableTimelines, target: Instant) -> None:
         )
 
 
+def check_previous_files(table: TableTimelines, target: Instant) -> None:
+    """Refuse, before changing anything, a rollback that would make a file group's previous
+    file current again when that file is gone (the group would be unreadable)."""
+    where = table.store.path_of(G, target)
+    body = decode_body(table.store.read_body(G, target), CommitMetadata, where=where)
+    for status in body.statuses:
+        if status.old_file is None:
+            continue
+        path = table.layout.data_file(status.partition, status.old_file)
+        if not table.fs.exists(path):
+            raise WriteError(
+                f"cannot roll back {target.time}: the file it replaced, {path}, is gone, so "
+                "its file group would be unreadable; restore a savepoint instead",
+                table=table.path,
+                instant=target.time,
+            )
+
+
 def rollback(
     table: TableTimelines, time: str, *, own: bool = False, recovering: bool = False
 ) -> str | None:
@@ -157,6 +175,7 @@ def rollback(
         if target.is_completed:
             check_retention(table, target)
             check_dependents(table, target)
+            check_previous_files(table, target)
         plan = plan_rollback(table, target)
         undo, heartbeat = open_instant(table, Action.ROLLBACK, encode_body(plan))
     return run_opened(undo, heartbeat, lambda t: execute_rollback_plan(table, t, plan))

@@ -361,3 +361,14 @@ def test_commit_time_ordering_lets_the_latest_write_win(tmp_path) -> None:
     c.upsert(pa.table({"id": ["a", "m"], "p": ["x", "y"], "ts": [1, 1], "v": [2, 2]}))
     got = {r["id"]: (r["p"], r["v"]) for r in c.read_arrow().to_pylist()}
     assert got == {"a": ("x", 2), "m": ("y", 2)}
+
+
+def test_rollback_refuses_when_the_file_it_would_bring_back_is_gone(client) -> None:
+    t1 = client.upsert(rows(["a", "b"], 1))
+    old = files_on_disk(client)
+    t2 = client.upsert(rows(["a"], 2))
+    (Path(next(iter(old)))).unlink()  # the file t2 replaced
+    with pytest.raises(WriteError, match="file it replaced"):
+        client.rollback(t2)
+    assert client.lookup(["a"])["a"].instant in (t1, t2)
+    assert client.read_arrow().num_rows == 2, "nothing was undone"
