@@ -372,3 +372,21 @@ def test_rollback_refuses_when_the_file_it_would_bring_back_is_gone(client) -> N
         client.rollback(t2)
     assert client.lookup(["a"])["a"].instant in (t1, t2)
     assert client.read_arrow().num_rows == 2, "nothing was undone"
+
+
+@pytest.mark.spark
+@pytest.mark.xdist_group("spark")
+def test_the_data_source_as_of_option_uses_the_same_parser(tmp_path, spark) -> None:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["p"], "ts", spark=spark)
+    t1 = c.upsert(rows(["a"], 1))
+    c.upsert(rows(["b"], 2))
+    done = next(i.completion_time for i in c.timeline() if i.time == t1)
+    iso = (
+        f"{done[:4]}-{done[4:6]}-{done[6:8]}T{done[8:10]}:{done[10:12]}:{done[12:14]}.{done[14:]}Z"
+    )
+    for value in (t1, iso):
+        frame = spark.read.format("lakebraid").option("as_of", value).load(c.path)
+        assert [r["id"] for r in frame.collect()] == ["a"], value
+    for value, match in (("yesterday", "read point"), ("2001-01-01", "before the table")):
+        with pytest.raises(Exception, match=match):
+            spark.read.format("lakebraid").option("as_of", value).load(c.path).collect()
