@@ -11,9 +11,10 @@
 **Reads.** ``schema()`` is the table schema as of the read point, exactly as
 ``WriteClient.read`` gives it (``writers.read.table_schema``: the table's columns, then
 ``_braid_commit_time`` and ``_braid_record_key``). ``pushFilters`` turns the pushed filters
-into pruning conditions (the ``writers.pruning`` conditions and ``may_match``, plus null counts
-for ``IS [NOT] NULL`` and the bounds of a ``LIKE 'p%'`` prefix) and hands every filter back to
-Spark as not handled: pruning is per file, so Spark still filters the rows. ``partitions()``
+into pruning conditions (``writers.pruning``: the same conditions and ``may_match`` as
+``WriteClient.read(where=)``, null counts for ``IS [NOT] NULL`` and the bounds of a
+``LIKE 'p%'`` prefix) and hands every filter back to Spark as not handled: pruning is per
+file, so Spark still filters the rows. ``partitions()``
 lists the data files of the read point from the metadata table and keeps those the
 ``column_stats`` cannot rule out: one input partition per file, so the partition count is the
 number of files opened. ``read()`` runs in Python workers: it opens its file with fsspec from
@@ -82,13 +83,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import DoubleType, FloatType, StructType
 
-from metadata.records import ColumnStatsRecord
 from timeline.errors import ConfigError
 from timeline.layout import TableLayout
 from writers.client import WriteClient
 from writers.errors import WriteError
 from writers.filegroup import conform, read_parquet, virtual_key
-from writers.pruning import Condition, may_match
+from writers.pruning import Condition, keep_files
 from writers.read import spec_of, table_schema
 
 NAME = "lakebraid"
@@ -148,9 +148,9 @@ _COMPARISONS: dict[type, str] = {
 def to_condition(item: Filter, float_columns: frozenset[str] = frozenset()) -> Condition | None:
     """A pruning condition no less permissive than the filter, or None (prunes nothing).
 
-    Besides the ``writers.pruning`` operators there are ``null``, ``notnull`` and ``prefix``
-    (see :func:`file_may_match`). On float columns ``>``, ``>=``, ``!=`` and NaN literals prune
-    nothing: Spark orders NaN above every number, and file statistics leave NaN out.
+    The operators are those of ``writers.pruning`` (``may_match``). On float columns ``>``,
+    ``>=``, ``!=`` and NaN literals prune nothing: Spark orders NaN above every number, and
+    file statistics leave NaN out.
     """
     negated = isinstance(item, Not)
     inner = item.child if isinstance(item, Not) else item
@@ -194,45 +194,6 @@ def to_condition(item: Filter, float_columns: frozenset[str] = frozenset()) -> C
     ):
         return None
     return Condition(column, op, values)
-
-
-def file_may_match(stat: ColumnStatsRecord, cond: Condition) -> bool:
-    """False only when the file's statistics of ``cond.column`` prove no row satisfies it."""
-    if cond.op == "null":
-        return stat.null_count > 0
-    if cond.op == "notnull":
-        return stat.value_count > 0
-    if cond.op == "prefix":
-        lo, hi, prefix = stat.min_value, stat.max_value, cond.values[0]
-        if stat.value_count == 0:
-            return False
-        if not (isinstance(lo, str) and isinstance(hi, str)):
-            return True
-        # a string starting with prefix is >= prefix, and its first len(prefix) characters
-        # (equal to prefix) are >= those of any smaller string
-        return hi >= prefix and lo[: len(prefix)] <= prefix
-    return may_match(stat, cond)
-
-
-def keep_files(
-    files: Iterable[tuple[str, str]],
-    stats: Iterable[ColumnStatsRecord],
-    conditions: Sequence[Condition],
-) -> list[tuple[str, str]]:
-    """The (partition, file) pairs no condition rules out (a file without statistics for a
-    column is kept)."""
-    if not conditions:
-        return list(files)
-    wanted = {c.column for c in conditions}
-    by_file = {(s.partition, s.file, s.column): s for s in stats if s.column in wanted}
-    return [
-        (partition, name)
-        for partition, name in files
-        if all(
-            (stat := by_file.get((partition, name, c.column))) is None or file_may_match(stat, c)
-            for c in conditions
-        )
-    ]
 
 
 def plan_files(

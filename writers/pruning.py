@@ -1,248 +1,384 @@
 """Data skipping: which files can hold rows matching a filter, from ``column_stats``.
 
-A Spark Column filter is read from the prefix form Spark prints for it
-(``and(>(amount, 10), =(day, '2024-01-02'))``) into the same conditions. A filter given as SQL
-text is split into its top-level ``AND``-ed conjuncts; each conjunct of
-the form ``column OP literal`` (``=, ==, !=, <>, <, <=, >, >=``; literals: quoted strings,
-numbers, true/false) or ``column IN (literal, ...)`` prunes files whose [min, max] cannot hold
-a match. Anything else (OR at the top level, functions, column-to-column comparisons) prunes
-nothing: the filter itself still runs on the rows, so skipping only ever saves work.
+SQL text is parsed by sqlglot's Spark dialect, never by hand: string literals are unescaped as
+Spark does (``'it\\'s'``, ``'\\u00e9'``; ``'it''s'`` is a concatenation to sqlglot and prunes
+nothing). Top-level ``AND``-ed conjuncts (``NOT`` pushed inwards) prune when they are
+``column OP literal`` either way round (``= == <=> != <> < <= > >=``), ``IN (literals)``,
+``BETWEEN``, ``IS [NOT] NULL`` or ``LIKE 'prefix%'``, with literals typed as Spark types them
+(``5`` int, ``5.5`` decimal, ``5e0`` double, ``5L``, ``DATE '...'``, exact ``CAST``\\ s); a
+``CAST`` of a column to its own type (Spark's analyzer writes them) is the column. Anything
+else prunes nothing (the filter still runs on every row read, so skipping only saves work).
+
+:func:`may_match` compares a literal with a file's [min, max] only where Spark compares the two
+types alike, else keeps the file: integer columns exactly with integer and decimal literals and
+as doubles with doubles; float columns as doubles (integer literals up to 2**24); dates and
+timestamps also with ISO text (in the session time zone when it names no offset; times a DST
+change skips or repeats prune nothing). Statistics leave NaN out and Spark sorts NaN above
+every number (``NaN = NaN``): on float columns ``>``, ``>=``, ``!=`` and NaN literals keep all.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import math
 import re
-from collections.abc import Iterable
+import zoneinfo
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
+import sqlglot
+from sqlglot import exp
 
 from metadata.records import ColumnStatsRecord
-
-_COMPARE = re.compile(
-    r"^\s*`?([A-Za-z_][A-Za-z0-9_]*)`?\s*(==|=|!=|<>|<=|>=|<|>)\s*(.+?)\s*$", re.S
-)
-_IN = re.compile(r"^\s*`?([A-Za-z_][A-Za-z0-9_]*)`?\s+in\s*\((.*)\)\s*$", re.S | re.I)
-_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+)$")
 
 
 class Condition(msgspec.Struct, frozen=True):
     column: str
-    op: str  # one of = != < <= > >= in
+    op: str  # one of = != < <= > >= in null notnull prefix
     values: tuple[Any, ...]
+    time_zone: str | None = None  # reads timestamp text without an offset; None: no pruning
 
 
-def split_top_level(text: str, word: str) -> list[str]:
-    """Split on ``word`` (case-insensitive, as a whole word) outside quotes and parentheses."""
-    parts, depth, quote, start, i = [], 0, "", 0, 0
-    lower, size = text.lower(), len(word)
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif (
-            depth == 0
-            and lower.startswith(word, i)
-            and (i == 0 or not lower[i - 1].isalnum())
-            and (i + size == len(text) or not lower[i + size].isalnum())
-        ):
-            parts.append(text[start:i])
-            start = i + size
-            i += size
-            continue
-        i += 1
-    parts.append(text[start:])
-    return parts
+class SqlSettings(msgspec.Struct, frozen=True):
+    """The Spark session settings that change what a SQL filter means."""
+
+    time_zone: str | None = "UTC"  # spark.sql.session.timeZone (None: unknown)
+    timestamp_ltz: bool = True  # spark.sql.timestampType is TIMESTAMP_LTZ
+    escaped_string_literals: bool = False  # spark.sql.parser.escapedStringLiterals
+    double_quoted_identifiers: bool = False  # spark.sql.ansi.doubleQuotedIdentifiers
+    case_sensitive: bool = False  # spark.sql.caseSensitive
+    column_types: dict[str, str] = {}  # column -> Spark type (simpleString): names, casts
 
 
-def literal(text: str) -> tuple[bool, Any]:
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return True, text[1:-1]
-    if _NUMBER.match(text):
-        return True, float(text) if any(c in text for c in ".eE") else int(text)
-    if text.lower() in ("true", "false"):
-        return True, text.lower() == "true"
-    return False, None
+_UNKNOWN = object()  # not a literal this module understands
+_OPS = {exp.EQ: "=", exp.NEQ: "!=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+_NEGATED = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+_FLIPPED = {"=": "=", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+_T = exp.DataType.Type
+_INT_BITS = {_T.TINYINT: 8, _T.SMALLINT: 16, _T.INT: 32, _T.BIGINT: 64}
+_IN_ARGS = ("this", "expressions")  # others: a subquery, UNNEST: not a literal list
+_INTEGER = re.compile(r"^[+-]?\d+$")
+_DECIMAL = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)$")
+_DOUBLE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_SPECIAL_DOUBLE = re.compile(r"^([+-]?inf(inity)?|nan)$", re.I)  # Spark casts these too
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_TIMESTAMP = re.compile(
+    r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})?)?$"
+)
 
 
-def parse_conditions(where: str) -> list[Condition]:
-    """The conjuncts of ``where`` that can prune files (see the module docstring)."""
-    if len(split_top_level(where, "or")) > 1:
-        return []
-    found = []
-    for part in split_top_level(where, "and"):
-        if match := _IN.match(part):
-            values = [literal(v) for v in split_top_level(match[2], ",")]
-            if values and all(ok for ok, _ in values):
-                found.append(Condition(match[1], "in", tuple(v for _, v in values)))
-        elif match := _COMPARE.match(part):
-            ok, value = literal(match[3])
-            if ok:
-                op = {"==": "=", "<>": "!="}.get(match[2], match[2])
-                found.append(Condition(match[1], op, (value,)))
-    return found
-
-
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DATE_LIKE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T][0-9:.]+)?$")
-
-
-def _call_tree(text: str) -> Any:
-    """Parse the prefix form Spark prints for a Column (``and(>(a, 1), =(b, 'x'))``) into
-    nested ``(name, [args])`` tuples; atoms stay strings (quoted ones keep their quotes)."""
-    pos = 0
-
-    def parse() -> Any:
-        nonlocal pos
-        while pos < len(text) and text[pos] == " ":
-            pos += 1
-        if pos < len(text) and text[pos] == "'":
-            end = pos + 1
-            while end < len(text) and text[end] != "'":
-                end += 1
-            atom, pos = text[pos : end + 1], end + 1
-            return atom
-        start = pos
-        while pos < len(text) and text[pos] not in "(),":
-            pos += 1
-        name = text[start:pos].strip()
-        if pos < len(text) and text[pos] == "(":
-            pos += 1
-            args = []
-            while pos < len(text) and text[pos] != ")":
-                args.append(parse())
-                if pos < len(text) and text[pos] == ",":
-                    pos += 1
-                elif pos >= len(text) or text[pos] != ")":
-                    raise ValueError(f"unexpected text at {pos}")  # e.g. a quote inside a value
-            pos += 1
-            return (name, args)
-        return name
-
-    tree = parse()
-    if pos != len(text):
-        raise ValueError(f"unparsed text at {pos}")
-    return tree
-
-
-def _atom_literal(atom: Any) -> tuple[bool, Any]:
-    if not isinstance(atom, str):
-        return False, None
-    if _DATE_LIKE.match(atom):
-        return True, atom
-    return literal(atom)
-
-
-def column_conditions(text: str) -> list[Condition]:
-    """The prunable conjuncts of a Spark Column, from its printed form (see
-    :func:`_call_tree`); anything not understood prunes nothing."""
-    inner = text.removeprefix("Column<'").removesuffix("'>")
-    if inner.count("'") % 2:
-        return []
+# ---- SQL text -> conditions ------------------------------------------------------------------
+def parse_conditions(where: str, settings: SqlSettings | None = None) -> list[Condition]:
+    """The conjuncts of ``where`` that can prune files (see the module docstring); never
+    raises: text it cannot parse gives no condition."""
+    settings = settings or SqlSettings()
+    if settings.escaped_string_literals and "\\" in where:
+        return []  # Spark keeps backslashes as typed; sqlglot would unescape them
+    if settings.double_quoted_identifiers and '"' in where:
+        return []  # "x" is a column to Spark, a string to sqlglot's Spark dialect
     try:
-        tree = _call_tree(inner)
-    except ValueError:
+        tree = sqlglot.parse_one(where, read="spark")
+    except Exception:  # any parser error (ParseError, TokenError, recursion): prune nothing
+        return []
+    if any(node.comments for node in tree.walk()):
         return []
     found: list[Condition] = []
-
-    def walk(node: Any) -> None:
-        if not isinstance(node, tuple):
-            return
-        name, args = node
-        if name == "and":
-            for arg in args:
-                walk(arg)
-        elif name == "in" and args and isinstance(args[0], str) and _IDENT.match(args[0]):
-            values = [_atom_literal(a) for a in args[1:]]
-            if values and all(ok for ok, _ in values):
-                found.append(Condition(args[0], "in", tuple(v for _, v in values)))
-        elif name in _FLIP and len(args) == 2:
-            left, right = args
-            if isinstance(left, str) and _IDENT.match(left) and _atom_literal(right)[0]:
-                found.append(Condition(left, name, (_atom_literal(right)[1],)))
-            elif isinstance(right, str) and _IDENT.match(right) and _atom_literal(left)[0]:
-                found.append(Condition(right, _FLIP[name], (_atom_literal(left)[1],)))
-
-    walk(tree)
+    pending: list[tuple[exp.Expression, bool]] = [(tree, False)]  # (node, under a NOT)
+    while pending:  # a loop, not recursion: a long AND chain is a deep tree
+        node, negated = pending.pop()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Not):
+            pending.append((node.this, not negated))
+        elif isinstance(node, exp.Or if negated else exp.And):  # NOT (a OR b) = NOT a AND NOT b
+            pending += [(node.expression, negated), (node.this, negated)]
+        else:
+            try:
+                found.extend(_conditions(node, negated, settings))
+            except Exception:  # a conjunct not understood prunes nothing
+                continue
     return found
 
 
-def _coerce(value: Any, like: Any) -> Any:
-    """Bring a literal to the type of a statistic (a date column compared with '2024-01-02')."""
-    if isinstance(like, dt.datetime) and isinstance(value, str):
-        parsed = dt.datetime.fromisoformat(value)
-        if like.tzinfo is not None and parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=dt.UTC)
+def _conditions(node: exp.Expression, negated: bool, settings: SqlSettings) -> list[Condition]:
+    zone = settings.time_zone
+
+    def made(column: str | None, op: str, values: tuple[Any, ...]) -> list[Condition]:
+        ok = column is not None and all(v is not _UNKNOWN and v is not None for v in values)
+        return [Condition(column, op, values, zone)] if ok else []  # type: ignore[arg-type]
+
+    if type(node) in _OPS:
+        op = _NEGATED[_OPS[type(node)]] if negated else _OPS[type(node)]
+        left, right = node.this, node.expression
+        if (column := _column(left, settings)) is not None:
+            return made(column, op, (_literal(right, settings),))
+        return made(_column(right, settings), _FLIPPED[op], (_literal(left, settings),))
+    if isinstance(node, exp.NullSafeEQ):
+        column, value = _column(node.this, settings), _literal(node.expression, settings)
+        if value is None:
+            return made(column, "notnull" if negated else "null", ())
+        return [] if negated else made(column, "=", (value,))
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        return made(_column(node.this, settings), "notnull" if negated else "null", ())
+    if negated:
+        return []
+    if isinstance(node, exp.In) and not any(v for k, v in node.args.items() if k not in _IN_ARGS):
+        values = tuple(_literal(v, settings) for v in node.expressions)
+        present = tuple(v for v in values if v is not None)
+        return made(_column(node.this, settings), "in", present) if present else []
+    if isinstance(node, exp.Between) and not node.args.get("symmetric"):
+        column = _column(node.this, settings)
+        low, high = _literal(node.args["low"], settings), _literal(node.args["high"], settings)
+        return [*made(column, ">=", (low,)), *made(column, "<=", (high,))]
+    if isinstance(node, exp.Like) and not node.args.get("negate"):
+        pattern = _literal(node.expression, settings)
+        if isinstance(pattern, str) and pattern.endswith("%"):
+            prefix = pattern[:-1]
+            if prefix and not any(c in prefix for c in "%_\\"):
+                return made(_column(node.this, settings), "prefix", (prefix,))
+    return []
+
+
+def _column(node: exp.Expression, settings: SqlSettings) -> str | None:
+    """The column ``node`` names: a plain (unqualified) column, or a cast of one to its own
+    type; else None."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Column):
+        name = _column(node.this, settings)
+        own = settings.column_types.get(name or "", "")
+        cast_to = node.to.sql(dialect="spark")
+        same = own and own.replace(" ", "").lower() == cast_to.replace(" ", "").lower()
+        return name if same else None
+    if not (isinstance(node, exp.Column) and len(node.parts) == 1):
+        return None
+    name = node.parts[0].name  # Spark matches ASCII names regardless of case by default:
+    same = [c for c in settings.column_types if c.isascii() and c.lower() == name.lower()]
+    return same[0] if not settings.case_sensitive and name.isascii() and len(same) == 1 else name
+
+
+def _literal(node: exp.Expression, settings: SqlSettings) -> Any:
+    """The Python value of a literal as Spark types it (None for NULL), or ``_UNKNOWN``."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Literal):
+        return str(node.this) if node.is_string else _number(str(node.this))
+    if isinstance(node, exp.Neg):
+        value = _literal(node.this, settings)
+        numeric = isinstance(value, int | float | decimal.Decimal) and not isinstance(value, bool)
+        return -value if numeric else _UNKNOWN
+    if isinstance(node, exp.Cast) and not isinstance(node.this, exp.Column):
+        return _cast(_literal(node.this, settings), node.to, settings)
+    return _UNKNOWN
+
+
+def _number(text: str) -> Any:
+    if _INTEGER.match(text):
+        return int(text)
+    if _DECIMAL.match(text):
+        return decimal.Decimal(text)
+    if _DOUBLE.match(text):
+        return float(text)  # an exponent makes a DOUBLE literal
+    return _UNKNOWN
+
+
+def _cast(value: Any, to: exp.DataType, settings: SqlSettings) -> Any:
+    """``CAST(value AS to)`` where the cast is exact; anything else is ``_UNKNOWN``."""
+    kind = to.this
+    if value is None or value is _UNKNOWN or isinstance(value, bool):
+        return _UNKNOWN
+    if kind in _INT_BITS:
+        if isinstance(value, str) and _INTEGER.match(value):
+            value = int(value)
+        limit = 2 ** (_INT_BITS[kind] - 1)
+        return value if isinstance(value, int) and -limit <= value < limit else _UNKNOWN
+    if kind == _T.DOUBLE:
+        text = isinstance(value, str)
+        return (
+            float(value)
+            if not text or _DOUBLE.match(value) or _SPECIAL_DOUBLE.match(value)
+            else _UNKNOWN
+        )
+    if kind == _T.DECIMAL:
+        return _decimal(value, to)
+    if not isinstance(value, str):
+        return _UNKNOWN
+    if kind == _T.DATE:
+        return dt.date.fromisoformat(value) if _DATE.match(value) else _UNKNOWN
+    if kind == _T.TIMESTAMPLTZ or (kind == _T.TIMESTAMPTZ and settings.timestamp_ltz):
+        return _timestamp(value, settings.time_zone, aware=True)
+    if kind == _T.TIMESTAMPNTZ or (kind == _T.TIMESTAMPTZ and not settings.timestamp_ltz):
+        return _timestamp(value, None, aware=False)
+    return _UNKNOWN
+
+
+def _decimal(value: Any, to: exp.DataType) -> Any:
+    """A decimal literal that fits ``DECIMAL(p, s)`` exactly (no rounding, no overflow)."""
+    precision, scale = [int(p.name) for p in to.expressions] or [10, 0]
+    if not (isinstance(value, int) or _DECIMAL.match(str(value))):
+        return _UNKNOWN
+    number = decimal.Decimal(str(value))
+    fitted = number.quantize(decimal.Decimal(1).scaleb(-scale))
+    return number if fitted == number and len(fitted.as_tuple().digits) <= precision else _UNKNOWN
+
+
+def _timestamp(text: str, zone_name: str | None, aware: bool) -> Any:
+    """ISO text as Spark casts it to a timestamp: with the session time zone (``aware``, when
+    the text names no offset) or as a wall-clock time (timestamp_ntz, no offset allowed)."""
+    if not _TIMESTAMP.match(text):
+        return _UNKNOWN
+    parsed = dt.datetime.fromisoformat(text)
+    if not aware:
+        return parsed if parsed.tzinfo is None else _UNKNOWN
+    if parsed.tzinfo is not None:
         return parsed
-    if isinstance(like, dt.date) and isinstance(value, str):
-        return dt.date.fromisoformat(value)
-    return value
+    zone = _zone(zone_name)
+    if zone is None:
+        return _UNKNOWN
+    local = parsed.replace(tzinfo=zone)
+    if local.utcoffset() != parsed.replace(tzinfo=zone, fold=1).utcoffset():
+        return _UNKNOWN  # a wall-clock time a DST change repeats
+    if local.astimezone(dt.UTC).astimezone(zone).replace(tzinfo=None) != parsed:
+        return _UNKNOWN  # a wall-clock time a DST change skips
+    return local
 
 
+def _zone(name: str | None) -> dt.tzinfo | None:
+    """A time zone Python and Java read alike: a region (``Europe/Paris``) or UTC (Java's
+    three-letter ids such as PST, and offsets, prune nothing)."""
+    if name is None or not (name == "UTC" or "/" in name):
+        return None
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+# ---- conditions against statistics -----------------------------------------------------------
 def may_match(stat: ColumnStatsRecord, cond: Condition) -> bool:
-    """False only when the file's statistics prove no row can satisfy ``cond``."""
-    lo, hi = stat.min_value, stat.max_value
+    """False only when the file's statistics of ``cond.column`` prove no row satisfies it."""
+    if cond.op == "null":
+        return stat.null_count > 0
+    if cond.op == "notnull":
+        return stat.value_count > 0
     if stat.value_count == 0:
         return False  # only nulls: no comparison with a literal is true
+    lo, hi = stat.min_value, stat.max_value
     if lo is None or hi is None:
         return True
-    if isinstance(lo, float) or isinstance(hi, float):
-        # statistics leave NaN out, and Spark sorts NaN above every number (NaN = NaN too)
-        if cond.op in (">", ">=", "!=") or any(_is_nan(v) for v in cond.values):
+    if cond.op == "prefix":
+        prefix = cond.values[0]
+        if not (isinstance(lo, str) and isinstance(hi, str) and isinstance(prefix, str)):
             return True
-    try:
-        values = [_coerce(v, lo) for v in cond.values]
-        if cond.op in ("=", "in"):
-            return any(lo <= v <= hi for v in values)
-        value = values[0]
-        if cond.op == "!=":
-            return not (lo == hi == value)
-        if cond.op == "<":
-            return lo < value
-        if cond.op == "<=":
-            return lo <= value
-        if cond.op == ">":
-            return hi > value
-        return hi >= value
-    except (TypeError, ValueError):
-        return True  # incomparable types: keep the file
+        # a string starting with prefix is >= prefix, and its first len(prefix) characters
+        # (equal to prefix) are >= those of any smaller string
+        return hi >= prefix and lo[: len(prefix)] <= prefix
+    if isinstance(lo, float) and cond.op in (">", ">=", "!="):
+        return True  # statistics leave NaN out, and NaN is above every number
+    aligned = _aligned(lo, hi, cond.values, cond.time_zone)
+    if aligned is None:
+        return True  # types Spark would compare otherwise than Python: keep the file
+    lo, hi, values = aligned
+    if any(isinstance(v, float) and math.isnan(v) for v in values):
+        return True
+    return _holds(cond.op, lo, hi, values)
 
 
-def _is_nan(value: Any) -> bool:
-    try:
-        return math.isnan(float(value))
-    except (TypeError, ValueError):
-        return False
+def _holds(op: str, lo: Any, hi: Any, values: Sequence[Any]) -> bool:
+    if op in ("=", "in"):
+        return any(lo <= v <= hi for v in values)
+    v = values[0]
+    found = {"!=": not lo == hi == v, "<": lo < v, "<=": lo <= v, ">": hi > v, ">=": hi >= v}
+    return found.get(op, True)
 
 
-def prune(
-    files: Iterable[tuple[str, str]], stats: Iterable[ColumnStatsRecord], where: Any
+_KINDS = (("bool", bool), ("int", int), ("float", float), ("str", str), ("date", dt.date))
+
+
+def _kind(value: Any) -> str | None:
+    if isinstance(value, dt.datetime):
+        return "ntz" if value.tzinfo is None else "ltz"
+    if isinstance(value, decimal.Decimal):
+        return "decimal"
+    return next((kind for kind, types in _KINDS if isinstance(value, types)), None)
+
+
+def _aligned(
+    lo: Any, hi: Any, values: Sequence[Any], zone: str | None
+) -> tuple[Any, Any, list[Any]] | None:
+    """Statistics and literals brought to the type Spark compares them in, or None when
+    unsure (see the module docstring)."""
+    kind = _kind(lo)
+    if kind is None or _kind(hi) != kind or not values:
+        return None
+    kinds = {_kind(v) for v in values}
+    if kind == "int" and kinds <= {"int", "decimal"}:
+        if any(isinstance(v, decimal.Decimal) and len(v.as_tuple().digits) > 18 for v in values):
+            return None  # Spark may round the common decimal type of a long and this literal
+        return lo, hi, list(values)
+    if kind in ("int", "float") and kinds <= {"int", "decimal", "float"}:
+        if any(isinstance(v, int) and abs(v) > 2**24 for v in values) and kind == "float":
+            return None  # a float32 column may compare an integer literal as a float32
+        return float(lo), float(hi), [float(v) for v in values]
+    converted = [_to_kind(v, kind, zone) for v in values]
+    if any(v is _UNKNOWN for v in converted):
+        return None
+    return lo, hi, converted
+
+
+def _to_kind(value: Any, kind: str, zone: str | None) -> Any:
+    """A literal as a value of the statistics' kind (Spark casts text to dates and
+    timestamps), or ``_UNKNOWN``."""
+    if _kind(value) == kind:
+        return _UNKNOWN if kind == "str" and _SURROGATE.search(value) else value
+    if not isinstance(value, str):
+        return _UNKNOWN
+    if kind == "date":
+        return dt.date.fromisoformat(value) if _DATE.match(value) else _UNKNOWN
+    if kind in ("ltz", "ntz"):
+        return _timestamp(value, zone, aware=kind == "ltz")
+    return _UNKNOWN
+
+
+def keep_files(
+    files: Iterable[tuple[str, str]],
+    stats: Iterable[ColumnStatsRecord],
+    conditions: Sequence[Condition],
 ) -> list[tuple[str, str]]:
-    """The (partition, file) pairs that may hold rows matching ``where`` (SQL text or a
-    Spark Column)."""
-    conditions = (
-        parse_conditions(where) if isinstance(where, str) else column_conditions(str(where))
-    )
+    """The (partition, file) pairs no condition rules out (a file without statistics for a
+    column is kept)."""
     if not conditions:
         return list(files)
-    by_file: dict[tuple[str, str, str], ColumnStatsRecord] = {
-        (s.partition, s.file, s.column): s for s in stats
-    }
-    kept = []
-    for partition, name in files:
+    wanted = {c.column for c in conditions}
+    by_file = {(s.partition, s.file, s.column): s for s in stats if s.column in wanted}
+    return [
+        (partition, name)
+        for partition, name in files
         if all(
             (stat := by_file.get((partition, name, c.column))) is None or may_match(stat, c)
             for c in conditions
-        ):
-            kept.append((partition, name))
-    return kept
+        )
+    ]
+
+
+def prune(
+    files: Iterable[tuple[str, str]],
+    stats: Iterable[ColumnStatsRecord],
+    where: Any,
+    settings: SqlSettings | None = None,
+) -> list[tuple[str, str]]:
+    """The (partition, file) pairs that may hold rows matching ``where``, SQL text read with
+    ``settings`` (a Spark Column must first be written as SQL: ``writers.read.filter_sql``;
+    anything but text prunes nothing)."""
+    settings = settings or SqlSettings()
+    conditions = parse_conditions(where, settings) if isinstance(where, str) else []
+    if not conditions:
+        return list(files)
+    return keep_files(files, stats, conditions)

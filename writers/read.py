@@ -1,5 +1,25 @@
 """Reads of the data table: the file slices as of a read point come from the metadata table's
-``files`` partition (data folders are never listed), pruned with ``column_stats``."""
+``files`` partition (data folders are never listed), pruned with ``column_stats``.
+
+A ``where`` given as SQL text is pruned from the text as the session reads it (its time zone,
+escaping, case and timestamp settings: :func:`sql_settings`); a Spark Column is first written
+as SQL by Spark's own analyzer against the read schema (:func:`filter_sql`: the casts its type
+coercion adds stay explicit), then read the same way. Either way the filter runs on the rows.
+
+**NaN and Spark's Parquet filters.** Spark pushes a filter into its Parquet reader, which skips
+row groups by their statistics and dictionaries (parquet-mr). For floating-point columns those
+disagree with Spark's own comparisons: Parquet statistics leave NaN out (so ``v > 5`` skipped a
+row group holding NaN, which Spark sorts above every number) and dictionaries compare ``-0.0``
+and ``0.0`` as different (so ``v = 0.0`` skipped a group holding ``-0.0``). The rows were lost
+before Spark's own filter saw them, for ``read(where=)`` and ``read().where()`` alike. When
+the read schema has a float or double column, :func:`read_spark` therefore turns those
+row-group filters off for this read only, as options of its own ``spark.read`` (they reach
+the Hadoop configuration of this scan alone; the session's settings are untouched). File
+pruning (ours, from ``column_stats``, NaN-aware) is what skips data: a lakebraid file is one
+row group unless it outgrows the writer's row group size, so little skipping is lost; the
+reader still reads only the columns a query needs. (Disabling ``spark.sql.parquet.filterPushdown``
+would be global to the session; a cast of every float column would change ``-0.0``.)
+"""
 
 from __future__ import annotations
 
@@ -8,13 +28,23 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from timeline.table_config import FieldSpec
 from writers.filegroup import RECORD_KEY, conform, data_schema, read_parquet, virtual_key
-from writers.pruning import prune
+from writers.pruning import SqlSettings, prune
+
+# parquet-mr's row-group filters (see the module docstring): off for reads with float columns
+NAN_SAFE_PARQUET = {
+    "parquet.filter.stats.enabled": "false",
+    "parquet.filter.dictionary.enabled": "false",
+    "parquet.filter.columnindex.enabled": "false",
+    "parquet.filter.bloom.enabled": "false",
+}
 
 
 def table_schema(schema: Sequence[FieldSpec]) -> pa.Schema:
@@ -44,14 +74,65 @@ def read_arrow_files(
 
 
 def selected_paths(client: Any, as_of: str | None, where: Any) -> list[str]:
-    """Data files to read: all of the read point's, minus those ``where`` rules out."""
+    """Data files to read: all of the read point's, minus those ``where`` (SQL text or a
+    Spark Column) rules out."""
     reader = client.metadata.reader(as_of)
     listing = reader.files()
     pairs = [(p, name) for p, files in sorted(listing.items()) for name in sorted(files)]
     if where is not None and pairs:
-        pairs = prune(pairs, reader.column_stats(), where)
+        schema = table_schema(client.schema(as_of))
+        text, settings = filter_sql(client.spark, schema, where)
+        pairs = prune(pairs, reader.column_stats(), text, settings)
     layout = client.table.layout
     return [layout.data_file(p, name) for p, name in pairs]
+
+
+def empty_frame(spark: Any, schema: pa.Schema) -> Any:
+    """An empty DataFrame of ``schema`` (Spark types as the data source declares them: a
+    timestamp without time zone is timestamp_ntz, not Spark's inferred timestamp)."""
+    return spark.createDataFrame(schema.empty_table(), schema=from_arrow_schema(schema))
+
+
+def _conf(spark: Any, key: str) -> str | None:
+    try:
+        return str(spark.conf.get(key))
+    except Exception:  # an unknown or unreadable setting: the caller assumes the worst
+        return None
+
+
+def sql_settings(spark: Any, schema: pa.Schema) -> SqlSettings:
+    """How the session reads SQL text (an unreadable setting makes pruning more careful)."""
+    try:
+        types = {f.name: f.dataType.simpleString() for f in from_arrow_schema(schema).fields}
+    except Exception:  # a type PySpark cannot map: no cast of a column is understood
+        types = {}
+    return SqlSettings(
+        time_zone=_conf(spark, "spark.sql.session.timeZone"),
+        timestamp_ltz=_conf(spark, "spark.sql.timestampType") == "TIMESTAMP_LTZ",
+        escaped_string_literals=_conf(spark, "spark.sql.parser.escapedStringLiterals") != "false",
+        double_quoted_identifiers=_conf(spark, "spark.sql.ansi.doubleQuotedIdentifiers") != "false",
+        case_sensitive=_conf(spark, "spark.sql.caseSensitive") != "false",
+        column_types=types,
+    )
+
+
+def filter_sql(spark: Any, schema: pa.Schema, where: Any) -> tuple[str | None, SqlSettings]:
+    """``where`` as SQL text and the settings to read it with. A Column is written by Spark's
+    analyzer against an empty frame of ``schema`` (its SQL escapes strings and quotes names
+    canonically); one it cannot write (or a Spark Connect Column) gives None: no pruning."""
+    if where is None:
+        return None, SqlSettings()
+    settings = sql_settings(spark, schema)
+    if isinstance(where, str):
+        return where, settings
+    canonical = msgspec.structs.replace(  # Spark's own SQL: TIMESTAMP '...' is always LTZ
+        settings, escaped_string_literals=False, double_quoted_identifiers=False, timestamp_ltz=True
+    )
+    try:
+        frame = empty_frame(spark, schema).where(where)
+        return str(frame._jdf.queryExecution().analyzed().condition().sql()), canonical
+    except Exception:  # not a classic Column, or one Spark refuses (the read then says why)
+        return None, settings
 
 
 def read_spark(client: Any, as_of: str | None, where: Any) -> Any:
@@ -59,11 +140,14 @@ def read_spark(client: Any, as_of: str | None, where: Any) -> Any:
     schema = table_schema(client.schema(as_of))
     paths = selected_paths(client, as_of, where)
     if not paths:
-        frame = spark.createDataFrame(schema.empty_table())
+        frame = empty_frame(spark, schema)
     else:
         fs = client.table.fs
         urls = [fs.unstrip_protocol(p) for p in paths]
-        frame = spark.read.option("mergeSchema", "true").parquet(*urls)
+        reader = spark.read.option("mergeSchema", "true")
+        if any(pa.types.is_floating(f.type) for f in schema):
+            reader = reader.options(**NAN_SAFE_PARQUET)
+        frame = reader.parquet(*urls)
         derive = virtual_key(spec_of(client.schema(as_of)), client.table.config.record_key)
         columns = [
             F.col(derive).cast("string").alias(RECORD_KEY)
