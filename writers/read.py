@@ -144,7 +144,10 @@ def read_spark(client: Any, as_of: str | None, where: Any) -> Any:
     else:
         fs = client.table.fs
         urls = [fs.unstrip_protocol(p) for p in paths]
-        reader = spark.read.option("mergeSchema", "true")
+        # page checksums verified on any session, not only the embedded one (writers.spark)
+        reader = spark.read.option("mergeSchema", "true").option(
+            "parquet.page.verify-checksum.enabled", "true"
+        )
         if any(pa.types.is_floating(f.type) for f in schema):
             reader = reader.options(**NAN_SAFE_PARQUET)
         frame = reader.parquet(*urls)
