@@ -19,7 +19,7 @@ would depend on how the caller wrote the number.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -74,15 +74,19 @@ def key_texts(
 ) -> list[str]:
     """Canonical texts of caller-given keys for ``what`` (``lookup``, ``delete``).
 
-    ``keys`` must be a sequence (a bare ``str``/``bytes`` is refused: ``lookup("k1")`` would
-    otherwise look up ``"k"`` and ``"1"``); no key may be null; each is converted to
+    ``keys`` is any iterable of keys (a list, set, tuple, NumPy array, pandas Series or Arrow
+    array); a bare ``str``/``bytes`` or a mapping is refused (``lookup("k1")`` would otherwise
+    look up ``"k"`` and ``"1"``); no key may be null; each is converted to
     ``key_type`` (the table's; None when the table has no schema yet: the values' own type)."""
-    if isinstance(keys, str | bytes) or not isinstance(keys, Sequence):
+    if isinstance(keys, pa.Array | pa.ChunkedArray):
+        return key_array(keys, key_type, table=table, what=what).to_pylist()
+    if isinstance(keys, str | bytes | Mapping) or not isinstance(keys, Iterable):
         raise RecordKeyError(
             f"{what}: keys must be a list of keys, not {type(keys).__name__} {keys!r:.60}; "
             f"write {what}([key]) for one key",
             table=table,
         )
+    keys = [k.item() if hasattr(k, "item") and not isinstance(k, str) else k for k in keys]
     nulls = [i for i, k in enumerate(keys) if k is None]
     if nulls:
         raise RecordKeyError(

@@ -59,7 +59,7 @@ from writers.read import read_arrow_files, read_spark
 from writers.recovery import recover
 from writers.restore import restore, savepoint
 from writers.rollback import rollback
-from writers.schema import check_input, is_spark_frame, normalize_input, to_arrow
+from writers.schema import check_input, is_spark_frame, is_table, normalize_input, to_arrow
 from writers.spark import embedded_session
 from writers.spark_pipeline import Context, rewrite_frame, route_frame
 from writers.validate import validate
@@ -189,7 +189,7 @@ class WriteClient:
         recover(self.table)
         config = self.table.config
         key_type = self._key_type()
-        if isinstance(keys, list | tuple | str | bytes):
+        if not is_table(keys):  # key values: a list, set, array, Series (a bare str refused)
             texts = key_texts(keys, key_type, table=self.path, what="delete")
             key_col = pa.array(texts, pa.string())
         else:
@@ -480,6 +480,8 @@ def ordering(table: TableTimelines) -> str | None:
 def _field_list(fields: object, path: str) -> list[str]:
     """``partition_by`` as a list of names: a bare string is refused (``"day"`` would be the
     fields ``d``, ``a``, ``y``)."""
+    if fields is None:
+        return []
     if isinstance(fields, str | bytes) or not isinstance(fields, Sequence):
         raise ConfigError(
             f"partition_by must be a list of field names such as [{fields!r}], not "

@@ -32,6 +32,15 @@ def is_spark_frame(data: Any) -> bool:
     return hasattr(data, "toArrow") and hasattr(data, "sparkSession")
 
 
+def is_table(data: Any) -> bool:
+    """A table-like input (Arrow table or batch, pandas or Spark DataFrame)."""
+    return (
+        isinstance(data, pa.Table | pa.RecordBatch)
+        or is_spark_frame(data)
+        or (type(data).__module__.startswith("pandas") and hasattr(data, "columns"))
+    )
+
+
 def to_arrow(data: Any) -> pa.Table:
     """A pyarrow Table from a pyarrow Table/RecordBatch, a pandas or a Spark DataFrame."""
     if isinstance(data, pa.Table):

@@ -155,6 +155,25 @@ def test_a_bare_string_is_not_a_sequence_of_keys(client) -> None:
     assert client.read_arrow().num_rows == 2
 
 
+def test_keys_come_in_any_collection_but_a_string_or_a_mapping(client) -> None:
+    np = pytest.importorskip("numpy")
+    pd = pytest.importorskip("pandas")
+    client.upsert(rows(["a", "b"], 1))
+    for keys in (
+        {"a", "zz"},
+        ("a", "zz"),
+        np.array(["a", "zz"]),
+        pd.Series(["a", "zz"]),
+        pa.array(["a", "zz"]),
+    ):
+        found = client.lookup(keys)
+        assert found["a"] is not None and found["zz"] is None, type(keys)
+    with pytest.raises(RecordKeyError, match="list of keys"):
+        client.lookup({"a": 1})
+    client.delete(pd.Series(["b"]))
+    assert client.read_arrow().column("id").to_pylist() == ["a"]
+
+
 def test_float_key_columns_are_refused_before_anything_is_written(tmp_path) -> None:
     schema = pa.schema([("id", pa.float64()), ("ts", pa.int64())])
     with pytest.raises(RecordKeyError, match="floating-point"):
