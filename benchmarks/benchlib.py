@@ -22,8 +22,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import clear_manifest_cache
 from pyiceberg.table import Table as IcebergTable
 
-import metadata.basefile
-import metadata.reader
+from lakebraid import metadata
 
 T = TypeVar("T")
 SYSTEMS = ("lakebraid", "delta-rs", "pyiceberg")

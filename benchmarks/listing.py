@@ -43,8 +43,8 @@ from benchlib import (
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg.expressions import EqualTo
 
-from timeline.layout import BRAID_DIR
-from writers.client import WriteClient
+from lakebraid.timeline.layout import BRAID_DIR
+from lakebraid.writers.client import WriteClient
 
 STORAGE = "lakebraid from storage"
 

@@ -42,11 +42,11 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 from benchlib import Report, clear_process_caches  # noqa: E402
 
-from metadata.arrow_records import index_table  # noqa: E402
-from metadata.records import Partition, file_id_to_ints, instant_to_int  # noqa: E402
-from metadata.table import MetadataTable  # noqa: E402
-from timeline.table import TableTimelines  # noqa: E402
-from timeline.table_config import FieldSpec, TableConfig  # noqa: E402
+from lakebraid.metadata.arrow_records import index_table  # noqa: E402
+from lakebraid.metadata.records import Partition, file_id_to_ints, instant_to_int  # noqa: E402
+from lakebraid.metadata.table import MetadataTable  # noqa: E402
+from lakebraid.timeline.table import TableTimelines  # noqa: E402
+from lakebraid.timeline.table_config import FieldSpec, TableConfig  # noqa: E402
 
 T = TypeVar("T")
 PARTITIONS = [f"day=2024-01-0{d}" for d in range(1, 8)]

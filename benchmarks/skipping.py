@@ -47,8 +47,8 @@ from benchlib import (
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 
-from writers.client import WriteClient
-from writers.read import read_arrow_files, selected_paths
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.read import read_arrow_files, selected_paths
 
 EPOCH = 1_700_000_000  # event_time of row 0, in seconds
 

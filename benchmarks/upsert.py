@@ -32,7 +32,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyiceberg.expressions import In
 from pyiceberg.table import Table as IcebergTable
 
-from writers.client import WriteClient
+from lakebraid.writers.client import WriteClient
 
 DAYS = 30
 Steps = dict[str, pa.Table]

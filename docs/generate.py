@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import writers.client  # noqa: F401  (registers every config key)
-from timeline import config as cfg
+import lakebraid.writers.client  # noqa: F401  (registers every config key)
+from lakebraid.timeline import config as cfg
 
 DOCS = Path(__file__).resolve().parent
 TARGET = DOCS / "configuration.md"

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from timeline.errors import LakebraidError
+from lakebraid.timeline.errors import LakebraidError
 
 
 class IndexLayerError(LakebraidError):

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from index.errors import RecordKeyError
+from lakebraid.index.errors import RecordKeyError
 
 
 def key_type_problem(data_type: pa.DataType) -> str | None:

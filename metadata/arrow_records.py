@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metadata.records import (
+from lakebraid.metadata.records import (
     ColumnStatsRecord,
     FilesRecord,
     MetadataRecord,

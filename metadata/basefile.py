@@ -57,8 +57,8 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from metadata.errors import CorruptBaseFileError, MetadataError, MetadataFormatError
-from metadata.integrity import (
+from lakebraid.metadata.errors import CorruptBaseFileError, MetadataError, MetadataFormatError
+from lakebraid.metadata.integrity import (
     READ_OPTIONS,
     WRITE_OPTIONS,
     Lru,
@@ -66,8 +66,8 @@ from metadata.integrity import (
     check_footer,
     guarded,
 )
-from metadata.keyorder import KeyMatcher, sort_order
-from timeline.store import make_durable
+from lakebraid.metadata.keyorder import KeyMatcher, sort_order
+from lakebraid.timeline.store import make_durable
 
 BASE_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # version 1: no row-group note (bounds from Parquet statistics)

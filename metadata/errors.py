@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from timeline.errors import LakebraidError
+from lakebraid.timeline.errors import LakebraidError
 
 
 class MetadataError(LakebraidError):

@@ -56,8 +56,8 @@ import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from metadata.errors import CorruptLogBlockError, MetadataError, MetadataFormatError
-from metadata.records import (
+from lakebraid.metadata.errors import CorruptLogBlockError, MetadataError, MetadataFormatError
+from lakebraid.metadata.records import (
     SCHEMA_VERSION,
     MetadataRecord,
     Partition,
@@ -66,7 +66,7 @@ from metadata.records import (
     encode_records,
     instant_to_int,
 )
-from timeline.store import fsync_dir
+from lakebraid.timeline.store import fsync_dir
 
 MAGIC = b"LBLK"
 FORMAT_VERSION = 1

@@ -26,12 +26,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from metadata import settings
-from metadata.arrow_records import KEY, empty_table, records_to_table, table_to_records
-from metadata.basefile import base_info, lookup_base, read_base
-from metadata.hashing import file_group_id, file_groups_of, group_order
-from metadata.logblock import BlockType, LogBlock, read_log_file
-from metadata.records import (
+from lakebraid.metadata import settings
+from lakebraid.metadata.arrow_records import KEY, empty_table, records_to_table, table_to_records
+from lakebraid.metadata.basefile import base_info, lookup_base, read_base
+from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
+from lakebraid.metadata.logblock import BlockType, LogBlock, read_log_file
+from lakebraid.metadata.records import (
     ALL_PARTITIONS_KEY,
     ColumnStatsRecord,
     FilesRecord,
@@ -42,9 +42,9 @@ from metadata.records import (
     ints_to_file_id,
     merge_records,
 )
-from metadata.slices import FileSlice, MetadataFile, ReadPoint, build_slice, group_files
-from timeline import config as cfg
-from timeline.layout import TableLayout
+from lakebraid.metadata.slices import FileSlice, MetadataFile, ReadPoint, build_slice, group_files
+from lakebraid.timeline import config as cfg
+from lakebraid.timeline.layout import TableLayout
 
 T = TypeVar("T")
 _key_of = operator.attrgetter("key")

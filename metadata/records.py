@@ -66,7 +66,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec.msgpack import Ext
 
-from metadata.errors import MetadataFormatError
+from lakebraid.metadata.errors import MetadataFormatError
 
 SCHEMA_VERSION = 1
 ALL_PARTITIONS_KEY = "__all_partitions__"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from timeline import config as cfg
+from lakebraid.timeline import config as cfg
 
 
 def _fraction(value: float) -> str | None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 
-from metadata.errors import MetadataError
+from lakebraid.metadata.errors import MetadataError
 
 
 class ReadPoint(msgspec.Struct, frozen=True):

@@ -25,19 +25,19 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metadata import settings
-from metadata.arrow_records import SCHEMAS, index_table, records_to_table
-from metadata.basefile import write_base
-from metadata.hashing import estimate_file_groups, file_group_id, file_groups_of
-from metadata.reader import MetadataReader, slice_records, slice_table
-from metadata.records import FilesRecord, Partition
-from metadata.slices import FileSlice, ReadPoint
-from metadata.writer import InstantChanges, WrittenLog, write_changes
-from timeline.as_of import parse_as_of
-from timeline.bodies import decode_body, encode_body
-from timeline.instant import Action
-from timeline.layout import TimelineKind
-from timeline.table import TableTimelines, as_of_point
+from lakebraid.metadata import settings
+from lakebraid.metadata.arrow_records import SCHEMAS, index_table, records_to_table
+from lakebraid.metadata.basefile import write_base
+from lakebraid.metadata.hashing import estimate_file_groups, file_group_id, file_groups_of
+from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
+from lakebraid.metadata.records import FilesRecord, Partition
+from lakebraid.metadata.slices import FileSlice, ReadPoint
+from lakebraid.metadata.writer import InstantChanges, WrittenLog, write_changes
+from lakebraid.timeline.as_of import parse_as_of
+from lakebraid.timeline.bodies import decode_body, encode_body
+from lakebraid.timeline.instant import Action
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines, as_of_point
 
 P = TypeVar("P", bound=msgspec.Struct)
 BASE_ACTIONS = frozenset({Action.COMPACTION, Action.REINDEX})

@@ -19,12 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from metadata.arrow_records import encode_index_columns, flat, index_table
-from metadata.basefile import sort_order
-from metadata.hashing import file_group_id, file_groups_of, group_order
-from metadata.logblock import BlockType, append_blocks, encode_block
-from metadata.reader import LOGS
-from metadata.records import (
+from lakebraid.metadata.arrow_records import encode_index_columns, flat, index_table
+from lakebraid.metadata.basefile import sort_order
+from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
+from lakebraid.metadata.logblock import BlockType, append_blocks, encode_block
+from lakebraid.metadata.reader import LOGS
+from lakebraid.metadata.records import (
     ALL_PARTITIONS_KEY,
     ColumnStatsRecord,
     FilesRecord,
@@ -32,7 +32,7 @@ from metadata.records import (
     Partition,
     instant_to_int,
 )
-from timeline.layout import TableLayout
+from lakebraid.timeline.layout import TableLayout
 
 
 @dataclass

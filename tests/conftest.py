@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from timeline.table import TableTimelines
-from timeline.table_config import FieldSpec, TableConfig
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.table_config import FieldSpec, TableConfig
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -57,7 +57,7 @@ def new_table(tmp_path):
 @pytest.fixture(scope="session")
 def spark():
     """One embedded Spark session per test process, tuned for tests (shared/spark-facts.md)."""
-    from writers.spark import embedded_session
+    from lakebraid.writers.spark import embedded_session
 
     session = embedded_session(
         "lakebraid-tests",

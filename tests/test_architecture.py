@@ -19,14 +19,22 @@ ALLOWED = {
 SOURCES = [p for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py"))]
 
 
-def imported_packages(tree: ast.AST) -> set[str]:
+def imported_modules(tree: ast.AST) -> set[str]:
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
+            found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
-    return found & set(PACKAGES)
+            found.add(node.module)
+            if node.module == "lakebraid":
+                found.update(f"lakebraid.{alias.name}" for alias in node.names)
+    return found
+
+
+def imported_packages(tree: ast.AST) -> set[str]:
+    """The lakebraid rooms a module imports (``lakebraid.<room>...``)."""
+    parts = [m.split(".") for m in imported_modules(tree)]
+    return {p[1] for p in parts if p[0] == "lakebraid" and len(p) > 1} & set(PACKAGES)
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(REPO)))
@@ -38,6 +46,12 @@ def test_imports_point_one_way_and_sit_at_the_top(path: Path) -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             inner = [n for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom)]
             assert not inner, f"{path}:{node.name} hides an import inside a function"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(REPO)))
+def test_rooms_are_imported_by_their_lakebraid_name(path: Path) -> None:
+    bare = {m for m in imported_modules(ast.parse(path.read_text())) if m.split(".")[0] in PACKAGES}
+    assert not bare, f"{path} imports {sorted(bare)}: write lakebraid.<room> (one importable name)"
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(REPO)))

@@ -6,7 +6,7 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-from timeline import config as cfg
+from lakebraid.timeline import config as cfg
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG_DOC = REPO / "docs" / "configuration.md"

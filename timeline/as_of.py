@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import UTC, date, datetime
 
-from timeline.errors import TimelineError
-from timeline.instant import TIME_LENGTH, datetime_to_time, is_valid_time
+from lakebraid.timeline.errors import TimelineError
+from lakebraid.timeline.instant import TIME_LENGTH, datetime_to_time, is_valid_time
 
 FORMS = (
     "a 17-digit instant time (yyyyMMddHHmmssSSS, UTC) such as a write returned, a "

@@ -27,8 +27,8 @@ from typing import TypeVar
 
 import msgspec
 
-from timeline.errors import InstantFileError
-from timeline.instant import Action
+from lakebraid.timeline.errors import InstantFileError
+from lakebraid.timeline.instant import Action
 
 BODY_VERSION = 1
 B = TypeVar("B", bound=msgspec.Struct)

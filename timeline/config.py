@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from timeline.errors import ConfigError
+from lakebraid.timeline.errors import ConfigError
 
 T = TypeVar("T")
 

@@ -19,10 +19,10 @@ from types import TracebackType
 import msgspec
 from fsspec import AbstractFileSystem
 
-from timeline.instant import Instant
-from timeline.layout import TableLayout
-from timeline.lock import is_local
-from timeline.timeline import Timeline
+from lakebraid.timeline.instant import Instant
+from lakebraid.timeline.layout import TableLayout
+from lakebraid.timeline.lock import is_local
+from lakebraid.timeline.timeline import Timeline
 
 HEARTBEAT_VERSION = 1
 

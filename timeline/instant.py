@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 
 import msgspec
 
-from timeline.errors import InstantFileError
+from lakebraid.timeline.errors import InstantFileError
 
 TIME_LENGTH = 17
 _TIME_FORMAT = "%Y%m%d%H%M%S"

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from timeline.errors import InvalidPathError
+from lakebraid.timeline.errors import InvalidPathError
 
 BRAID_DIR = ".braid"
 MAX_SEGMENT_BYTES = 200

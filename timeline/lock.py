@@ -15,8 +15,8 @@ import filelock
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from timeline.errors import ConfigError, LockTimeoutError
-from timeline.layout import TableLayout
+from lakebraid.timeline.errors import ConfigError, LockTimeoutError
+from lakebraid.timeline.layout import TableLayout
 
 
 def is_local(fs: AbstractFileSystem) -> bool:

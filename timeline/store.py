@@ -23,11 +23,18 @@ import uuid
 
 from fsspec import AbstractFileSystem
 
-from timeline.errors import InstantExistsError, InstantFileError
-from timeline.instant import Action, Instant, State, is_valid_time, millis_to_time, time_to_millis
-from timeline.layout import TableLayout, TimelineKind
-from timeline.lock import TableLock, is_local
-from timeline.timeline import Timeline, check_transition
+from lakebraid.timeline.errors import InstantExistsError, InstantFileError
+from lakebraid.timeline.instant import (
+    Action,
+    Instant,
+    State,
+    is_valid_time,
+    millis_to_time,
+    time_to_millis,
+)
+from lakebraid.timeline.layout import TableLayout, TimelineKind
+from lakebraid.timeline.lock import TableLock, is_local
+from lakebraid.timeline.timeline import Timeline, check_transition
 
 
 def fsync_dir(folder: str) -> None:

@@ -12,19 +12,25 @@ import fsspec
 import msgspec
 from fsspec import AbstractFileSystem
 
-from timeline import config as cfg
-from timeline import table_config
-from timeline.as_of import check_point, parse_as_of
-from timeline.bodies import CleanBody, RestoreBody, RollbackBody, SavepointBody, decode_body
-from timeline.errors import ConfigError, InstantExistsError
-from timeline.heartbeat import Heartbeat, dead_pending
-from timeline.instant import Action, Instant
-from timeline.layout import TableLayout, TimelineKind
-from timeline.lock import TableLock
-from timeline.store import InstantStore, put_if_absent
-from timeline.table_config import TableConfig
-from timeline.timeline import Timeline
-from timeline.visibility import UNDO_ACTIONS, UndoBody, Visibility, resolve
+from lakebraid.timeline import config as cfg
+from lakebraid.timeline import table_config
+from lakebraid.timeline.as_of import check_point, parse_as_of
+from lakebraid.timeline.bodies import (
+    CleanBody,
+    RestoreBody,
+    RollbackBody,
+    SavepointBody,
+    decode_body,
+)
+from lakebraid.timeline.errors import ConfigError, InstantExistsError
+from lakebraid.timeline.heartbeat import Heartbeat, dead_pending
+from lakebraid.timeline.instant import Action, Instant
+from lakebraid.timeline.layout import TableLayout, TimelineKind
+from lakebraid.timeline.lock import TableLock
+from lakebraid.timeline.store import InstantStore, put_if_absent
+from lakebraid.timeline.table_config import TableConfig
+from lakebraid.timeline.timeline import Timeline
+from lakebraid.timeline.visibility import UNDO_ACTIONS, UndoBody, Visibility, resolve
 
 
 class TableTimelines:

@@ -21,8 +21,8 @@ import re
 import msgspec
 import pyarrow as pa
 
-from timeline.errors import ConfigError
-from timeline.layout import check_field_name
+from lakebraid.timeline.errors import ConfigError
+from lakebraid.timeline.layout import check_field_name
 
 FORMAT_VERSION = 1
 

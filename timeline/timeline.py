@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator
 
 import msgspec
 
-from timeline.errors import IllegalTransitionError, InstantExistsError
-from timeline.instant import Action, Instant, State, parse
-from timeline.layout import TimelineKind
+from lakebraid.timeline.errors import IllegalTransitionError, InstantExistsError
+from lakebraid.timeline.instant import Action, Instant, State, parse
+from lakebraid.timeline.layout import TimelineKind
 
 _BUILT: dict[tuple[TimelineKind, frozenset[str]], Timeline] = {}  # listing -> timeline
 

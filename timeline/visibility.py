@@ -20,9 +20,9 @@ from collections.abc import Mapping
 
 import msgspec
 
-from timeline.bodies import RestoreBody, RollbackBody
-from timeline.instant import Action, Instant
-from timeline.timeline import Timeline
+from lakebraid.timeline.bodies import RestoreBody, RollbackBody
+from lakebraid.timeline.instant import Action, Instant
+from lakebraid.timeline.timeline import Timeline
 
 UNDO_ACTIONS = frozenset({Action.ROLLBACK, Action.RESTORE})
 # a restore keeps these within its range: undo records and the savepoints that permit it

@@ -25,19 +25,19 @@ import time
 
 import msgspec
 
-from metadata.reader import MetadataReader
-from metadata.records import Partition
-from metadata.slices import parse_name
-from metadata.table import MetadataTable
-from timeline import config as cfg
-from timeline.bodies import decode_body, encode_body
-from timeline.instant import Action
-from timeline.table import TableTimelines
-from writers.commit import CommitMetadata, G, M
-from writers.markers import sweep_completed
-from writers.restore import RestorePlan, savepoints
-from writers.rollback import RollbackPlan, delete_undone_files
-from writers.service import complete_all, remove, run_service, start_all
+from lakebraid.metadata.reader import MetadataReader
+from lakebraid.metadata.records import Partition
+from lakebraid.metadata.slices import parse_name
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline import config as cfg
+from lakebraid.timeline.bodies import decode_body, encode_body
+from lakebraid.timeline.instant import Action
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers.commit import CommitMetadata, G, M
+from lakebraid.writers.markers import sweep_completed
+from lakebraid.writers.restore import RestorePlan, savepoints
+from lakebraid.writers.rollback import RollbackPlan, delete_undone_files
+from lakebraid.writers.service import complete_all, remove, run_service, start_all
 
 RETAIN_COMMITS = cfg.register(
     "clean.retain.commits",

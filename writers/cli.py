@@ -11,11 +11,11 @@ from typing import Any
 
 import msgspec
 
-from timeline.errors import LakebraidError
-from timeline.layout import TimelineKind
-from timeline.table import TableTimelines
-from writers.client import WriteClient
-from writers.rollback import rollback
+from lakebraid.timeline.errors import LakebraidError
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.rollback import rollback
 
 
 def _instant_json(table: TableTimelines, kind: TimelineKind) -> list[dict[str, object]]:

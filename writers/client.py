@@ -16,27 +16,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
-from index.keys import check_key_type, key_array, key_texts
-from metadata import settings as metadata_settings
-from metadata.arrow_records import empty_table
-from metadata.hashing import estimate_file_groups, group_order
-from metadata.reader import MetadataReader
-from metadata.records import ColumnStatsRecord, Partition, RecordLocation
-from metadata.table import MetadataTable
-from timeline import config as cfg
-from timeline.errors import ConfigError, RetryableError, StateUnknownError
-from timeline.instant import Action, Instant
-from timeline.layout import TimelineKind
-from timeline.table import TableTimelines
-from timeline.table_config import FieldSpec, IndexSettings, TableConfig, text_to_type
-from writers import settings
-from writers.clean import clean
-from writers.commit import G, Transaction, schema_as_of
-from writers.engine import InProcessEngine, Work
-from writers.errors import ConflictDetected, InputError, WriteConflictError, WriteError
-from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, WriteStatus
-from writers.markers import sweep_markers
-from writers.pipeline import (
+from lakebraid.index.keys import check_key_type, key_array, key_texts
+from lakebraid.metadata import settings as metadata_settings
+from lakebraid.metadata.arrow_records import empty_table
+from lakebraid.metadata.hashing import estimate_file_groups, group_order
+from lakebraid.metadata.reader import MetadataReader
+from lakebraid.metadata.records import ColumnStatsRecord, Partition, RecordLocation
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline import config as cfg
+from lakebraid.timeline.errors import ConfigError, RetryableError, StateUnknownError
+from lakebraid.timeline.instant import Action, Instant
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.table_config import FieldSpec, IndexSettings, TableConfig, text_to_type
+from lakebraid.writers import settings
+from lakebraid.writers.clean import clean
+from lakebraid.writers.commit import G, Transaction, schema_as_of
+from lakebraid.writers.engine import InProcessEngine, Work
+from lakebraid.writers.errors import ConflictDetected, InputError, WriteConflictError, WriteError
+from lakebraid.writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, WriteStatus
+from lakebraid.writers.markers import sweep_markers
+from lakebraid.writers.pipeline import (
     OLD_FILE_ID,
     OLD_PARTITION,
     PARTITION,
@@ -55,14 +55,20 @@ from writers.pipeline import (
     stale_moves,
     tag,
 )
-from writers.read import read_arrow_files, read_spark
-from writers.recovery import recover
-from writers.restore import restore, savepoint
-from writers.rollback import rollback
-from writers.schema import check_input, is_spark_frame, is_table, normalize_input, to_arrow
-from writers.spark import embedded_session
-from writers.spark_pipeline import Context, rewrite_frame, route_frame
-from writers.validate import validate
+from lakebraid.writers.read import read_arrow_files, read_spark
+from lakebraid.writers.recovery import recover
+from lakebraid.writers.restore import restore, savepoint
+from lakebraid.writers.rollback import rollback
+from lakebraid.writers.schema import (
+    check_input,
+    is_spark_frame,
+    is_table,
+    normalize_input,
+    to_arrow,
+)
+from lakebraid.writers.spark import embedded_session
+from lakebraid.writers.spark_pipeline import Context, rewrite_frame, route_frame
+from lakebraid.writers.validate import validate
 
 # Called with every Spark session a client is given or starts. The package wires the Spark
 # data source in here (``writers/__init__.py``), so ``format("lakebraid")`` works on it while

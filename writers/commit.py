@@ -22,18 +22,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metadata.logblock import read_log_file
-from metadata.records import ColumnStatsRecord
-from metadata.table import MetadataTable
-from metadata.writer import InstantChanges, WrittenLog
-from timeline.bodies import decode_body, encode_body
-from timeline.heartbeat import Heartbeat
-from timeline.instant import Action, Instant, State
-from timeline.layout import TimelineKind
-from timeline.table import TableTimelines
-from timeline.table_config import FieldSpec
-from writers.errors import ConflictDetected, WriteConflictError
-from writers.filegroup import WriteStatus, unpack_keys
+from lakebraid.metadata.logblock import read_log_file
+from lakebraid.metadata.records import ColumnStatsRecord
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.metadata.writer import InstantChanges, WrittenLog
+from lakebraid.timeline.bodies import decode_body, encode_body
+from lakebraid.timeline.heartbeat import Heartbeat
+from lakebraid.timeline.instant import Action, Instant, State
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.table_config import FieldSpec
+from lakebraid.writers.errors import ConflictDetected, WriteConflictError
+from lakebraid.writers.filegroup import WriteStatus, unpack_keys
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
 BODY_VERSION = 1

@@ -83,13 +83,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import DoubleType, FloatType, StructType
 
-from timeline.errors import ConfigError
-from timeline.layout import TableLayout
-from writers.client import WriteClient
-from writers.errors import WriteError
-from writers.filegroup import conform, read_parquet, virtual_key
-from writers.pruning import Condition, keep_files
-from writers.read import spec_of, table_schema
+from lakebraid.timeline.errors import ConfigError
+from lakebraid.timeline.layout import TableLayout
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import WriteError
+from lakebraid.writers.filegroup import conform, read_parquet, virtual_key
+from lakebraid.writers.pruning import Condition, keep_files
+from lakebraid.writers.read import spec_of, table_schema
 
 NAME = "lakebraid"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"

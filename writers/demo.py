@@ -17,13 +17,13 @@ from typing import TypeVar
 
 from pyspark.sql import functions as F
 
-from timeline import table_config
-from timeline.errors import LakebraidError
-from timeline.layout import TimelineKind
-from writers.cli import format_timeline
-from writers.client import WriteClient
-from writers.read import selected_paths
-from writers.spark import embedded_session
+from lakebraid.timeline import table_config
+from lakebraid.timeline.errors import LakebraidError
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.writers.cli import format_timeline
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.read import selected_paths
+from lakebraid.writers.spark import embedded_session
 
 T = TypeVar("T")
 

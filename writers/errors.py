@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from timeline.errors import LakebraidError, RetryableError
+from lakebraid.timeline.errors import LakebraidError, RetryableError
 
 
 class WriteError(LakebraidError):

@@ -40,8 +40,8 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from metadata.arrow_records import flat
-from metadata.integrity import (
+from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.integrity import (
     READ_OPTIONS,
     WRITE_OPTIONS,
     check_decoded,
@@ -49,11 +49,11 @@ from metadata.integrity import (
     file_crc32,
     guarded,
 )
-from timeline.layout import TableLayout, data_file_name
-from timeline.store import make_durable
-from timeline.table_config import text_to_type
-from writers.encoding import choose
-from writers.errors import CorruptDataFileError
+from lakebraid.timeline.layout import TableLayout, data_file_name
+from lakebraid.timeline.store import make_durable
+from lakebraid.timeline.table_config import text_to_type
+from lakebraid.writers.encoding import choose
+from lakebraid.writers.errors import CorruptDataFileError
 
 COMMIT_TIME = "_braid_commit_time"
 RECORD_KEY = "_braid_record_key"

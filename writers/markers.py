@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from timeline.bodies import decode_body
-from timeline.instant import Action
-from timeline.table import TableTimelines
-from writers.commit import CommitMetadata, G
-from writers.service import remove
+from lakebraid.timeline.bodies import decode_body
+from lakebraid.timeline.instant import Action
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers.commit import CommitMetadata, G
+from lakebraid.writers.service import remove
 
 SUFFIX = ".marker"
 

@@ -19,13 +19,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from index.keys import key_text
-from metadata.arrow_records import flat
-from metadata.hashing import group_order, stable_hashes
-from metadata.records import ints_to_file_id
-from timeline.layout import TableLayout, parse_data_file_name, partition_path
-from writers.errors import InputError
-from writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, RewriteTask, read_parquet
+from lakebraid.index.keys import key_text
+from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.hashing import group_order, stable_hashes
+from lakebraid.metadata.records import ints_to_file_id
+from lakebraid.timeline.layout import TableLayout, parse_data_file_name, partition_path
+from lakebraid.writers.errors import InputError
+from lakebraid.writers.filegroup import (
+    OP,
+    OP_DELETE,
+    OP_UPSERT,
+    RECORD_KEY,
+    RewriteTask,
+    read_parquet,
+)
 
 PARTITION = "_braid_partition"
 OLD_PARTITION = "_braid_old_partition"

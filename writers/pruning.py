@@ -31,7 +31,7 @@ import msgspec
 import sqlglot
 from sqlglot import exp
 
-from metadata.records import ColumnStatsRecord
+from lakebraid.metadata.records import ColumnStatsRecord
 
 
 class Condition(msgspec.Struct, frozen=True):

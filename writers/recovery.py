@@ -7,13 +7,13 @@ a commit is rolled back. Instants already undone are left alone.
 
 from __future__ import annotations
 
-from timeline.bodies import decode_body
-from timeline.instant import Action, Instant, State
-from timeline.table import TableTimelines
-from writers.clean import CleanPlan, execute_clean
-from writers.commit import G
-from writers.restore import finish_restore
-from writers.rollback import RollbackPlan, execute_rollback_plan, rollback
+from lakebraid.timeline.bodies import decode_body
+from lakebraid.timeline.instant import Action, Instant, State
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers.clean import CleanPlan, execute_clean
+from lakebraid.writers.commit import G
+from lakebraid.writers.restore import finish_restore
+from lakebraid.writers.rollback import RollbackPlan, execute_rollback_plan, rollback
 
 
 def recover(table: TableTimelines) -> list[str]:

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import msgspec
 
-from metadata.table import MetadataTable
-from timeline.as_of import AsOfError
-from timeline.bodies import SavepointBody, encode_body
-from timeline.instant import Action, Instant, State
-from timeline.table import TableTimelines
-from writers.commit import G
-from writers.errors import WriteError
-from writers.rollback import execute_undo, plan_rollback
-from writers.service import complete_all, run_service, start_all
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.as_of import AsOfError
+from lakebraid.timeline.bodies import SavepointBody, encode_body
+from lakebraid.timeline.instant import Action, Instant, State
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers.commit import G
+from lakebraid.writers.errors import WriteError
+from lakebraid.writers.rollback import execute_undo, plan_rollback
+from lakebraid.writers.service import complete_all, run_service, start_all
 
 BODY_VERSION = 1
 

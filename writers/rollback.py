@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import msgspec
 
-from metadata.records import Partition
-from timeline.bodies import decode_body, encode_body
-from timeline.heartbeat import read_beat
-from timeline.instant import Action, Instant
-from timeline.table import TableTimelines
-from writers.commit import CommitMetadata, G
-from writers.errors import WriteError
-from writers.service import complete_all, open_instant, remove, run_opened, start_all
+from lakebraid.metadata.records import Partition
+from lakebraid.timeline.bodies import decode_body, encode_body
+from lakebraid.timeline.heartbeat import read_beat
+from lakebraid.timeline.instant import Action, Instant
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers.commit import CommitMetadata, G
+from lakebraid.writers.errors import WriteError
+from lakebraid.writers.service import complete_all, open_instant, remove, run_opened, start_all
 
 PLAN_VERSION = 1
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from index.errors import RecordKeyError
-from index.keys import check_key_type
-from timeline.errors import ConfigError
-from timeline.table_config import FieldSpec, TableConfig, text_to_type, type_to_text
-from writers.errors import InputError
+from lakebraid.index.errors import RecordKeyError
+from lakebraid.index.keys import check_key_type
+from lakebraid.timeline.errors import ConfigError
+from lakebraid.timeline.table_config import FieldSpec, TableConfig, text_to_type, type_to_text
+from lakebraid.writers.errors import InputError
 
 _WIDENS = {
     pa.int8(): (pa.int16(), pa.int32(), pa.int64()),

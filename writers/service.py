@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 from fsspec import AbstractFileSystem
 
-from timeline.heartbeat import Heartbeat
-from timeline.instant import Action, State
-from timeline.layout import TimelineKind
-from timeline.table import TableTimelines
+from lakebraid.timeline.heartbeat import Heartbeat
+from lakebraid.timeline.instant import Action, State
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
 

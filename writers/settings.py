@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from timeline import config as cfg
+from lakebraid.timeline import config as cfg
 
 SMALL_WRITE_ROWS = cfg.register(
     "write.inprocess.max.rows",

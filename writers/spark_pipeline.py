@@ -28,12 +28,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from metadata.hashing import file_groups_of
-from metadata.reader import MetadataReader
-from metadata.slices import ReadPoint
-from timeline import config as cfg
-from timeline.layout import TableLayout
-from writers.filegroup import (
+from lakebraid.metadata.hashing import file_groups_of
+from lakebraid.metadata.reader import MetadataReader
+from lakebraid.metadata.slices import ReadPoint
+from lakebraid.timeline import config as cfg
+from lakebraid.timeline.layout import TableLayout
+from lakebraid.writers.filegroup import (
     OP,
     OP_UPSERT,
     RECORD_KEY,
@@ -41,7 +41,7 @@ from writers.filegroup import (
     WriteStatus,
     rewrite_file_group,
 )
-from writers.pipeline import (
+from lakebraid.writers.pipeline import (
     OLD_FILE_ID,
     OLD_PARTITION,
     PARTITION,

@@ -23,17 +23,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from metadata.integrity import file_crc32, guarded
-from metadata.records import Partition, RecordLocation
-from metadata.table import MetadataTable
-from timeline.bodies import decode_body
-from timeline.errors import LakebraidError
-from timeline.instant import Action, Instant
-from timeline.layout import TimelineKind, parse_data_file_name
-from timeline.table import TableTimelines
-from writers.commit import CommitMetadata, schema_as_of
-from writers.errors import CorruptDataFileError
-from writers.filegroup import RECORD_KEY, WriteStatus, column_stats, read_parquet, virtual_key
+from lakebraid.metadata.integrity import file_crc32, guarded
+from lakebraid.metadata.records import Partition, RecordLocation
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.bodies import decode_body
+from lakebraid.timeline.errors import LakebraidError
+from lakebraid.timeline.instant import Action, Instant
+from lakebraid.timeline.layout import TimelineKind, parse_data_file_name
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers.commit import CommitMetadata, schema_as_of
+from lakebraid.writers.errors import CorruptDataFileError
+from lakebraid.writers.filegroup import (
+    RECORD_KEY,
+    WriteStatus,
+    column_stats,
+    read_parquet,
+    virtual_key,
+)
 
 Listing = dict[str, dict[str, int]]
 Checksums = dict[tuple[str, str], int]  # (partition, file name) -> CRC-32 its commit recorded

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from metadata import basefile
-from metadata.basefile import base_info, lookup_base, read_base, write_base
-from metadata.errors import CorruptBaseFileError, MetadataFormatError
+from lakebraid.metadata import basefile
+from lakebraid.metadata.basefile import base_info, lookup_base, read_base, write_base
+from lakebraid.metadata.errors import CorruptBaseFileError, MetadataFormatError
 
 FS = fsspec.filesystem("file")
 KEYS = [f"key-{i:03d}" for i in range(16)]

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata.hashing import (
+from lakebraid.metadata.hashing import (
     estimate_file_groups,
     file_group_id,
     file_group_of,

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metadata.errors import CorruptLogBlockError, MetadataError, MetadataFormatError
-from metadata.logblock import (
+from lakebraid.metadata.errors import CorruptLogBlockError, MetadataError, MetadataFormatError
+from lakebraid.metadata.logblock import (
     OVERHEAD,
     BlockType,
     Command,
@@ -27,7 +27,7 @@ from metadata.logblock import (
     iter_blocks_backward,
     read_log_file,
 )
-from metadata.records import (
+from lakebraid.metadata.records import (
     ColumnStatsRecord,
     FilesRecord,
     Partition,

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata.arrow_records import encode_index_columns
-from metadata.errors import MetadataFormatError
-from metadata.records import (
+from lakebraid.metadata.arrow_records import encode_index_columns
+from lakebraid.metadata.errors import MetadataFormatError
+from lakebraid.metadata.records import (
     ALL_PARTITIONS_KEY,
     RECORD_TYPES,
     SCHEMA_VERSION,

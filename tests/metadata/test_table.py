@@ -23,24 +23,24 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-import metadata.settings as msettings
-from metadata.basefile import base_info
-from metadata.errors import CorruptLogBlockError, MetadataError
-from metadata.hashing import file_groups_of
-from metadata.records import (
+import lakebraid.metadata.settings as msettings
+from lakebraid.metadata.basefile import base_info
+from lakebraid.metadata.errors import CorruptLogBlockError, MetadataError
+from lakebraid.metadata.hashing import file_groups_of
+from lakebraid.metadata.records import (
     ColumnStatsRecord,
     Partition,
     RecordLocation,
     int_to_instant,
     ints_to_file_id,
 )
-from metadata.table import MetadataTable
-from metadata.writer import InstantChanges
-from timeline.bodies import RollbackBody, encode_body
-from timeline.instant import Action
-from timeline.layout import TimelineKind
-from timeline.table import TableTimelines
-from timeline.table_config import FieldSpec, IndexSettings, TableConfig
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.metadata.writer import InstantChanges
+from lakebraid.timeline.bodies import RollbackBody, encode_body
+from lakebraid.timeline.instant import Action
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.table_config import FieldSpec, IndexSettings, TableConfig
 
 KINDS = (TimelineKind.DATA, TimelineKind.METADATA, TimelineKind.GLOBAL)
 ACTIONS = {

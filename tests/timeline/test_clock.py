@@ -7,16 +7,16 @@ import os
 
 import pytest
 
-from timeline.instant import Action, millis_to_time, time_to_millis
-from timeline.layout import TimelineKind
+from lakebraid.timeline.instant import Action, millis_to_time, time_to_millis
+from lakebraid.timeline.layout import TimelineKind
 
 G = TimelineKind.GLOBAL
 
 ASKER = """
 import sys, json
-from timeline.table import TableTimelines
-from timeline.layout import TimelineKind
-from timeline.instant import Action
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.instant import Action
 table = TableTimelines.open(sys.argv[1])
 out = []
 for n in range(200):

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from timeline import config as cfg
-from timeline.errors import ConfigError
+from lakebraid.timeline import config as cfg
+from lakebraid.timeline.errors import ConfigError
 
 
 def test_registry_keys_have_name_default_and_doc() -> None:

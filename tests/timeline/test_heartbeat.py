@@ -7,18 +7,18 @@ import time
 
 import pytest
 
-from timeline.errors import ConfigError
-from timeline.heartbeat import read_beat
-from timeline.instant import Action
-from timeline.layout import TimelineKind
+from lakebraid.timeline.errors import ConfigError
+from lakebraid.timeline.heartbeat import read_beat
+from lakebraid.timeline.instant import Action
+from lakebraid.timeline.layout import TimelineKind
 
 G = TimelineKind.GLOBAL
 
 WRITER = """
 import sys, time
-from timeline.table import TableTimelines
-from timeline.layout import TimelineKind
-from timeline.instant import Action
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.instant import Action
 table = TableTimelines.open(sys.argv[1], {"heartbeat.interval.ms": 50})
 t = table.next_time()
 hb = table.heartbeat(t).start()

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from timeline.errors import InstantFileError
-from timeline.instant import (
+from lakebraid.timeline.errors import InstantFileError
+from lakebraid.timeline.instant import (
     Action,
     Instant,
     State,

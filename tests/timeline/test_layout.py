@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from timeline import table_config
-from timeline.errors import ConfigError, InvalidPathError
-from timeline.layout import (
+from lakebraid.timeline import table_config
+from lakebraid.timeline.errors import ConfigError, InvalidPathError
+from lakebraid.timeline.layout import (
     MAX_SEGMENT_BYTES,
     TableLayout,
     data_file_name,
@@ -20,7 +20,7 @@ from timeline.layout import (
     parse_partition_path,
     partition_path,
 )
-from timeline.table import TableTimelines
+from lakebraid.timeline.table import TableTimelines
 
 ROOT = "/lake/tables/t"
 

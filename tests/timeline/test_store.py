@@ -9,10 +9,10 @@ import time
 import msgspec
 import pytest
 
-from timeline.errors import IllegalTransitionError, InstantExistsError
-from timeline.instant import Action, State
-from timeline.layout import TimelineKind
-from timeline.store import put_if_absent
+from lakebraid.timeline.errors import IllegalTransitionError, InstantExistsError
+from lakebraid.timeline.instant import Action, State
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.store import put_if_absent
 
 G = TimelineKind.GLOBAL
 
@@ -76,9 +76,9 @@ def test_put_if_absent_never_overwrites(tmp_path) -> None:
 
 WRITER = """
 import sys, msgspec
-from timeline.table import TableTimelines
-from timeline.layout import TimelineKind
-from timeline.instant import Action
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.instant import Action
 table = TableTimelines.open(sys.argv[1])
 G = TimelineKind.GLOBAL
 body = msgspec.json.encode({"version": 1, "pad": "x" * 4_000_000})

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from timeline.instant import Action
-from timeline.table import TableTimelines
+from lakebraid.timeline.instant import Action
+from lakebraid.timeline.table import TableTimelines
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "visibility"
 

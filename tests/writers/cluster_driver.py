@@ -25,8 +25,8 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from writers.client import WriteClient
-from writers.spark import embedded_session
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.spark import embedded_session
 
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 DRIVER_JVM = {"spark.driver.memory": "1g", "spark.driver.extraJavaOptions": QUICK_JVM}

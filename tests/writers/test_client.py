@@ -13,11 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from timeline.errors import ConfigError
-from timeline.layout import parse_data_file_name
-from writers.client import WriteClient
-from writers.errors import InputError
-from writers.read import selected_paths
+from lakebraid.timeline.errors import ConfigError
+from lakebraid.timeline.layout import parse_data_file_name
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import InputError
+from lakebraid.writers.read import selected_paths
 
 pytestmark = pytest.mark.xdist_group("spark")
 ENGINES = {"inprocess": {}, "spark": {"write.inprocess.max.rows": 0}}

@@ -7,15 +7,15 @@ import json
 import pyarrow as pa
 import pytest
 
-from writers.client import WriteClient
+from lakebraid.writers.client import WriteClient
 
 pytestmark = pytest.mark.slow
 
 WRITER = """
 import json, sys
 import pyarrow as pa
-from writers.client import WriteClient
-from writers.errors import WriteConflictError
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import WriteConflictError
 path, me, day, keys = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
 c = WriteClient.open(path)
 outcomes = []

@@ -19,12 +19,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from metadata import basefile
-from metadata.errors import CorruptBaseFileError
-from timeline.errors import LakebraidError
-from writers.client import WriteClient
-from writers.errors import CorruptDataFileError
-from writers.validate import rebuild
+from lakebraid.metadata import basefile
+from lakebraid.metadata.errors import CorruptBaseFileError
+from lakebraid.timeline.errors import LakebraidError
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import CorruptDataFileError
+from lakebraid.writers.validate import rebuild
 
 KEYS = ["a", "b", "c", "d", "e", "zz"]  # "zz" is absent
 MASKS = (0xFF, 0x01)  # every bit of the byte; its lowest bit only

@@ -16,8 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from metadata.table import MetadataTable
-from writers.client import WriteClient
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.writers.client import WriteClient
 
 pytestmark = pytest.mark.slow
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
@@ -74,11 +74,12 @@ def run_operation(c: WriteClient, name: str, saved: str) -> None:
 KILLER = """
 import os, signal, sys
 import pyarrow as pa
-from metadata.table import MetadataTable
-from timeline.store import InstantStore
-import metadata.basefile, metadata.writer, metadata.table, writers.filegroup, writers.rollback
-import writers.clean
-from writers.client import WriteClient
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.store import InstantStore
+import lakebraid.metadata.basefile, lakebraid.metadata.writer, lakebraid.metadata.table
+import lakebraid.writers.clean, lakebraid.writers.filegroup, lakebraid.writers.rollback
+from lakebraid import metadata, writers
+from lakebraid.writers.client import WriteClient
 
 path, op, point, saved, actions = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 actions = set(actions.split(","))

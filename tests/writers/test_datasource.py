@@ -26,11 +26,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from metadata.records import ColumnStatsRecord
-from writers import datasource
-from writers.client import WriteClient
-from writers.datasource import keep_files, plan_files, to_condition
-from writers.read import table_schema
+from lakebraid.metadata.records import ColumnStatsRecord
+from lakebraid.writers import datasource
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.datasource import keep_files, plan_files, to_condition
+from lakebraid.writers.read import table_schema
 
 pytestmark = pytest.mark.xdist_group("spark")
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]

@@ -7,12 +7,12 @@ import json
 import pyarrow as pa
 import pytest
 
-from writers.client import WriteClient
+from lakebraid.writers.client import WriteClient
 
 WRITER = """
 import os, sys, time
 import pyarrow as pa
-from writers.client import WriteClient
+from lakebraid.writers.client import WriteClient
 c = WriteClient.open(sys.argv[1])
 n = int(sys.argv[2])
 while not os.path.exists(sys.argv[3]):  # the reader has read once
@@ -26,7 +26,7 @@ print("done", flush=True)
 
 READER = """
 import json, sys, time
-from writers.client import WriteClient
+from lakebraid.writers.client import WriteClient
 c = WriteClient.open(sys.argv[1])
 seen = []
 deadline = time.time() + 120

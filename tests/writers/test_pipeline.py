@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timeline.layout import TableLayout, partition_path
-from writers.filegroup import (
+from lakebraid.timeline.layout import TableLayout, partition_path
+from lakebraid.writers.filegroup import (
     COMMIT_TIME,
     OP,
     OP_DELETE,
@@ -22,7 +22,7 @@ from writers.filegroup import (
     rewrite_file_group,
     unpack_keys,
 )
-from writers.pipeline import codes, deduplicate, partition_paths
+from lakebraid.writers.pipeline import codes, deduplicate, partition_paths
 
 SCHEMA = [("id", "string", False), ("v", "int64", True)]
 KEYS = st.text(alphabet="abcé", min_size=1, max_size=4)

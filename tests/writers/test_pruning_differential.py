@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from writers.client import WriteClient
-from writers.pruning import parse_conditions
-from writers.read import selected_paths
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.pruning import parse_conditions
+from lakebraid.writers.read import selected_paths
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 SCHEMA = pa.schema(

@@ -10,9 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from metadata.table import MetadataTable
-from writers.client import WriteClient
-from writers.errors import WriteError
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import WriteError
 
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
 FAST_HEARTBEAT = {"heartbeat.interval.ms": 100, "heartbeat.expiry.ms": 1500}
@@ -88,8 +88,8 @@ def test_rollback_after_metadata_compaction(client) -> None:
 
 KILLER = """
 import os, signal, sys
-from metadata.table import MetadataTable
-from writers.client import WriteClient
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.writers.client import WriteClient
 import pyarrow as pa
 def die(self, *args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)   # after the data files, before the metadata
@@ -122,9 +122,9 @@ def test_a_writer_killed_mid_commit_is_rolled_back_by_the_next_write(client, run
 
 SLOW_WRITER = """
 import json, sys, time
-from metadata.table import MetadataTable
-from writers.client import WriteClient
-from writers.errors import WriteConflictError
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import WriteConflictError
 import pyarrow as pa
 original = MetadataTable.write
 def slow(self, *args, **kwargs):

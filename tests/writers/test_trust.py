@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from index.errors import RecordKeyError
-from timeline.as_of import AsOfError, parse_as_of
-from timeline.errors import ConfigError, LakebraidError
-from writers.client import WriteClient
-from writers.errors import InputError, WriteError
+from lakebraid.index.errors import RecordKeyError
+from lakebraid.timeline.as_of import AsOfError, parse_as_of
+from lakebraid.timeline.errors import ConfigError, LakebraidError
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import InputError, WriteError
 
 
 def rows(ids: list, ts: int, p: str = "x", **extra: list) -> pa.Table:
@@ -320,7 +320,7 @@ def test_a_failure_after_the_write_began_rolls_its_instant_back_at_once(client, 
     def broken(self, statuses, schema):
         raise OSError("disk on fire")
 
-    monkeypatch.setattr("writers.commit.Transaction.commit", broken)
+    monkeypatch.setattr("lakebraid.writers.commit.Transaction.commit", broken)
     with pytest.raises(OSError, match="disk on fire"):
         client.upsert(rows(["a", "b"], 2))
     monkeypatch.undo()

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from writers.client import WriteClient
-from writers.errors import InputError
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import InputError
 
 _TS = st.datetimes(dt.datetime(1700, 1, 1), dt.datetime(2200, 1, 1))
 _UTC_TS = _TS.map(lambda d: d.replace(tzinfo=dt.UTC))
