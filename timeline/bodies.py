@@ -57,10 +57,6 @@ class CleanBody(msgspec.Struct, frozen=True, kw_only=True):
     earliest_retained: str
 
 
-class EmptyBody(msgspec.Struct, frozen=True, kw_only=True):
-    version: int = BODY_VERSION
-
-
 def encode_body(body: msgspec.Struct) -> bytes:
     return msgspec.json.encode(body)
 

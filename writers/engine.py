@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import fsspec
 import numpy as np
@@ -37,10 +37,6 @@ class Work(NamedTuple):
     def run(self, sync: bool = True) -> WriteStatus:
         rows = self.rows if self.positions is None else self.rows.take(pa.array(self.positions))
         return rewrite_file_group(self.task, rows, sync=sync)
-
-
-class Engine(Protocol):
-    def rewrite(self, work: Sequence[Work]) -> list[WriteStatus]: ...
 
 
 class InProcessEngine:

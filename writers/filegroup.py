@@ -58,7 +58,6 @@ from lakebraid.writers.errors import CorruptDataFileError
 COMMIT_TIME = "_braid_commit_time"
 RECORD_KEY = "_braid_record_key"
 OP = "_braid_op"
-META_COLUMNS = (COMMIT_TIME, RECORD_KEY)
 OP_UPSERT, OP_DELETE = 0, 1
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import fsspec
 import msgspec
@@ -272,7 +272,3 @@ def rewrite_frame(
         .collect()
     )
     return [msgspec.msgpack.decode(r[STATUS], type=WriteStatus) for r in statuses]
-
-
-def count_rows(df: Any) -> int:
-    return int(df.count())
