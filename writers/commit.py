@@ -32,6 +32,7 @@ from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
+from lakebraid.writers import conflicts
 from lakebraid.writers.errors import ConflictDetected, WriteConflictError
 from lakebraid.writers.filegroup import WriteStatus, unpack_keys
 
@@ -143,6 +144,7 @@ class Transaction:
         self.read_at = read_at
         self.time: str | None = None
         self._heartbeat: Heartbeat | None = None
+        self._bodies: dict[str, CommitMetadata] = {}
 
     def begin(self) -> str:
         table = self.table
@@ -170,7 +172,8 @@ class Transaction:
         logs = self.metadata.write(time, changes)
         done = encode_body(msgspec.structs.replace(body, logs=logs))
         with table.lock:
-            if self._undone_by_others():
+            verdict = self._verdict(data_groups(statuses), lambda: frozenset(index_keys(changes)))
+            if verdict.undone_by is not None:
                 raise WriteConflictError(
                     f"write {time} was judged dead (its heartbeat expired) and rolled back by "
                     "another writer's recovery; nothing of it is visible: retry it, and raise "
@@ -178,11 +181,11 @@ class Transaction:
                     table=table.path,
                     instant=time,
                 )
-            others = self._overlapping(data_groups(statuses), lambda: index_keys(changes))
-            if others:
+            if verdict.conflicts:
+                others = list(verdict.conflicts)
                 raise ConflictDetected(
                     f"commits {others} completed since {time} started and touched the same "
-                    "file groups",
+                    "file groups or keys",
                     others=others,
                     table=table.path,
                     instant=time,
@@ -194,41 +197,47 @@ class Transaction:
         self.close()
         return time
 
-    def _overlapping(
-        self, groups: set[tuple[str, str]], keys_of: Callable[[], set[str]]
-    ) -> list[str]:
-        """Visible commits completed since this one started that rewrote one of ``groups``
-        or wrote the index entry of one of the keys ``keys_of()`` gives (two writers
-        inserting the same new key into different groups; computed only when a concurrent
-        commit exists). Called under the table lock."""
-        table, found = self.table, []
-        keys: set[str] | None = None
-        for inst in table.visibility().visible:
-            since = self.read_at or self.time
-            if inst.action is not Action.COMMIT or inst.completion_time <= since:  # type: ignore[operator]
-                continue
-            where = table.store.path_of(G, inst)
-            body = decode_body(table.store.read_body(G, inst), CommitMetadata, where=where)
-            if data_groups(body.statuses) & groups:
-                found.append(inst.time)
-                continue
-            keys = keys_of() if keys is None else keys
-            if self._their_keys(body) & keys:
-                found.append(inst.time)
-        return found
+    def _verdict(
+        self, groups: set[tuple[str, str]], my_keys: Callable[[], frozenset[str]]
+    ) -> conflicts.Verdict:
+        """Gather what the conflict rules need (``writers.conflicts``) and judge. Under the
+        table lock: commits completed since the read point, rollbacks and restores requested
+        since this write began."""
+        table, time = self.table, self.time
+        assert time is not None
+        mine = conflicts.Mine(time=time, read_at=self.read_at, groups=frozenset(groups))
+        visible = {i.time for i in table.visibility().visible}
+        others = []
+        for inst in table.timeline(G):
+            if inst.action in (Action.ROLLBACK, Action.RESTORE) and inst.time >= time:
+                requested = Instant(inst.time, inst.action, State.REQUESTED)
+                plan = msgspec.json.decode(table.store.read_body(G, requested))
+                others.append(
+                    conflicts.Other(time=inst.time, action=inst.action, target=plan.get("target"))
+                )
+            elif (
+                inst.action is Action.COMMIT
+                and inst.time in visible
+                and inst.completion_time is not None
+                and inst.completion_time > mine.since
+            ):
+                others.append(self._commit_of(inst))
+        return conflicts.check(mine, others, my_keys, self._keys_of)
 
-    def _undone_by_others(self) -> bool:
-        """True if a rollback or restore requested since this write began targets it."""
-        for inst in self.table.timeline(G):
-            if inst.action not in (Action.ROLLBACK, Action.RESTORE) or inst.time < self.time:  # type: ignore[operator]
-                continue
-            requested = Instant(inst.time, inst.action, State.REQUESTED)
-            plan = msgspec.json.decode(self.table.store.read_body(G, requested))
-            if inst.action is Action.ROLLBACK and plan.get("target") == self.time:
-                return True
-            if inst.action is Action.RESTORE and plan.get("target", "") < self.time:  # type: ignore[operator]
-                return True
-        return False
+    def _commit_of(self, inst: Instant) -> conflicts.Other:
+        where = self.table.store.path_of(G, inst)
+        body = decode_body(self.table.store.read_body(G, inst), CommitMetadata, where=where)
+        self._bodies[inst.time] = body
+        return conflicts.Other(
+            time=inst.time,
+            action=inst.action,
+            completion_time=inst.completion_time,
+            visible=True,
+            groups=frozenset(data_groups(body.statuses)),
+        )
+
+    def _keys_of(self, time: str) -> frozenset[str]:
+        return frozenset(self._their_keys(self._bodies[time]))
 
     def _their_keys(self, body: CommitMetadata) -> set[str]:
         keys: set[str] = set()

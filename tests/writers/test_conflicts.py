@@ -1,0 +1,99 @@
+"""The conflict rules as a scenario matrix: one row per rule, with the expected verdict.
+Pure: no table, no files (``writers.conflicts``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakebraid.timeline.instant import Action
+from lakebraid.writers.conflicts import Mine, Other, Verdict, check
+
+T0, READ, MINE, LATER, LATEST = (f"2026112310000000{i}" for i in range(5))
+G1, G2 = ("day=1", "a" * 8), ("day=2", "b" * 8)
+ME = Mine(time=MINE, read_at=READ, groups=frozenset({G1}))
+MY_KEYS = frozenset({"k1", "k2"})
+
+
+def commit(time: str, done: str, groups=frozenset(), visible=True) -> Other:
+    return Other(
+        time=time, action=Action.COMMIT, completion_time=done, visible=visible, groups=groups
+    )
+
+
+SCENARIOS = {
+    "nothing happened": ([], {}, Verdict()),
+    "overlapping file group": (
+        [commit(LATER, LATEST, frozenset({G1}))],
+        {},
+        Verdict(conflicts=(LATER,)),
+    ),
+    "overlapping key in another group": (
+        [commit(LATER, LATEST, frozenset({G2}))],
+        {LATER: {"k2"}},
+        Verdict(conflicts=(LATER,)),
+    ),
+    "disjoint groups and keys": (
+        [commit(LATER, LATEST, frozenset({G2}))],
+        {LATER: {"z"}},
+        Verdict(),
+    ),
+    "overlap completed before the read point": (
+        [commit(T0, READ, frozenset({G1}))],
+        {T0: MY_KEYS},
+        Verdict(),
+    ),
+    "overlapping commit since undone (not visible)": (
+        [commit(LATER, LATEST, frozenset({G1}), visible=False)],
+        {},
+        Verdict(),
+    ),
+    "a rollback of this write (recovery judged it dead)": (
+        [Other(time=LATER, action=Action.ROLLBACK, target=MINE)],
+        {},
+        Verdict(undone_by=LATER),
+    ),
+    "a rollback of another write": (
+        [Other(time=LATER, action=Action.ROLLBACK, target=T0)],
+        {},
+        Verdict(),
+    ),
+    "a restore to before this write": (
+        [Other(time=LATER, action=Action.RESTORE, target=T0)],
+        {},
+        Verdict(undone_by=LATER),
+    ),
+    "a restore requested before this write began": (
+        [Other(time=READ, action=Action.RESTORE, target=T0)],
+        {},
+        Verdict(),
+    ),
+    "a clean in between": (
+        [Other(time=LATER, action=Action.CLEAN, completion_time=LATEST, visible=True)],
+        {},
+        Verdict(),
+    ),
+    "a metadata compaction in between": (
+        [Other(time=LATER, action=Action.COMPACTION, completion_time=LATEST)],
+        {},
+        Verdict(),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario(name: str) -> None:
+    others, keys, expected = SCENARIOS[name]
+    asked: list[str] = []
+
+    def their_keys(time: str) -> frozenset[str]:
+        asked.append(time)
+        return frozenset(keys.get(time, set()))
+
+    assert check(ME, others, lambda: MY_KEYS, their_keys) == expected
+
+
+def test_keys_are_read_only_for_commits_that_passed_the_group_rule() -> None:
+    asked: list[str] = []
+    others = [commit(LATER, LATEST, frozenset({G1})), commit(T0, READ, frozenset({G2}))]
+    check(ME, others, lambda: MY_KEYS, lambda t: asked.append(t) or frozenset())  # type: ignore[func-returns-value]
+    assert asked == [], "an overlapping group needs no key read; an old commit none either"

@@ -1,0 +1,114 @@
+"""The conflict check of a commit, as a pure function: one rule per function, each deciding
+from plain values (the committing write's groups and keys, and what other instants did since
+its read point). :class:`writers.commit.Transaction` gathers those values under the table
+lock and acts on the verdict.
+
+Rules, in the order they are judged:
+
+1. :func:`undone_by_rollback` -- a rollback requested at or after this write began targets it
+   (another writer's recovery judged it dead): the write must not complete.
+2. :func:`undone_by_restore` -- a restore requested at or after this write began returns the
+   table to an instant before it: the write must not complete.
+3. :func:`overlapping_groups` -- a visible commit completed since the read point rewrote one
+   of this write's file groups (copy-on-write would lose its rows).
+4. :func:`overlapping_keys` -- such a commit wrote the index entry of one of this write's
+   keys (two writers inserting one new key into different groups).
+
+Anything else completed in between (a clean, a compaction, a savepoint, a commit on disjoint
+groups and keys) is no conflict. Keys are asked for only when a commit passed rule 3 (reading
+another commit's keys costs a read of its record-index logs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import msgspec
+
+from lakebraid.timeline.instant import Action
+
+Group = tuple[str, str]  # (partition, file id)
+
+
+class Mine(msgspec.Struct, frozen=True, kw_only=True):
+    """The committing write: its instant, its read point and the file groups it rewrote."""
+
+    time: str
+    read_at: str | None  # completion time of the latest instant its reads saw
+    groups: frozenset[Group]
+
+    @property
+    def since(self) -> str:
+        return self.read_at or self.time
+
+
+class Other(msgspec.Struct, frozen=True, kw_only=True):
+    """Another instant on the global timeline, as the rules need it."""
+
+    time: str
+    action: Action
+    completion_time: str | None = None  # None: not completed
+    visible: bool = False
+    groups: frozenset[Group] = frozenset()  # commits: the file groups they rewrote
+    target: str | None = None  # rollbacks and restores: their target (from the requested plan)
+
+
+class Verdict(msgspec.Struct, frozen=True):
+    undone_by: str | None = None  # a rollback or restore that undoes this write
+    conflicts: tuple[str, ...] = ()  # commits that overlap this write
+
+    @property
+    def ok(self) -> bool:
+        return self.undone_by is None and not self.conflicts
+
+
+def undone_by_rollback(mine: Mine, other: Other) -> bool:
+    return other.action is Action.ROLLBACK and other.time >= mine.time and other.target == mine.time
+
+
+def undone_by_restore(mine: Mine, other: Other) -> bool:
+    return (
+        other.action is Action.RESTORE
+        and other.time >= mine.time
+        and other.target is not None
+        and other.target < mine.time
+    )
+
+
+def _completed_since(mine: Mine, other: Other) -> bool:
+    done = other.completion_time
+    return (
+        other.action is Action.COMMIT and other.visible and done is not None and done > mine.since
+    )
+
+
+def overlapping_groups(mine: Mine, other: Other) -> bool:
+    return _completed_since(mine, other) and bool(other.groups & mine.groups)
+
+
+def overlapping_keys(mine_keys: frozenset[str], their_keys: frozenset[str]) -> bool:
+    return bool(mine_keys & their_keys)
+
+
+def check(
+    mine: Mine,
+    others: Sequence[Other],
+    my_keys: Callable[[], frozenset[str]],
+    their_keys: Callable[[str], frozenset[str]],
+) -> Verdict:
+    """The verdict on ``mine`` against ``others`` (see the module doc for the rules)."""
+    for other in others:
+        if undone_by_rollback(mine, other) or undone_by_restore(mine, other):
+            return Verdict(undone_by=other.time)
+    found: list[str] = []
+    keys: frozenset[str] | None = None
+    for other in others:
+        if not _completed_since(mine, other):
+            continue
+        if overlapping_groups(mine, other):
+            found.append(other.time)
+            continue
+        keys = my_keys() if keys is None else keys
+        if overlapping_keys(keys, their_keys(other.time)):
+            found.append(other.time)
+    return Verdict(conflicts=tuple(found))
