@@ -25,6 +25,7 @@ import time
 
 import msgspec
 
+from lakebraid.metadata.commits import read_commit
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import parse_name
@@ -33,7 +34,7 @@ from lakebraid.timeline import config as cfg
 from lakebraid.timeline.bodies import decode_body, encode_body
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.commit import CommitMetadata, G, M
+from lakebraid.writers.commit import G, M
 from lakebraid.writers.markers import sweep_completed
 from lakebraid.writers.restore import RestorePlan, savepoints
 from lakebraid.writers.rollback import RollbackPlan, delete_undone_files
@@ -84,8 +85,7 @@ def plan_clean(table: TableTimelines) -> CleanPlan | None:
         keep_meta.update(_slice_files(reader))
     written: set[str] = set()
     for inst in commits:
-        where = table.store.path_of(G, inst)
-        body = decode_body(table.store.read_body(G, inst), CommitMetadata, where=where)
+        body = read_commit(table, inst)
         names = {f"{s.partition}/{s.file_name}".lstrip("/") for s in body.statuses if s.file_name}
         if inst.completion_time > earliest.completion_time:  # type: ignore[operator]
             keep_data.update(names)

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from lakebraid.index.keys import check_key_type, key_array, key_texts
 from lakebraid.metadata import settings as metadata_settings
 from lakebraid.metadata.arrow_records import empty_table
+from lakebraid.metadata.commits import WriteStatus
 from lakebraid.metadata.hashing import estimate_file_groups, group_order
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import ColumnStatsRecord, Partition, RecordLocation
@@ -34,7 +35,7 @@ from lakebraid.writers.clean import clean
 from lakebraid.writers.commit import G, Transaction, schema_as_of
 from lakebraid.writers.engine import InProcessEngine, Work
 from lakebraid.writers.errors import ConflictDetected, InputError, WriteConflictError, WriteError
-from lakebraid.writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY, WriteStatus
+from lakebraid.writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY
 from lakebraid.writers.markers import sweep_markers
 from lakebraid.writers.pipeline import (
     OLD_FILE_ID,

@@ -22,11 +22,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.metadata.commits import (
+    CommitMetadata,
+    CommitPlan,
+    WriteStatus,
+    read_commit,
+    unpack_keys,
+)
 from lakebraid.metadata.logblock import read_log_file
 from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.metadata.table import MetadataTable
-from lakebraid.metadata.writer import InstantChanges, WrittenLog
-from lakebraid.timeline.bodies import decode_body, encode_body
+from lakebraid.metadata.writer import InstantChanges
+from lakebraid.timeline.bodies import RestoreBody, decode_body, encode_body
 from lakebraid.timeline.heartbeat import Heartbeat
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.layout import TimelineKind
@@ -34,23 +41,9 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers import conflicts
 from lakebraid.writers.errors import ConflictDetected, WriteConflictError
-from lakebraid.writers.filegroup import WriteStatus, unpack_keys
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
 BODY_VERSION = 1
-
-
-class CommitPlan(msgspec.Struct, frozen=True, kw_only=True):
-    version: int = BODY_VERSION
-    operation: str
-
-
-class CommitMetadata(msgspec.Struct, frozen=True, kw_only=True):
-    version: int = BODY_VERSION
-    operation: str
-    statuses: list[WriteStatus] = []  # key lists dropped
-    logs: list[WrittenLog] = []
-    schema: list[FieldSpec] = []
 
 
 def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> InstantChanges:
@@ -211,9 +204,10 @@ class Transaction:
         for inst in table.timeline(G):
             if inst.action in (Action.ROLLBACK, Action.RESTORE) and inst.time >= time:
                 requested = Instant(inst.time, inst.action, State.REQUESTED)
-                plan = msgspec.json.decode(table.store.read_body(G, requested))
+                where = table.store.path_of(G, requested)
+                plan = decode_body(table.store.read_body(G, requested), RestoreBody, where=where)
                 others.append(
-                    conflicts.Other(time=inst.time, action=inst.action, target=plan.get("target"))
+                    conflicts.Other(time=inst.time, action=inst.action, target=plan.target)
                 )
             elif (
                 inst.action is Action.COMMIT
@@ -225,8 +219,7 @@ class Transaction:
         return conflicts.check(mine, others, my_keys, self._keys_of)
 
     def _commit_of(self, inst: Instant) -> conflicts.Other:
-        where = self.table.store.path_of(G, inst)
-        body = decode_body(self.table.store.read_body(G, inst), CommitMetadata, where=where)
+        body = read_commit(self.table, inst)
         self._bodies[inst.time] = body
         return conflicts.Other(
             time=inst.time,
@@ -261,8 +254,7 @@ def schema_as_of(table: TableTimelines, as_of: str | None = None) -> list[FieldS
     """The table schema as of a read point: that of the latest visible commit."""
     for inst in reversed(table.visibility(as_of).visible):
         if inst.action is Action.COMMIT:
-            where = table.store.path_of(G, inst)
-            body = decode_body(table.store.read_body(G, inst), CommitMetadata, where=where)
+            body = read_commit(table, inst)
             if body.schema:
                 return list(body.schema)
     return list(table.config.schema)

@@ -16,9 +16,10 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
+from lakebraid.metadata.commits import WriteStatus
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.store import make_durable
-from lakebraid.writers.filegroup import RewriteTask, WriteStatus, rewrite_file_group
+from lakebraid.writers.filegroup import RewriteTask, rewrite_file_group
 
 SYNC_THREADS = 4  # fsync waits on the disk, not the CPU
 

@@ -41,6 +41,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.commits import ColumnStat, WriteStatus, pack_keys
 from lakebraid.metadata.integrity import (
     READ_OPTIONS,
     WRITE_OPTIONS,
@@ -59,35 +60,6 @@ COMMIT_TIME = "_braid_commit_time"
 RECORD_KEY = "_braid_record_key"
 OP = "_braid_op"
 OP_UPSERT, OP_DELETE = 0, 1
-
-
-class ColumnStat(msgspec.Struct, frozen=True, array_like=True):
-    column: str
-    min_value: Any
-    max_value: Any
-    null_count: int
-    value_count: int
-    total_size: int
-
-
-class WriteStatus(msgspec.Struct, frozen=True, kw_only=True):
-    """What one task did to one file group."""
-
-    partition: str
-    file_id: str
-    file_name: str | None  # None: the group is now empty (no new file)
-    old_file: str | None
-    size: int = 0
-    rows: int = 0
-    inserts: int = 0
-    updates: int = 0
-    deletes: int = 0
-    stats: list[ColumnStat] = []
-    # keys now in this group that were not before / that left it (deleted or moved away),
-    # each as :func:`pack_keys` bytes; commit bodies keep them empty
-    keys_added: bytes = b""
-    keys_removed: bytes = b""
-    crc32: int | None = None  # of the whole new file; None: written before it was recorded
 
 
 class RewriteTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -253,23 +225,6 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table, *, sync: bool = Tr
         stats=column_stats(result, collected[0], [n for n, _, _ in task.schema]),
         **status,  # type: ignore[arg-type]
     )
-
-
-def pack_keys(keys: pa.Array) -> bytes:
-    """Record keys as the bytes of an Arrow IPC stream (compact, no Python strings)."""
-    sink = pa.BufferOutputStream()
-    batch = pa.record_batch([keys.cast(pa.string())], names=["key"])
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
-
-
-def unpack_keys(blob: bytes) -> pa.Array:
-    """Inverse of :func:`pack_keys`; empty bytes are no keys."""
-    if not blob:
-        return pa.array([], pa.string())
-    table = pa.ipc.open_stream(blob).read_all()
-    return flat(table.column(0))
 
 
 def read_parquet(

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from lakebraid.timeline.bodies import decode_body
+from lakebraid.metadata.commits import read_commit
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.commit import CommitMetadata, G
 from lakebraid.writers.service import remove
 
 SUFFIX = ".marker"
@@ -49,7 +48,7 @@ def sweep_completed(table: TableTimelines) -> list[str]:
         inst = visible.get(path.rstrip("/").rsplit("/", 1)[-1])
         if inst is None:
             continue  # pending (its writer or recovery owns it) or undone (rollback owns it)
-        body = decode_body(table.store.read_body(G, inst), CommitMetadata, where=path)
+        body = read_commit(table, inst)
         names = [f"{s.partition}/{s.file_name}".lstrip("/") for s in body.statuses if s.file_name]
         deleted += sweep_markers(table, inst.time, names)
     return deleted

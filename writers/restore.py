@@ -15,7 +15,7 @@ import msgspec
 
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.as_of import AsOfError
-from lakebraid.timeline.bodies import SavepointBody, encode_body
+from lakebraid.timeline.bodies import SavepointBody, decode_body, encode_body
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.commit import G
@@ -154,6 +154,7 @@ def restore(table: TableTimelines, time: str) -> str:
 def finish_restore(table: TableTimelines, inst: Instant) -> None:
     """Finish a restore whose writer died (from its requested plan)."""
     requested = Instant(inst.time, Action.RESTORE, State.REQUESTED)
-    plan = msgspec.json.decode(table.store.read_body(G, requested), type=RestorePlan)
+    where = table.store.path_of(G, requested)
+    plan = decode_body(table.store.read_body(G, requested), RestorePlan, where=where)
     body = encode_body(plan)
     execute_undo(table, inst.time, Action.RESTORE, body, plan.data_files, plan.logs, plan.undone)

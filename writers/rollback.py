@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import msgspec
 
+from lakebraid.metadata.commits import read_commit
 from lakebraid.metadata.records import Partition
-from lakebraid.timeline.bodies import decode_body, encode_body
+from lakebraid.timeline.bodies import encode_body
 from lakebraid.timeline.heartbeat import read_beat
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.commit import CommitMetadata, G
+from lakebraid.writers.commit import G
 from lakebraid.writers.errors import WriteError
 from lakebraid.writers.service import complete_all, open_instant, remove, run_opened, start_all
 
@@ -52,9 +53,7 @@ def plan_rollback(table: TableTimelines, target: Instant) -> RollbackPlan:
             if path.endswith(".marker"):
                 files.add(_relative(path, markers)[: -len(".marker")])
     if target.is_completed:
-        body = decode_body(
-            table.store.read_body(G, target), CommitMetadata, where=table.store.path_of(G, target)
-        )
+        body = read_commit(table, target)
         files.update(
             f"{s.partition}/{s.file_name}".lstrip("/") for s in body.statuses if s.file_name
         )
@@ -81,8 +80,7 @@ def check_dependents(table: TableTimelines, target: Instant) -> None:
         return
 
     def groups(inst: Instant) -> set[tuple[str, str]]:
-        where = table.store.path_of(G, inst)
-        body = decode_body(table.store.read_body(G, inst), CommitMetadata, where=where)
+        body = read_commit(table, inst)
         return {(s.partition, s.file_id) for s in body.statuses}
 
     mine = groups(target)
@@ -105,17 +103,12 @@ def check_retention(table: TableTimelines, target: Instant) -> None:
     """Refuse a completed commit older than the last clean's earliest retained commit: the
     file slices before it (data files and the metadata slices a reader falls back to when
     the target is undone) are gone, so only a restore to a savepoint can go back that far."""
-    cleans = [i for i in table.timeline(G).completed() if i.action is Action.CLEAN]
-    if not cleans:
-        return
-    latest = max(cleans, key=Instant.completion_key)
-    plan = msgspec.json.decode(table.store.read_body(G, latest))
-    retained = table.timeline(G).get(plan.get("earliest_retained", ""), Action.COMMIT)
-    if retained is not None and target.completion_time < retained.completion_time:  # type: ignore[operator]
+    since = table.retained_from(table.timeline(G), table.visibility())
+    if since is not None and target.completion_time < since:  # type: ignore[operator]
         raise WriteError(
-            f"cannot roll back {target.time}: it is older than the retention of clean "
-            f"{latest.time} (earliest retained commit {retained.time}), whose files the "
-            "cleaner removed; restore a savepoint instead, or raise clean.retain.commits",
+            f"cannot roll back {target.time}: it is older than the retention of the last clean "
+            f"(the earliest retained commit completed {since}), whose older files the cleaner "
+            "removed; restore a savepoint instead, or raise clean.retain.commits",
             table=table.path,
             instant=target.time,
         )
@@ -124,8 +117,7 @@ def check_retention(table: TableTimelines, target: Instant) -> None:
 def check_previous_files(table: TableTimelines, target: Instant) -> None:
     """Refuse, before changing anything, a rollback that would make a file group's previous
     file current again when that file is gone (the group would be unreadable)."""
-    where = table.store.path_of(G, target)
-    body = decode_body(table.store.read_body(G, target), CommitMetadata, where=where)
+    body = read_commit(table, target)
     for status in body.statuses:
         if status.old_file is None:
             continue

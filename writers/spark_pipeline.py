@@ -28,19 +28,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
+from lakebraid.metadata.commits import WriteStatus
 from lakebraid.metadata.hashing import file_groups_of
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.filegroup import (
-    OP,
-    OP_UPSERT,
-    RECORD_KEY,
-    RewriteTask,
-    WriteStatus,
-    rewrite_file_group,
-)
+from lakebraid.writers.filegroup import OP, OP_UPSERT, RECORD_KEY, RewriteTask, rewrite_file_group
 from lakebraid.writers.pipeline import (
     OLD_FILE_ID,
     OLD_PARTITION,

@@ -23,23 +23,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakebraid.metadata.commits import WriteStatus, read_commit
 from lakebraid.metadata.integrity import file_crc32, guarded
 from lakebraid.metadata.records import Partition, RecordLocation
 from lakebraid.metadata.table import MetadataTable
-from lakebraid.timeline.bodies import decode_body
 from lakebraid.timeline.errors import LakebraidError
 from lakebraid.timeline.instant import Action, Instant
-from lakebraid.timeline.layout import TimelineKind, parse_data_file_name
+from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.commit import CommitMetadata, schema_as_of
+from lakebraid.writers.commit import schema_as_of
 from lakebraid.writers.errors import CorruptDataFileError
-from lakebraid.writers.filegroup import (
-    RECORD_KEY,
-    WriteStatus,
-    column_stats,
-    read_parquet,
-    virtual_key,
-)
+from lakebraid.writers.filegroup import RECORD_KEY, column_stats, read_parquet, virtual_key
 
 Listing = dict[str, dict[str, int]]
 Checksums = dict[tuple[str, str], int]  # (partition, file name) -> CRC-32 its commit recorded
@@ -63,10 +57,7 @@ def _statuses(
     for inst in visible:
         if inst.action is not Action.COMMIT:
             continue
-        where = table.store.path_of(TimelineKind.GLOBAL, inst)
-        body = decode_body(
-            table.store.read_body(TimelineKind.GLOBAL, inst), CommitMetadata, where=where
-        )
+        body = read_commit(table, inst)
         for status in body.statuses:
             yield order[inst.time], status
 

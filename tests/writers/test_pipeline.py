@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakebraid.metadata.commits import unpack_keys
 from lakebraid.timeline.layout import TableLayout, partition_path
 from lakebraid.writers.filegroup import (
     COMMIT_TIME,
@@ -20,7 +21,6 @@ from lakebraid.writers.filegroup import (
     RECORD_KEY,
     RewriteTask,
     rewrite_file_group,
-    unpack_keys,
 )
 from lakebraid.writers.pipeline import codes, deduplicate, partition_paths
 

@@ -1,0 +1,93 @@
+"""The commit model: what a write did (:class:`WriteStatus` per file group), the plan and the
+metadata a commit's instant files carry (:class:`CommitPlan`, :class:`CommitMetadata`), and
+the one reader of a commit body (:func:`read_commit`, version-checked).
+
+Format version 1, msgspec JSON in the instant files (``<t>.commit.requested``: CommitPlan;
+``<t>.commit.inflight`` and ``<t>_<c>.commit``: CommitMetadata, whose statuses carry no key
+lists). Write statuses travel from Spark tasks to the driver as msgpack; their key lists are
+:func:`pack_keys` bytes (an Arrow IPC stream of one string column).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+
+from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.writer import WrittenLog
+from lakebraid.timeline.bodies import decode_body
+from lakebraid.timeline.instant import Instant
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.table_config import FieldSpec
+
+BODY_VERSION = 1
+
+
+class ColumnStat(msgspec.Struct, frozen=True, array_like=True):
+    column: str
+    min_value: Any
+    max_value: Any
+    null_count: int
+    value_count: int
+    total_size: int
+
+
+class WriteStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """What one task did to one file group."""
+
+    partition: str
+    file_id: str
+    file_name: str | None  # None: the group is now empty (no new file)
+    old_file: str | None
+    size: int = 0
+    rows: int = 0
+    inserts: int = 0
+    updates: int = 0
+    deletes: int = 0
+    stats: list[ColumnStat] = []
+    # keys now in this group that were not before / that left it (deleted or moved away),
+    # each as :func:`pack_keys` bytes; commit bodies keep them empty
+    keys_added: bytes = b""
+    keys_removed: bytes = b""
+    crc32: int | None = None  # of the whole new file; None: written before it was recorded
+
+
+class CommitPlan(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = BODY_VERSION
+    operation: str
+
+
+class CommitMetadata(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = BODY_VERSION
+    operation: str
+    statuses: list[WriteStatus] = []  # key lists dropped
+    logs: list[WrittenLog] = []
+    schema: list[FieldSpec] = []
+
+
+def pack_keys(keys: pa.Array) -> bytes:
+    """Record keys as the bytes of an Arrow IPC stream (compact, no Python strings)."""
+    sink = pa.BufferOutputStream()
+    batch = pa.record_batch([keys.cast(pa.string())], names=["key"])
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def unpack_keys(blob: bytes) -> pa.Array:
+    """Inverse of :func:`pack_keys`; empty bytes are no keys."""
+    if not blob:
+        return pa.array([], pa.string())
+    table = pa.ipc.open_stream(blob).read_all()
+    return flat(table.column(0))
+
+
+def read_commit(table: TableTimelines, inst: Instant) -> CommitMetadata:
+    """The body of a commit instant on the global timeline (version-checked; the error names
+    the file)."""
+    where = table.store.path_of(TimelineKind.GLOBAL, inst)
+    data = table.store.read_body(TimelineKind.GLOBAL, inst)
+    return decode_body(data, CommitMetadata, where=where)
