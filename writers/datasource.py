@@ -11,7 +11,7 @@
 **Reads.** ``schema()`` is the table schema as of the read point, exactly as
 ``WriteClient.read`` gives it (``writers.read.table_schema``: the table's columns, then
 ``_braid_commit_time`` and ``_braid_record_key``). ``pushFilters`` turns the pushed filters
-into pruning conditions (``writers.pruning``: the same conditions and ``may_match`` as
+into pruning conditions (``index.column_stats``: the same conditions and ``may_match`` as
 ``WriteClient.read(where=)``, null counts for ``IS [NOT] NULL`` and the bounds of a
 ``LIKE 'p%'`` prefix) and hands every filter back to Spark as not handled: pruning is per
 file, so Spark still filters the rows. ``partitions()``
@@ -83,12 +83,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import DoubleType, FloatType, StructType
 
+from lakebraid.index.column_stats import Condition, keep_files
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import WriteError
 from lakebraid.writers.filegroup import conform, read_parquet, virtual_key
-from lakebraid.writers.pruning import Condition, keep_files
 from lakebraid.writers.read import spec_of, table_schema
 
 NAME = "lakebraid"
@@ -148,7 +148,7 @@ _COMPARISONS: dict[type, str] = {
 def to_condition(item: Filter, float_columns: frozenset[str] = frozenset()) -> Condition | None:
     """A pruning condition no less permissive than the filter, or None (prunes nothing).
 
-    The operators are those of ``writers.pruning`` (``may_match``). On float columns ``>``,
+    The operators are those of ``index.column_stats`` (``may_match``). On float columns ``>``,
     ``>=``, ``!=`` and NaN literals prune nothing: Spark orders NaN above every number, and
     file statistics leave NaN out.
     """

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from lakebraid.index.column_stats import parse_conditions
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.pruning import parse_conditions
 from lakebraid.writers.read import selected_paths
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakebraid.index.column_stats import Condition, SqlSettings, may_match, parse_conditions, prune
 from lakebraid.metadata.records import ColumnStatsRecord
-from lakebraid.writers.pruning import Condition, SqlSettings, may_match, parse_conditions, prune
 
 OPS = {
     "=": operator.eq,
