@@ -26,6 +26,8 @@ import pyarrow.compute as pc
 
 from lakebraid.index.errors import RecordKeyError
 
+RECORD_KEY = "_braid_record_key"  # the column of a key's canonical text
+
 
 def key_type_problem(data_type: pa.DataType) -> str | None:
     """Why ``data_type`` cannot be a record key type (None: it can)."""

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
-from lakebraid.index.keys import check_key_type, key_array, key_texts
+from lakebraid.index.keys import RECORD_KEY, check_key_type, key_array, key_texts
+from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, existing_rows, tag
 from lakebraid.metadata import settings as metadata_settings
 from lakebraid.metadata.arrow_records import empty_table
 from lakebraid.metadata.commits import WriteStatus
@@ -35,11 +36,9 @@ from lakebraid.writers.clean import clean
 from lakebraid.writers.commit import G, Transaction, schema_as_of
 from lakebraid.writers.engine import InProcessEngine, Work
 from lakebraid.writers.errors import ConflictDetected, InputError, WriteConflictError, WriteError
-from lakebraid.writers.filegroup import OP, OP_DELETE, OP_UPSERT, RECORD_KEY
+from lakebraid.writers.filegroup import OP, OP_DELETE, OP_UPSERT
 from lakebraid.writers.markers import sweep_markers
 from lakebraid.writers.pipeline import (
-    OLD_FILE_ID,
-    OLD_PARTITION,
     PARTITION,
     TARGET_FILE_ID,
     WORK_COLUMNS,
@@ -47,14 +46,12 @@ from lakebraid.writers.pipeline import (
     current_files,
     deduplicate,
     duplicate_keys_error,
-    existing_rows,
     insert_counts,
     plan_slots,
     prepare,
     rewrite_tasks,
     route,
     stale_moves,
-    tag,
 )
 from lakebraid.writers.read import read_arrow_files, read_spark
 from lakebraid.writers.recovery import recover

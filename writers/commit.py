@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.index.record_index import index_keys, logged_keys
 from lakebraid.metadata.commits import (
     CommitMetadata,
     CommitPlan,
@@ -29,7 +30,6 @@ from lakebraid.metadata.commits import (
     read_commit,
     unpack_keys,
 )
-from lakebraid.metadata.logblock import read_log_file
 from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import InstantChanges
@@ -109,14 +109,6 @@ def _concat(arrays: list[pa.Array]) -> pa.Array:
 def data_groups(statuses: Sequence[WriteStatus]) -> set[tuple[str, str]]:
     """The data file groups a commit rewrote, as (partition, file id)."""
     return {(s.partition, s.file_id) for s in statuses}
-
-
-def index_keys(changes: InstantChanges) -> set[str]:
-    """The record keys whose index entry a commit writes."""
-    keys = set(pa.array(changes.index_deletes, pa.string()).to_pylist())
-    if changes.index_upserts is not None:
-        keys.update(changes.index_upserts.column("key").to_pylist())
-    return keys
 
 
 class Transaction:
@@ -230,17 +222,8 @@ class Transaction:
         )
 
     def _keys_of(self, time: str) -> frozenset[str]:
-        return frozenset(self._their_keys(self._bodies[time]))
-
-    def _their_keys(self, body: CommitMetadata) -> set[str]:
-        keys: set[str] = set()
         folder = self.table.layout.metadata_partition_dir("record_index")
-        for log in body.logs:
-            if log.partition == "record_index":
-                for block in read_log_file(self.table.fs, f"{folder}/{log.name}"):
-                    keys.update(r.key for r in block.records)
-                    keys.update(block.keys)
-        return keys
+        return frozenset(logged_keys(self.table.fs, folder, self._bodies[time].logs))
 
     def close(self, *, failed: bool = False) -> None:
         """Stop the heartbeat; after a failure its file stays, expires, and recovery rolls

@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
+from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.commits import ColumnStat, WriteStatus, pack_keys
 from lakebraid.metadata.integrity import (
@@ -57,7 +58,6 @@ from lakebraid.writers.encoding import choose
 from lakebraid.writers.errors import CorruptDataFileError
 
 COMMIT_TIME = "_braid_commit_time"
-RECORD_KEY = "_braid_record_key"
 OP = "_braid_op"
 OP_UPSERT, OP_DELETE = 0, 1
 

@@ -19,24 +19,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from lakebraid.index.keys import key_text
+from lakebraid.index.keys import RECORD_KEY, key_text
+from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.hashing import group_order, stable_hashes
-from lakebraid.metadata.records import ints_to_file_id
 from lakebraid.timeline.layout import TableLayout, parse_data_file_name, partition_path
 from lakebraid.writers.errors import InputError
-from lakebraid.writers.filegroup import (
-    OP,
-    OP_DELETE,
-    OP_UPSERT,
-    RECORD_KEY,
-    RewriteTask,
-    read_parquet,
-)
+from lakebraid.writers.filegroup import OP, OP_DELETE, OP_UPSERT, RewriteTask, read_parquet
 
 PARTITION = "_braid_partition"
-OLD_PARTITION = "_braid_old_partition"
-OLD_FILE_ID = "_braid_old_file_id"
 TARGET_FILE_ID = "_braid_target_file_id"
 SEQ = "_braid_seq"
 WORK_COLUMNS = (PARTITION, OLD_PARTITION, OLD_FILE_ID, TARGET_FILE_ID, SEQ)
@@ -147,43 +138,6 @@ def _deduplicate_exact(table: pa.Table, precombine: str | None) -> pa.Table:
         mask = pa.concat_arrays([pa.array([True]), first.cast(pa.bool_())])
         table = table.filter(mask)
     return table.drop_columns([SEQ])
-
-
-def tag(table: pa.Table, found: pa.Table, at: pa.Array | None = None) -> pa.Table:
-    """Add each row's current location (old partition, old file id; null for new keys).
-
-    ``found`` is a record-index lookup result (key, partition, file_id_hi, file_id_lo);
-    ``at``: the row of ``found`` of each row's key (null: absent), when the lookup knows it
-    (``MetadataReader.locate``), else matched here."""
-    if found.num_rows == 0:  # nothing to look up (inserts): every row is new
-        missing = _null_texts(table.num_rows)
-        return table.append_column(OLD_PARTITION, missing).append_column(OLD_FILE_ID, missing)
-    if at is None:
-        # each row's position among the found keys (a hash of the found keys, probed by the
-        # batch; keeps the batch order, unlike a join)
-        at = pc.index_in(table.column(RECORD_KEY), value_set=flat(found.column("key")))
-    partitions = pc.dictionary_encode(flat(found.column("partition")))
-    return table.append_column(OLD_PARTITION, partitions.take(at)).append_column(
-        OLD_FILE_ID, _file_ids(found).take(at)
-    )
-
-
-def _file_ids(found: pa.Table) -> pa.DictionaryArray:
-    """File ids from the index's (hi, lo) integer pairs, converted once per file id."""
-    if found.num_rows == 0:
-        return _null_texts(0)
-    hi = found.column("file_id_hi").to_numpy()
-    lo = found.column("file_id_lo").to_numpy()
-    pairs = np.stack([hi, lo], axis=1).astype("<i8").tobytes()
-    packed = pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(16), len(hi), [None, pa.py_buffer(pairs)]
-    )
-    encoded = pc.dictionary_encode(packed)
-    names = [
-        ints_to_file_id(*(int(v) for v in np.frombuffer(pair, dtype="<i8")))
-        for pair in encoded.dictionary.to_pylist()
-    ]
-    return pa.DictionaryArray.from_arrays(encoded.indices, pa.array(names, pa.string()))
 
 
 def insert_counts(tagged: pa.Table) -> dict[str, int]:
@@ -316,11 +270,6 @@ def codes(columns: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarra
     return np.split(indices, np.cumsum(lengths)[:-1]), dictionary
 
 
-def _null_texts(n: int) -> pa.DictionaryArray:
-    """``n`` nulls of the work columns' type (dictionary<int32, string>)."""
-    return pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string()))
-
-
 def _repeat_text(text: str, n: int) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(
         pa.array(np.zeros(n, dtype=np.int32)), pa.array([text], pa.string())
@@ -391,11 +340,6 @@ def duplicate_keys_error(
         "the call",
         table=table,
     )
-
-
-def existing_rows(tagged: pa.Table) -> pa.Array:
-    """Rows of a tagged insert whose key the table already holds (anywhere)."""
-    return pc.is_valid(tagged.column(OLD_FILE_ID))
 
 
 def stale_moves(

@@ -35,8 +35,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakebraid.index.column_stats import SqlSettings, prune
+from lakebraid.index.keys import RECORD_KEY
 from lakebraid.timeline.table_config import FieldSpec
-from lakebraid.writers.filegroup import RECORD_KEY, conform, data_schema, read_parquet, virtual_key
+from lakebraid.writers.filegroup import conform, data_schema, read_parquet, virtual_key
 
 # parquet-mr's row-group filters (see the module docstring): off for reads with float columns
 NAN_SAFE_PARQUET = {

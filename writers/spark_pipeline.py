@@ -28,16 +28,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
+from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.metadata.commits import WriteStatus
 from lakebraid.metadata.hashing import file_groups_of
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.filegroup import OP, OP_UPSERT, RECORD_KEY, RewriteTask, rewrite_file_group
+from lakebraid.writers.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
 from lakebraid.writers.pipeline import (
-    OLD_FILE_ID,
-    OLD_PARTITION,
     PARTITION,
     TARGET_FILE_ID,
     WORK_COLUMNS,
@@ -50,7 +50,6 @@ from lakebraid.writers.pipeline import (
     rewrite_tasks,
     route,
     stale_moves,
-    tag,
 )
 
 RI_GROUP = "_braid_ri_group"

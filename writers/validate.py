@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import WriteStatus, read_commit
 from lakebraid.metadata.integrity import file_crc32, guarded
 from lakebraid.metadata.records import Partition, RecordLocation
@@ -33,7 +34,7 @@ from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.commit import schema_as_of
 from lakebraid.writers.errors import CorruptDataFileError
-from lakebraid.writers.filegroup import RECORD_KEY, column_stats, read_parquet, virtual_key
+from lakebraid.writers.filegroup import column_stats, read_parquet, virtual_key
 
 Listing = dict[str, dict[str, int]]
 Checksums = dict[tuple[str, str], int]  # (partition, file name) -> CRC-32 its commit recorded

@@ -13,9 +13,10 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakebraid.index.keys import RECORD_KEY
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.encoding import DICTIONARY_LIMIT, MIN_ROWS, choose
-from lakebraid.writers.filegroup import OP, OP_UPSERT, RECORD_KEY, RewriteTask, rewrite_file_group
+from lakebraid.writers.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
 
 ROWS = MIN_ROWS + 1000
 

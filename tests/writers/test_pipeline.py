@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import unpack_keys
 from lakebraid.timeline.layout import TableLayout, partition_path
 from lakebraid.writers.filegroup import (
@@ -18,7 +19,6 @@ from lakebraid.writers.filegroup import (
     OP,
     OP_DELETE,
     OP_UPSERT,
-    RECORD_KEY,
     RewriteTask,
     rewrite_file_group,
 )

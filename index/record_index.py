@@ -1,0 +1,92 @@
+"""The record index's rules on the write path: tagging rows with their current location and
+the keys a commit writes (for the conflict check). Lookups themselves are
+``lakebraid.metadata.reader.MetadataReader.lookup`` / ``locate``; both engines tag through
+:func:`tag`.
+
+Tagged rows carry two work columns, dictionary<int32, string> (null for keys the index does
+not hold): ``_braid_old_partition`` and ``_braid_old_file_id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from fsspec import AbstractFileSystem
+
+from lakebraid.index.keys import RECORD_KEY
+from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.logblock import read_log_file
+from lakebraid.metadata.records import ints_to_file_id
+from lakebraid.metadata.writer import InstantChanges, WrittenLog
+
+OLD_PARTITION = "_braid_old_partition"
+OLD_FILE_ID = "_braid_old_file_id"
+
+
+def tag(table: pa.Table, found: pa.Table, at: pa.Array | None = None) -> pa.Table:
+    """Add each row's current location (old partition, old file id; null for new keys).
+
+    ``found`` is a record-index lookup result (key, partition, file_id_hi, file_id_lo);
+    ``at``: the row of ``found`` of each row's key (null: absent), when the lookup knows it
+    (``MetadataReader.locate``), else matched here."""
+    if found.num_rows == 0:  # nothing to look up (inserts): every row is new
+        missing = _null_texts(table.num_rows)
+        return table.append_column(OLD_PARTITION, missing).append_column(OLD_FILE_ID, missing)
+    if at is None:
+        # each row's position among the found keys (a hash of the found keys, probed by the
+        # batch; keeps the batch order, unlike a join)
+        at = pc.index_in(table.column(RECORD_KEY), value_set=flat(found.column("key")))
+    partitions = pc.dictionary_encode(flat(found.column("partition")))
+    return table.append_column(OLD_PARTITION, partitions.take(at)).append_column(
+        OLD_FILE_ID, _file_ids(found).take(at)
+    )
+
+
+def _file_ids(found: pa.Table) -> pa.DictionaryArray:
+    """File ids from the index's (hi, lo) integer pairs, converted once per file id."""
+    if found.num_rows == 0:
+        return _null_texts(0)
+    hi = found.column("file_id_hi").to_numpy()
+    lo = found.column("file_id_lo").to_numpy()
+    pairs = np.stack([hi, lo], axis=1).astype("<i8").tobytes()
+    packed = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(16), len(hi), [None, pa.py_buffer(pairs)]
+    )
+    encoded = pc.dictionary_encode(packed)
+    names = [
+        ints_to_file_id(*(int(v) for v in np.frombuffer(pair, dtype="<i8")))
+        for pair in encoded.dictionary.to_pylist()
+    ]
+    return pa.DictionaryArray.from_arrays(encoded.indices, pa.array(names, pa.string()))
+
+
+def _null_texts(n: int) -> pa.DictionaryArray:
+    """``n`` nulls of the work columns' type (dictionary<int32, string>)."""
+    return pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], pa.string()))
+
+
+def existing_rows(tagged: pa.Table) -> pa.Array:
+    """Rows of a tagged insert whose key the table already holds (anywhere)."""
+    return pc.is_valid(tagged.column(OLD_FILE_ID))
+
+
+def index_keys(changes: InstantChanges) -> set[str]:
+    """The record keys whose index entry a commit writes."""
+    keys = set(pa.array(changes.index_deletes, pa.string()).to_pylist())
+    if changes.index_upserts is not None:
+        keys.update(changes.index_upserts.column("key").to_pylist())
+    return keys
+
+
+def logged_keys(fs: AbstractFileSystem, folder: str, logs: Iterable[WrittenLog]) -> set[str]:
+    """The record keys a commit's record-index log files (in ``folder``) wrote or deleted."""
+    keys: set[str] = set()
+    for log in logs:
+        if log.partition == "record_index":
+            for block in read_log_file(fs, f"{folder}/{log.name}"):
+                keys.update(r.key for r in block.records)
+                keys.update(block.keys)
+    return keys
