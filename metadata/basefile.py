@@ -57,7 +57,12 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from lakebraid.metadata.errors import CorruptBaseFileError, MetadataError, MetadataFormatError
+from lakebraid.metadata.errors import (
+    CorruptBaseFileError,
+    MetadataError,
+    MetadataFormatError,
+    MetadataValueError,
+)
 from lakebraid.metadata.integrity import (
     READ_OPTIONS,
     WRITE_OPTIONS,
@@ -212,9 +217,11 @@ def _bounds(meta: pq.FileMetaData, kv: dict[bytes, bytes]) -> Groups:
         return counts, mins, maxs
     rows, lo, hi = msgspec.json.decode(kv[ROW_GROUPS], type=Groups)
     if not len(rows) == len(lo) == len(hi):
-        raise ValueError("the row-group entry is inconsistent")
+        raise MetadataValueError("the row-group entry is inconsistent")
     if [c for c in counts if c] != rows or sum(rows) != meta.num_rows:
-        raise ValueError(f"the footer's row counts {counts} differ from the recorded {rows}")
+        raise MetadataValueError(
+            f"the footer's row counts {counts} differ from the recorded {rows}"
+        )
     return rows, lo, hi
 
 
@@ -226,7 +233,7 @@ def _footer(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInf
         check_footer(meta)
         kv = meta.metadata or {}
         if CRC_KEY in kv and int(kv[CRC_KEY]) != _kv_crc(kv):
-            raise ValueError("the lakebraid.* footer entries do not match their CRC-32")
+            raise MetadataValueError("the lakebraid.* footer entries do not match their CRC-32")
         version = int(kv.get(b"lakebraid.base.version", b"0"))
         if version not in READABLE_VERSIONS:
             raise MetadataFormatError(
@@ -234,7 +241,7 @@ def _footer(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInf
                 f"(this lakebraid reads {READABLE_VERSIONS})"
             )
         if version > 1 and CRC_KEY not in kv:
-            raise ValueError(f"a version {version} base file without {CRC_KEY.decode()}")
+            raise MetadataValueError(f"a version {version} base file without {CRC_KEY.decode()}")
         _, mins, maxs = _bounds(meta, kv)
         info = BaseInfo(
             path=path,
@@ -272,7 +279,7 @@ def read_base(fs: AbstractFileSystem, path: str, columns: list[str] | None = Non
         parquet = pq.ParquetFile(handle, metadata=meta, pre_buffer=_remote(fs), **READ_OPTIONS)
         table = parquet.read(columns=columns)
         if table.num_rows != info.num_rows:
-            raise ValueError(f"read {table.num_rows} rows, the footer says {info.num_rows}")
+            raise MetadataValueError(f"read {table.num_rows} rows, the footer says {info.num_rows}")
         check_decoded(table)
         return table
 
@@ -365,7 +372,7 @@ def _scan(
                 check_decoded(found[-1])
     expected = sum(meta.row_group(i).num_rows for i in run)
     if seen != expected:
-        raise ValueError(f"row groups {run} gave {seen} rows, the footer says {expected}")
+        raise MetadataValueError(f"row groups {run} gave {seen} rows, the footer says {expected}")
     return found
 
 

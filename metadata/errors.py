@@ -1,6 +1,8 @@
 """Errors of the metadata package.
 
 * :class:`MetadataError` -- base of every error the package raises.
+* :class:`MetadataValueError` / :class:`MetadataTypeError` -- a value or type handed to the
+  package breaks its rules (also ``ValueError`` / ``TypeError``, as callers may expect).
 * :class:`MetadataFormatError` -- a record, block or file is well formed (its checksum holds)
   but has a version, codec or kind this lakebraid does not support.
 * :class:`CorruptLogBlockError` -- a log block is damaged (bad magic, unsupported or flipped
@@ -18,6 +20,15 @@ from lakebraid.timeline.errors import LakebraidError
 
 class MetadataError(LakebraidError):
     """Base of the metadata package's errors."""
+
+
+class MetadataValueError(MetadataError, ValueError):
+    """A value handed to the metadata package breaks its rules (a key, a file id, a group
+    count, a record that does not fit its partition); also a ``ValueError``."""
+
+
+class MetadataTypeError(MetadataError, TypeError):
+    """A value of the wrong type handed to the metadata package; also a ``TypeError``."""
 
 
 class MetadataFormatError(MetadataError):

@@ -39,6 +39,8 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from lakebraid.metadata.errors import MetadataTypeError, MetadataValueError
+
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
 FMIX_C1 = 0xFF51AFD7ED558CCD
@@ -101,10 +103,10 @@ def stable_hashes(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> np.ndarra
 def _hash_array(array: pa.Array) -> np.ndarray:
     if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
         if not pa.types.is_string_view(array.type):
-            raise TypeError(f"keys must be strings, not {array.type}")
+            raise MetadataTypeError(f"keys must be strings, not {array.type}")
         array = array.cast(pa.large_string())
     if array.null_count:
-        raise ValueError("keys may not be null")
+        raise MetadataValueError("keys may not be null")
     n = len(array)
     _, offsets_buf, data_buf = array.buffers()
     width = np.int32 if pa.types.is_string(array.type) else np.int64
@@ -161,16 +163,16 @@ def _fmix64_array(h: np.ndarray) -> np.ndarray:
 
 def _check_groups(n_groups: int) -> None:
     if n_groups < 1:
-        raise ValueError(f"the number of file groups must be >= 1, not {n_groups}")
+        raise MetadataValueError(f"the number of file groups must be >= 1, not {n_groups}")
 
 
 def file_group_id(partition: str, index: int) -> str:
     """The id of file group ``index`` of a metadata partition, e.g. ``record_index-0007``."""
     if index < 0:
-        raise ValueError(f"file group index must be >= 0, not {index}")
+        raise MetadataValueError(f"file group index must be >= 0, not {index}")
     group = f"{partition}-{index:04d}"
     if not _GROUP_RE.match(group):
-        raise ValueError(f"{partition!r} is not a metadata partition name")
+        raise MetadataValueError(f"{partition!r} is not a metadata partition name")
     return group
 
 
@@ -178,10 +180,12 @@ def parse_file_group_id(group: str) -> tuple[str, int]:
     """Inverse of :func:`file_group_id`: ``"record_index-0007"`` -> ``("record_index", 7)``."""
     match = _GROUP_RE.match(group)
     if match is None:
-        raise ValueError(f"{group!r} is not a file group id like 'record_index-0007'")
+        raise MetadataValueError(f"{group!r} is not a file group id like 'record_index-0007'")
     partition, index = match["partition"], int(match["index"])
     if file_group_id(partition, index) != group:
-        raise ValueError(f"{group!r} is not a canonical file group id (extra leading zeros)")
+        raise MetadataValueError(
+            f"{group!r} is not a canonical file group id (extra leading zeros)"
+        )
     return partition, index
 
 
@@ -193,9 +197,11 @@ def estimate_file_groups(
 ) -> int:
     """``ceil(record_count / records_per_group)`` clamped to ``[min_groups, max_groups]``."""
     if record_count < 0:
-        raise ValueError(f"record count must be >= 0, not {record_count}")
+        raise MetadataValueError(f"record count must be >= 0, not {record_count}")
     if records_per_group < 1:
-        raise ValueError(f"records per group must be >= 1, not {records_per_group}")
+        raise MetadataValueError(f"records per group must be >= 1, not {records_per_group}")
     if not 1 <= min_groups <= max_groups:
-        raise ValueError(f"need 1 <= min_groups <= max_groups, not {min_groups}, {max_groups}")
+        raise MetadataValueError(
+            f"need 1 <= min_groups <= max_groups, not {min_groups}, {max_groups}"
+        )
     return max(min_groups, min(max_groups, -(-record_count // records_per_group)))

@@ -35,6 +35,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
+from lakebraid.metadata.errors import MetadataValueError
+
 WRITE_OPTIONS: dict[str, Any] = {"write_page_checksum": True}
 READ_OPTIONS: dict[str, Any] = {"page_checksum_verification": True}
 ARROW_SCHEMA = b"ARROW:schema"
@@ -109,11 +111,13 @@ def check_footer(meta: pq.FileMetaData) -> None:
     """Raise ``ValueError`` unless the footer's two schemas agree (see the module doc)."""
     note = (meta.metadata or {}).get(ARROW_SCHEMA)
     if note is None:
-        raise ValueError("the footer has no ARROW:schema note (lakebraid always writes one)")
+        raise MetadataValueError(
+            "the footer has no ARROW:schema note (lakebraid always writes one)"
+        )
     expected, text = _expected(note)
     # equals() compares the leaf columns only; the text has every node (group names too)
     if not meta.schema.equals(expected) or _text(meta.schema) != text:
-        raise ValueError("the footer's Parquet schema differs from its ARROW:schema note")
+        raise MetadataValueError("the footer's Parquet schema differs from its ARROW:schema note")
 
 
 def check_decoded(data: pa.Table | pa.RecordBatch) -> None:

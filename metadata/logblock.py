@@ -56,7 +56,13 @@ import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from lakebraid.metadata.errors import CorruptLogBlockError, MetadataError, MetadataFormatError
+from lakebraid.metadata.errors import (
+    CorruptLogBlockError,
+    MetadataError,
+    MetadataFormatError,
+    MetadataTypeError,
+    MetadataValueError,
+)
 from lakebraid.metadata.records import (
     SCHEMA_VERSION,
     MetadataRecord,
@@ -186,12 +192,12 @@ def encode_block(
     partition = Partition(partition)
     instant_to_int(instant)
     if not file_group:
-        raise ValueError("file_group must not be empty")
+        raise MetadataValueError("file_group must not be empty")
     if codec not in CODECS:
-        raise ValueError(f"codec must be one of {CODECS}, not {codec!r}")
+        raise MetadataValueError(f"codec must be one of {CODECS}, not {codec!r}")
     extra = dict(extra or {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
-        raise TypeError("extra must map str to str")
+        raise MetadataTypeError("extra must map str to str")
     given = {
         "records": bool(records) or encoded is not None,
         "keys": bool(keys),
@@ -200,7 +206,9 @@ def encode_block(
     allowed = {BlockType.DATA: "records", BlockType.DELETE: "keys", BlockType.COMMAND: "command"}
     wrong = [name for name, present in given.items() if present and name != allowed[block_type]]
     if wrong:
-        raise ValueError(f"a {block_type.name.lower()} block cannot carry {', '.join(wrong)}")
+        raise MetadataValueError(
+            f"a {block_type.name.lower()} block cannot carry {', '.join(wrong)}"
+        )
     block_keys: list[str] = []
     ends: tuple[int, str | None, str | None] | None = None  # record count, min and max key
     if block_type is BlockType.DATA and encoded is not None:
@@ -213,12 +221,12 @@ def encode_block(
     elif block_type is BlockType.DELETE:
         block_keys = list(keys)
         if not all(isinstance(k, str) for k in block_keys):
-            raise TypeError("delete blocks carry str keys")
+            raise MetadataTypeError("delete blocks carry str keys")
         _check_sorted(block_keys)
         raw = _ENCODER.encode(block_keys)
     else:
         if not isinstance(command, Command):
-            raise ValueError("a command block needs a Command")
+            raise MetadataValueError("a command block needs a Command")
         raw = _ENCODER.encode(command)
     if ends is None:
         first, last = (block_keys[0], block_keys[-1]) if block_keys else (None, None)
@@ -242,7 +250,7 @@ def encode_block(
         )
     )
     if len(header) > _U32_MAX:
-        raise ValueError("block header too large")
+        raise MetadataValueError("block header too large")
     crc = zlib.crc32(body, zlib.crc32(header))
     total = OVERHEAD + len(header) + len(body)
     return b"".join(
@@ -260,14 +268,16 @@ def _arrow_bounds(keys: pa.Array) -> tuple[int, str | None, str | None]:
     """Check an Arrow string column is sorted and unique (UTF-8 byte order, which is code
     point order, as :func:`_check_sorted`); returns its length, first and last key."""
     if keys.null_count:
-        raise TypeError("block keys must not be null")
+        raise MetadataTypeError("block keys must not be null")
     if len(keys) > 1:
         ordered = pc.less(keys.slice(0, len(keys) - 1), keys.slice(1))
         if not pc.all(ordered).as_py():
             i = int(pc.index(ordered, False).as_py()) + 1
             before, key = keys[i - 1].as_py(), keys[i].as_py()
             problem = "duplicate" if before == key else "out of order"
-            raise ValueError(f"block keys must be sorted and unique: key {i} {key!r} is {problem}")
+            raise MetadataValueError(
+                f"block keys must be sorted and unique: key {i} {key!r} is {problem}"
+            )
     if len(keys) == 0:
         return 0, None, None
     return len(keys), keys[0].as_py(), keys[-1].as_py()
@@ -278,7 +288,9 @@ def _check_sorted(keys: list[str]) -> None:
         return
     i = next(i for i in range(1, len(keys)) if not keys[i - 1] < keys[i])
     problem = "duplicate" if keys[i - 1] == keys[i] else "out of order"
-    raise ValueError(f"block keys must be sorted and unique: key {i} {keys[i]!r} is {problem}")
+    raise MetadataValueError(
+        f"block keys must be sorted and unique: key {i} {keys[i]!r} is {problem}"
+    )
 
 
 # -- decoding ------------------------------------------------------------------------------
@@ -297,7 +309,7 @@ def decode_block(
     payload fields stay empty, ``decoded`` is False)."""
     view = memoryview(buf).cast("B")
     if not 0 <= offset <= len(view):
-        raise ValueError(f"offset {offset} is outside the {len(view)} bytes given")
+        raise MetadataValueError(f"offset {offset} is outside the {len(view)} bytes given")
 
     def corrupt(reason: str, instant: str | None = None) -> CorruptLogBlockError:
         return CorruptLogBlockError(reason, path=path, offset=offset, instant=instant)
@@ -373,7 +385,9 @@ def _decode_body(
         else:
             raw = decompressor.decompress(body, decompressed_size=header.raw_length, asbytes=True)
         if len(raw) != header.raw_length:
-            raise ValueError(f"{len(raw)} bytes after decompression, expected {header.raw_length}")
+            raise MetadataValueError(
+                f"{len(raw)} bytes after decompression, expected {header.raw_length}"
+            )
         if block.block_type is BlockType.DATA:
             records = decode_records(header.partition, raw, header.schema_version)
             found = (len(records), records[0].key, records[-1].key) if records else (0, None, None)
@@ -468,9 +482,9 @@ def append_blocks(fs: AbstractFileSystem, path: str, blocks: Sequence[bytes]) ->
         try:
             _, after = decode_block(blob, 0, path, with_records=False)
         except (CorruptLogBlockError, MetadataFormatError) as exc:
-            raise ValueError(f"blocks[{i}] is not a valid encoded block: {exc}") from None
+            raise MetadataValueError(f"blocks[{i}] is not a valid encoded block: {exc}") from None
         if after != len(blob):
-            raise ValueError(f"blocks[{i}] holds {len(blob) - after} bytes after its block")
+            raise MetadataValueError(f"blocks[{i}] holds {len(blob) - after} bytes after its block")
     if not blocks:
         return
     if not isinstance(fs, LocalFileSystem):

@@ -29,6 +29,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import KEY, empty_table, records_to_table, table_to_records
 from lakebraid.metadata.basefile import base_info, lookup_base, read_base
+from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
 from lakebraid.metadata.logblock import BlockType, LogBlock, read_log_file
 from lakebraid.metadata.records import (
@@ -144,7 +145,7 @@ def slice_table(
     records replace each other (``record_index``, ``column_stats``); also how the base was
     read ("seek", "scan" or "none")."""
     if partition is Partition.FILES:
-        raise ValueError("files records merge cumulatively: use slice_records")
+        raise MetadataValueError("files records merge cumulatively: use slice_records")
     mode = "none"
     if piece.base is None:
         rows = empty_table(partition)

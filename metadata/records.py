@@ -66,7 +66,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec.msgpack import Ext
 
-from lakebraid.metadata.errors import MetadataFormatError
+from lakebraid.metadata.errors import MetadataFormatError, MetadataTypeError, MetadataValueError
 
 SCHEMA_VERSION = 1
 ALL_PARTITIONS_KEY = "__all_partitions__"
@@ -209,19 +209,19 @@ def merge_records(
     """Apply ``newer`` on top of ``older`` (``None``: nothing yet) by the partition's rule."""
     kind = RECORD_TYPES[Partition(partition)]
     if not isinstance(newer, kind) or (older is not None and not isinstance(older, kind)):
-        raise TypeError(f"merge_records({partition}): records must be {kind.__name__}")
+        raise MetadataTypeError(f"merge_records({partition}): records must be {kind.__name__}")
     return kind.merge(older, newer, keep_tombstones=keep_tombstones)  # type: ignore[arg-type]
 
 
 def column_stats_key(column: str, partition: str, file: str) -> str:
     if "\x00" in column or "\x00" in partition or "\x00" in file:
-        raise ValueError("column, partition and file names may not contain NUL")
+        raise MetadataValueError("column, partition and file names may not contain NUL")
     return f"{column}\x00{partition}\x00{file}"
 
 
 def _same_key(older: str, newer: str) -> None:
     if older != newer:
-        raise ValueError(f"cannot merge records of different keys {older!r} and {newer!r}")
+        raise MetadataValueError(f"cannot merge records of different keys {older!r} and {newer!r}")
 
 
 # -- compact encodings ----------------------------------------------------------------------
@@ -234,9 +234,11 @@ def file_id_to_ints(file_id: str) -> tuple[int, int]:
     try:
         value = uuid.UUID(file_id)
     except ValueError:
-        raise ValueError(f"file id {file_id!r} is not a UUID") from None
+        raise MetadataValueError(f"file id {file_id!r} is not a UUID") from None
     if str(value) != file_id:
-        raise ValueError(f"file id {file_id!r} is not a canonical (lowercase, hyphenated) UUID")
+        raise MetadataValueError(
+            f"file id {file_id!r} is not a canonical (lowercase, hyphenated) UUID"
+        )
     hi, lo = value.int >> 64, value.int & (_U64 - 1)
     return (hi - _U64 if hi >= 1 << 63 else hi), (lo - _U64 if lo >= 1 << 63 else lo)
 
@@ -245,21 +247,21 @@ def ints_to_file_id(hi: int, lo: int) -> str:
     """Inverse of :func:`file_id_to_ints`."""
     for part in (hi, lo):
         if not -(1 << 63) <= part < 1 << 63:
-            raise ValueError(f"{part} is not a signed int64")
+            raise MetadataValueError(f"{part} is not a signed int64")
     return str(uuid.UUID(int=((hi % _U64) << 64) | (lo % _U64)))
 
 
 def instant_to_int(instant: str) -> int:
     """A 17-digit ``yyyyMMddHHmmssSSS`` instant time -> int64 (order preserving)."""
     if len(instant) != 17 or not instant.isascii() or not instant.isdigit():
-        raise ValueError(f"instant time {instant!r} is not 17 digits")
+        raise MetadataValueError(f"instant time {instant!r} is not 17 digits")
     return int(instant)
 
 
 def int_to_instant(value: int) -> str:
     """Inverse of :func:`instant_to_int`."""
     if not 0 <= value < 10**17:
-        raise ValueError(f"{value} is not a 17-digit instant time")
+        raise MetadataValueError(f"{value} is not a 17-digit instant time")
     return f"{value:017d}"
 
 
@@ -284,17 +286,17 @@ def _stat_to_wire(value: Any) -> Any:
             try:
                 value.astimezone(dt.UTC)
             except OverflowError:
-                raise ValueError(f"{value!r} cannot be represented in UTC") from None
+                raise MetadataValueError(f"{value!r} cannot be represented in UTC") from None
             code, micros = _EXT_UTC_DATETIME, (value - _EPOCH_UTC) // _MICRO
         return Ext(code, micros.to_bytes(8, "big", signed=True))
     if isinstance(value, dt.date):
         return Ext(_EXT_DATE, (value - _EPOCH_DATE).days.to_bytes(8, "big", signed=True))
-    raise TypeError(f"column statistics cannot hold a {kind.__name__} ({value!r})")
+    raise MetadataTypeError(f"column statistics cannot hold a {kind.__name__} ({value!r})")
 
 
 def _stat_from_wire(code: int, data: memoryview) -> Any:
     if len(data) != 8:
-        raise ValueError(f"extension type {code} must carry 8 bytes, not {len(data)}")
+        raise MetadataValueError(f"extension type {code} must carry 8 bytes, not {len(data)}")
     number = int.from_bytes(data, "big", signed=True)
     try:
         if code == _EXT_DATE:
@@ -304,8 +306,8 @@ def _stat_from_wire(code: int, data: memoryview) -> Any:
         if code == _EXT_UTC_DATETIME:
             return _EPOCH_UTC + dt.timedelta(microseconds=number)
     except OverflowError:
-        raise ValueError(f"extension type {code} value {number} is out of range") from None
-    raise ValueError(f"unknown msgpack extension type {code} in column statistics")
+        raise MetadataValueError(f"extension type {code} value {number} is out of range") from None
+    raise MetadataValueError(f"unknown msgpack extension type {code} in column statistics")
 
 
 _ENCODER = msgspec.msgpack.Encoder()
@@ -325,14 +327,14 @@ def encode_records(partition: Partition | str, records: Sequence[MetadataRecord]
     foreign = set(map(type, records)) - {kind}
     if foreign:
         names = ", ".join(sorted(t.__name__ for t in foreign))
-        raise TypeError(f"{partition} blocks hold {kind.__name__}, not {names}")
+        raise MetadataTypeError(f"{partition} blocks hold {kind.__name__}, not {names}")
     if partition is Partition.COLUMN_STATS:
         records = [_stats_to_wire(r) for r in records]  # type: ignore[arg-type]
     body = _ENCODER.encode(records)
     try:  # typed decoding is the one validator of field types and ranges
         _DECODERS[partition].decode(body)
     except msgspec.ValidationError as exc:
-        raise ValueError(f"{partition} records do not fit the format: {exc}") from None
+        raise MetadataValueError(f"{partition} records do not fit the format: {exc}") from None
     return body
 
 

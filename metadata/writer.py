@@ -21,6 +21,7 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.metadata.arrow_records import encode_index_columns, flat, index_table
 from lakebraid.metadata.basefile import sort_order
+from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
 from lakebraid.metadata.logblock import BlockType, append_blocks, encode_block
 from lakebraid.metadata.reader import LOGS
@@ -109,7 +110,7 @@ def index_rows(changes: InstantChanges, instant: str) -> pa.Table:
     if upserts is None or upserts.num_rows == 0:
         return gone
     if pc.any(pc.is_in(upserts.column("key"), value_set=deletes)).as_py():
-        raise ValueError(f"instant {instant}: a key is both upserted and deleted")
+        raise MetadataValueError(f"instant {instant}: a key is both upserted and deleted")
     live = index_table(
         upserts.column("key"), upserts.column("partition"), upserts.column("file_id"), instant
     )
@@ -126,7 +127,7 @@ def route(
         return by_group
     keys = [r.key for r in records]
     if len(set(keys)) != len(keys):
-        raise ValueError(f"{partition}: a key appears twice in one instant's changes")
+        raise MetadataValueError(f"{partition}: a key appears twice in one instant's changes")
     indexes = file_groups_of(keys, n_groups)
     names = {int(i): file_group_id(str(partition), int(i)) for i in set(indexes.tolist())}
     for record, index in zip(records, indexes.tolist(), strict=True):
@@ -209,7 +210,7 @@ def _write_index(
         part = rows.take(pa.array(mine))
         keys = part.column("key").combine_chunks()
         if len(keys) > 1 and pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
-            raise ValueError(f"{partition}: a key appears twice in one instant's changes")
+            raise MetadataValueError(f"{partition}: a key appears twice in one instant's changes")
         group = file_group_id(str(partition), int(groups[start]))
         blob = encode_block(
             BlockType.DATA,
