@@ -73,15 +73,15 @@ def key_texts(
     *,
     table: str | None,
     what: str,
-) -> list[str]:
-    """Canonical texts of caller-given keys for ``what`` (``lookup``, ``delete``).
+) -> pa.Array | pa.ChunkedArray:
+    """Canonical texts (a string column) of caller-given keys for ``what`` (``lookup``, ``delete``).
 
     ``keys`` is any iterable of keys (a list, set, tuple, NumPy array, pandas Series or Arrow
     array); a bare ``str``/``bytes`` or a mapping is refused (``lookup("k1")`` would otherwise
     look up ``"k"`` and ``"1"``); no key may be null; each is converted to
     ``key_type`` (the table's; None when the table has no schema yet: the values' own type)."""
     if isinstance(keys, pa.Array | pa.ChunkedArray):
-        return key_array(keys, key_type, table=table, what=what).to_pylist()
+        return key_array(keys, key_type, table=table, what=what)
     if isinstance(keys, str | bytes | Mapping) or not isinstance(keys, Iterable):
         raise RecordKeyError(
             f"{what}: keys must be a list of keys, not {type(keys).__name__} {keys!r:.60}; "
@@ -96,7 +96,7 @@ def key_texts(
             "never null",
             table=table,
         )
-    return key_array(keys, key_type, table=table, what=what).to_pylist()
+    return key_array(keys, key_type, table=table, what=what)
 
 
 def key_array(

@@ -175,6 +175,10 @@ class TableLayout:
             return self._join(BRAID_DIR, "global")
         return self._join(BRAID_DIR, "metadata", BRAID_DIR, "timeline")
 
+    def markers_root(self) -> str:
+        """The folder of every instant's markers folder (:meth:`markers_dir`)."""
+        return self._join(BRAID_DIR, "markers")
+
     def markers_dir(self, instant: str) -> str:
         return self._join(BRAID_DIR, "markers", instant)
 

@@ -153,17 +153,24 @@ class TableTimelines:
         tl = global_timeline if global_timeline is not None else self.timeline()
         point = as_of_point(tl, parsed)
         assert point is not None
-        now = self.visibility(global_timeline=tl)
+        bodies = self.undo_bodies(tl)
+        now = resolve(tl, bodies)
         done = [i.completion_time for i in tl.completed() if i.completion_time]
-        at_point = self.visibility(point, tl)
-        commits = [i.time for i in at_point.visible if i.action is Action.COMMIT]
+        retained = self.retained_from(tl, now)
+        savepointed: dict[str, str] = {}
+        latest_commit = None
+        if retained is not None and point < retained:  # only then may a savepoint allow it
+            savepointed = self.savepointed(now)
+            at_point = resolve(tl, bodies, point)
+            commits = [i.time for i in at_point.visible if i.action is Action.COMMIT]
+            latest_commit = commits[-1] if commits else None
         check_point(
             point,
             created_at=self.config.created_at,
             latest=max(done, default=self.config.created_at),
-            retained_from=self.retained_from(tl, now),
-            savepointed=self.savepointed(now),
-            latest_commit_at_point=commits[-1] if commits else None,
+            retained_from=retained,
+            savepointed=savepointed,
+            latest_commit_at_point=latest_commit,
             table=self.path,
         )
         return point

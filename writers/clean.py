@@ -36,7 +36,7 @@ from lakebraid.timeline.instant import Action
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.commit import G, M
 from lakebraid.writers.markers import sweep_completed
-from lakebraid.writers.restore import RestorePlan, savepoints
+from lakebraid.writers.restore import RestorePlan
 from lakebraid.writers.rollback import RollbackPlan, delete_undone_files
 from lakebraid.writers.service import complete_all, remove, run_service, start_all
 
@@ -73,7 +73,7 @@ def plan_clean(table: TableTimelines) -> CleanPlan | None:
     if len(commits) <= keep_n:
         return None
     earliest = commits[-keep_n]
-    held = savepoints(table)
+    held = table.savepointed()
     points = [earliest.completion_time] + [i.completion_time for i in commits if i.time in held]
     metadata = MetadataTable(table)
     keep_data: set[str] = set()

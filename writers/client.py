@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -194,8 +195,7 @@ class WriteClient:
         config = self.table.config
         key_type = self._key_type()
         if not is_table(keys):  # key values: a list, set, array, Series (a bare str refused)
-            texts = key_texts(keys, key_type, table=self.path, what="delete")
-            key_col = pa.array(texts, pa.string())
+            key_col = key_texts(keys, key_type, table=self.path, what="delete")
         else:
             incoming = to_arrow(keys)
             if config.record_key not in incoming.column_names:
@@ -248,15 +248,10 @@ class WriteClient:
             found, at = reader.locate(prepared.column(RECORD_KEY))  # de-duplicated above
             tagged = tag(prepared, found, at)
             tagged, operation = self._duplicates(tagged, operation, policy)
-            if ordering(self.table) is not None:
-                tagged = stale_moves(
-                    tagged,
-                    self.table.fs,
-                    self.table.layout,
-                    listing,
-                    ordering(self.table),  # type: ignore[arg-type]
-                    config.record_key,
-                )
+            field = ordering(self.table)
+            if field is not None:
+                table, key = self.table, config.record_key
+                tagged = stale_moves(tagged, table.fs, table.layout, listing, field, key)
         else:
             tagged = tag(prepared, empty_table(Partition.RECORD_INDEX))
         target, small = self._insert_room(reader, listing, operation)
@@ -313,8 +308,9 @@ class WriteClient:
             point=reader.point,
             options=options,
             ordering=ordering(self.table),
-            files=listing if ordering(self.table) else {},
         )
+        if ctx.ordering is not None:  # moves are ordered against the stored rows' files
+            ctx = msgspec.structs.replace(ctx, files=listing)
         if policy == "upsert" and operation == "insert":
             operation = "upsert"
         routed = route_frame(
@@ -339,7 +335,7 @@ class WriteClient:
                 time=time,
                 schema=spec,
                 record_key=config.record_key,
-                ordering=ordering(self.table),
+                ordering=ctx.ordering,
             )
             self._finish(tx, statuses, schema)
         except BaseException as exc:
@@ -359,7 +355,7 @@ class WriteClient:
             written = [f"{s.partition}/{s.file_name}".lstrip("/") for s in statuses if s.file_name]
             try:
                 sweep_markers(self.table, tx.time, written)  # type: ignore[arg-type]
-            except Exception:
+            except Exception:  # committed already: the cleaner sweeps what this left
                 pass
         except ConflictDetected as conflict:
             rollback(self.table, conflict.instant, own=True)  # type: ignore[arg-type]
@@ -436,7 +432,7 @@ class WriteClient:
         """Where each key lives as of a read point (None: absent). ``keys`` is a sequence
         (a bare string is refused); the answer is keyed by each key's canonical text."""
         texts = key_texts(keys, self._key_type(), table=self.path, what="lookup")
-        return self._reader(as_of).locations(texts)
+        return self._reader(as_of).locations(texts.to_pylist())
 
     def files(
         self, partition: str | None = None, as_of: object = None
@@ -454,19 +450,22 @@ class WriteClient:
 
     def file_paths(self, as_of: object = None) -> list[str]:
         """Paths of the data files of the table as of a read point (from the metadata table)."""
+        return self._paths(self.table.read_point(as_of))
+
+    def _paths(self, point: str | None) -> list[str]:
+        """Data file paths as of a checked read point."""
         layout = self.table.layout
+        listing = self.metadata.reader(point).files()
         return [
-            layout.data_file(partition, name)
-            for partition, files in sorted(self.files(as_of=as_of).items())
-            for name in sorted(files)
+            layout.data_file(p, n) for p, names in sorted(listing.items()) for n in sorted(names)
         ]
 
     def read_arrow(self, as_of: object = None) -> pa.Table:
         """The table as a pyarrow Table (in-process; small tables and tests)."""
-        point = self.table.read_point(as_of)
-        paths = self.file_paths(point)
+        point = self.table.read_point(as_of)  # checked once; the calls below take it as is
+        schema = schema_as_of(self.table, point)
         return read_arrow_files(
-            self.table.fs, paths, self.schema(point), self.table.config.record_key
+            self.table.fs, self._paths(point), schema, self.table.config.record_key
         )
 
     def read(self, as_of: object = None, where: Any = None) -> Any:

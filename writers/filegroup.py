@@ -233,24 +233,30 @@ def read_parquet(
     *,
     threads: bool = True,
     dictionaries: pa.Schema | None = None,
+    columns: Sequence[str] | None = None,
 ) -> pa.Table:
-    """A whole Parquet file; local files through Arrow's own file system (no Python file
-    object crosses into Arrow's I/O threads). The dictionary-typed fields of
-    ``dictionaries`` are read as dictionaries (no string per row). Page checksums are
-    verified and the footer checked; a damaged file raises :class:`CorruptDataFileError`."""
+    """A Parquet file (``columns``: only those of them the file has); local files through
+    Arrow's own file system (no Python file object crosses into Arrow's I/O threads). The
+    dictionary-typed fields of ``dictionaries`` are read as dictionaries (no string per row).
+    Page checksums are verified and the footer checked; a damaged file raises
+    :class:`CorruptDataFileError`."""
     keep = [f.name for f in dictionaries or [] if pa.types.is_dictionary(f.type)]
     options: dict[str, Any] = dict(read_dictionary=keep or None, **READ_OPTIONS)
     with guarded(path, CorruptDataFileError):
         if isinstance(fs, LocalFileSystem):
             with pq.ParquetFile(path, memory_map=True, **options) as parquet:
-                return _read_checked(parquet, threads)
+                return _read_checked(parquet, threads, columns)
         with fs.open(path, "rb") as handle, pq.ParquetFile(handle, **options) as parquet:
-            return _read_checked(parquet, threads)
+            return _read_checked(parquet, threads, columns)
 
 
-def _read_checked(parquet: pq.ParquetFile, threads: bool) -> pa.Table:
+def _read_checked(
+    parquet: pq.ParquetFile, threads: bool, columns: Sequence[str] | None
+) -> pa.Table:
     check_footer(parquet.metadata)
-    table = parquet.read(use_threads=threads)
+    if columns is not None:
+        columns = [c for c in columns if c in parquet.schema_arrow.names]
+    table = parquet.read(columns=columns, use_threads=threads)
     check_decoded(table)
     return table
 

@@ -39,7 +39,7 @@ def sweep_markers(table: TableTimelines, time: str, committed: Iterable[str]) ->
 def sweep_completed(table: TableTimelines) -> list[str]:
     """Sweep the markers folders left by completed, visible commits (see module doc)."""
     fs, layout = table.fs, table.layout
-    root = layout.markers_dir("0" * 17).rsplit("/", 1)[0]
+    root = layout.markers_root()
     if not fs.exists(root):
         return []
     visible = {i.time: i for i in table.visibility().visible if i.action is Action.COMMIT}

@@ -372,7 +372,9 @@ def stale_moves(
         name = files.get(partition, {}).get(file_id)
         if name is None:
             continue  # the listing lacks it: the conflict check decides
-        stored = read_parquet(fs, layout.data_file(partition, name), threads=False)
+        path = layout.data_file(partition, name)
+        wanted = [RECORD_KEY, record_key, precombine]
+        stored = read_parquet(fs, path, threads=False, columns=wanted)
         keys = stored.column(RECORD_KEY) if RECORD_KEY in stored.column_names else None
         keys = key_text(keys if keys is not None else stored.column(record_key))
         mine = tagged.take(pa.array(members))

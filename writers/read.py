@@ -37,6 +37,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lakebraid.index.column_stats import SqlSettings, prune
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.timeline.table_config import FieldSpec
+from lakebraid.writers.commit import schema_as_of
 from lakebraid.writers.filegroup import conform, data_schema, read_parquet, virtual_key
 
 # parquet-mr's row-group filters (see the module docstring): off for reads with float columns
@@ -75,13 +76,13 @@ def read_arrow_files(
 
 
 def selected_paths(client: Any, as_of: str | None, where: Any) -> list[str]:
-    """Data files to read: all of the read point's, minus those ``where`` (SQL text or a
-    Spark Column) rules out."""
+    """Data files to read: all of the read point's (``as_of``, already checked), minus those
+    ``where`` (SQL text or a Spark Column) rules out."""
     reader = client.metadata.reader(as_of)
     listing = reader.files()
     pairs = [(p, name) for p, files in sorted(listing.items()) for name in sorted(files)]
     if where is not None and pairs:
-        schema = table_schema(client.schema(as_of))
+        schema = table_schema(schema_as_of(client.table, as_of))
         text, settings = filter_sql(client.spark, schema, where)
         pairs = prune(pairs, reader.column_stats(), text, settings)
     layout = client.table.layout
@@ -137,8 +138,11 @@ def filter_sql(spark: Any, schema: pa.Schema, where: Any) -> tuple[str | None, S
 
 
 def read_spark(client: Any, as_of: str | None, where: Any) -> Any:
+    """A DataFrame of the table as of ``as_of``, a point the caller has already checked
+    (``TableTimelines.read_point``)."""
     spark = client.spark
-    schema = table_schema(client.schema(as_of))
+    fields = schema_as_of(client.table, as_of)
+    schema = table_schema(fields)
     paths = selected_paths(client, as_of, where)
     if not paths:
         frame = empty_frame(spark, schema)
@@ -152,7 +156,7 @@ def read_spark(client: Any, as_of: str | None, where: Any) -> Any:
         if any(pa.types.is_floating(f.type) for f in schema):
             reader = reader.options(**NAN_SAFE_PARQUET)
         frame = reader.parquet(*urls)
-        derive = virtual_key(spec_of(client.schema(as_of)), client.table.config.record_key)
+        derive = virtual_key(spec_of(fields), client.table.config.record_key)
         columns = [
             F.col(derive).cast("string").alias(RECORD_KEY)
             if n == RECORD_KEY and derive is not None

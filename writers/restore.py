@@ -34,23 +34,18 @@ class RestorePlan(msgspec.Struct, frozen=True, kw_only=True):
     logs: list[str] = []
 
 
-def savepoints(table: TableTimelines) -> dict[str, str]:
-    """Visible savepoints: savepointed instant -> savepoint instant."""
-    return table.savepointed()
-
-
-def restorable(table: TableTimelines) -> list[str]:
-    """Visible commits whose files the cleaner kept: savepointed ones and those from the
-    latest clean's earliest retained commit on."""
+def earliest_restorable(table: TableTimelines) -> str:
+    """Which commit can still be restored first (for an error message): the earliest visible
+    commit that is savepointed or within the latest clean's retention."""
     visibility = table.visibility()
     held = table.savepointed(visibility)
     since = table.retained_from(table.timeline(G), visibility)
-    return [
-        i.time
-        for i in visibility.visible
-        if i.action is Action.COMMIT
-        and (i.time in held or since is None or i.completion_time >= since)  # type: ignore[operator]
-    ]
+    for i in visibility.visible:
+        if i.action is Action.COMMIT and (
+            i.time in held or since is None or i.completion_time >= since  # type: ignore[operator]
+        ):
+            return f"the earliest commit that can still be restored is {i.time}"
+    return "no commit can be restored"
 
 
 def missing_files(table: TableTimelines, time: str) -> list[str]:
@@ -79,18 +74,12 @@ def check_restorable(table: TableTimelines, time: str, verb: str) -> None:
             table=table.path,
             instant=time,
         )
-    candidates = restorable(table)
-    earliest = (
-        f"the earliest commit that can still be restored is {candidates[0]}"
-        if (candidates)
-        else "no commit can be restored"
-    )
     try:
         table.read_point(time)
     except AsOfError:
         raise WriteError(
             f"cannot {verb} {time}: the cleaner already removed its files (it is older than "
-            f"the clean retention); {earliest}",
+            f"the clean retention); {earliest_restorable(table)}",
             table=table.path,
             instant=time,
         ) from None
@@ -98,7 +87,7 @@ def check_restorable(table: TableTimelines, time: str, verb: str) -> None:
     if missing:
         raise WriteError(
             f"cannot {verb} {time}: {len(missing)} of its data files are gone (first: "
-            f"{missing[0]}); {earliest}",
+            f"{missing[0]}); {earliest_restorable(table)}",
             table=table.path,
             instant=time,
         )
@@ -117,10 +106,10 @@ def savepoint(table: TableTimelines, time: str) -> str:
 
 def restore(table: TableTimelines, time: str) -> str:
     """Return data, metadata and index to the savepointed instant ``time``."""
-    if time not in savepoints(table):
+    if time not in table.savepointed():
         raise WriteError(
             f"cannot restore to {time}: it has no savepoint; savepoint an instant first "
-            f"(savepointed: {sorted(savepoints(table)) or 'none'})",
+            f"(savepointed: {sorted(table.savepointed()) or 'none'})",
             table=table.path,
             instant=time,
         )

@@ -189,15 +189,23 @@ def route_frame(
         shuffled = df.repartition(max(2, parallelism), ctx.key)
     work = functools.partial(_dedup_tag, packed, tagging, tagging)
     cached = shuffled.mapInArrow(work, tagged_schema).persist()
-    tagged = _apply_policy(cached, existing, operation, table) if tagging else cached
+    held = F.col(OLD_FILE_ID).isNotNull()  # keys the table already holds
+    tagged = cached.where(~held) if existing == "drop" and tagging else cached
     is_new = (F.col(OP) == OP_UPSERT) & (
         F.col(OLD_PARTITION).isNull() | (F.col(OLD_PARTITION) != F.col(PARTITION))
     )
     summary = (
         tagged.groupBy(PARTITION, OLD_PARTITION, OLD_FILE_ID)
-        .agg(F.sum(is_new.cast("long")).alias("inserts"))
+        .agg(F.sum(is_new.cast("long")).alias("inserts"), F.count("*").alias("rows"))
         .collect()
     )
+    if existing == "fail":  # the summary counts them: a sample is read only to name them
+        duplicates = sum(int(r["rows"]) for r in summary if r[OLD_FILE_ID] is not None)
+        if duplicates:
+            sample = tagged.where(held).select(RECORD_KEY).limit(10).collect()
+            cached.unpersist()
+            keys = [r[RECORD_KEY] for r in sample]
+            raise duplicate_keys_error(operation, duplicates, keys, table)
     counts: dict[str, int] = {}
     touched: set[tuple[str, str]] = set()
     for row in summary:
@@ -217,21 +225,6 @@ def route_frame(
         functools.partial(_route, msgspec.msgpack.encode(plan)), from_arrow_schema(routed_schema)
     )
     return Routed(routed, sorted(touched), cached)
-
-
-def _apply_policy(tagged: DataFrame, existing: str | None, operation: str, table: str) -> DataFrame:
-    """An insert's rows under its duplicate-key policy (see :func:`route_frame`)."""
-    if existing not in ("fail", "drop"):
-        return tagged
-    held = F.col(OLD_FILE_ID).isNotNull()
-    if existing == "drop":
-        return tagged.where(~held)
-    sample = [r[RECORD_KEY] for r in tagged.where(held).select(RECORD_KEY).limit(10).collect()]
-    if sample:
-        tagged.unpersist()
-        count = tagged.where(held).count() if len(sample) == 10 else len(sample)
-        raise duplicate_keys_error(operation, count, sample, table)
-    return tagged
 
 
 def rewrite_frame(
