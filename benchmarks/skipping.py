@@ -9,7 +9,7 @@ matches exactly one batch: 1% of the rows and of the files. Each run opens the t
 with in-process caches cleared (OS page cache warm); the median of ``--runs`` runs:
 
 * lakebraid, in-process (pyarrow, like the peers): the files ``read(where=...)`` would read
-  (``writers.read.selected_paths``: the ``files`` listing pruned with ``column_stats``), read
+  (``WriteClient.file_paths(where=)``: the ``files`` listing pruned with ``column_stats``), read
   with ``read_arrow_files`` and filtered, versus ``read_arrow()`` of every file then filtered;
 * lakebraid on Spark: ``read(where=...).count()`` versus ``read().where(...).count()`` (the
   session is started before timing; Spark itself still prunes row groups by Parquet footers);
@@ -48,7 +48,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.read import read_arrow_files, selected_paths
+from lakebraid.writers.read.plan import read_arrow_files
 
 EPOCH = 1_700_000_000  # event_time of row 0, in seconds
 
@@ -109,7 +109,7 @@ class Tables:
     # ---- filtered reads, and the files they read --------------------------------------------
     def lake_filtered(self) -> tuple[int, int]:
         client = WriteClient.open(self.lake)
-        paths = selected_paths(client, None, self.where)
+        paths = client.file_paths(where=self.where)
         key = client.table.config.record_key
         rows = read_arrow_files(client.table.fs, paths, client.schema(), key)
         return summary(rows.filter(self.arrow))
@@ -129,7 +129,7 @@ class Tables:
         predicate = f"event_time >= {self.lo} AND event_time < {self.hi}"
         scan = self.catalog.load_table(self.iceberg).scan(row_filter=self.iceberg_filter())
         return {
-            "lakebraid": len(selected_paths(WriteClient.open(self.lake), None, self.where)),
+            "lakebraid": len(WriteClient.open(self.lake).file_paths(where=self.where)),
             "delta-rs": len(DeltaTable(self.delta).file_uris(file_pruning_predicate=predicate)),
             "pyiceberg": len(list(scan.plan_files())),
         }

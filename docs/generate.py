@@ -4,7 +4,7 @@ Run: ``.venv/bin/python docs/generate.py`` (``--check`` exits 1 when the file is
 
 The registry (``timeline.config.REGISTRY``) only holds the keys of imported modules, so this
 imports ``writers.client`` first (it imports ``metadata.settings``, ``writers.settings`` and
-``writers.clean``, which register theirs); the ``timeline`` package itself may not import
+``writers.services.clean``, which register theirs); the ``timeline`` package itself may not import
 ``writers`` (``tests/test_architecture.py``).
 """
 

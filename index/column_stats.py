@@ -375,7 +375,7 @@ def prune(
     settings: SqlSettings | None = None,
 ) -> list[tuple[str, str]]:
     """The (partition, file) pairs that may hold rows matching ``where``, SQL text read with
-    ``settings`` (a Spark Column must first be written as SQL: ``writers.read.filter_sql``;
+    ``settings`` (a Spark Column must first be written as SQL: ``writers.read.plan.filter_sql``;
     anything but text prunes nothing)."""
     settings = settings or SqlSettings()
     conditions = parse_conditions(where, settings) if isinstance(where, str) else []

@@ -1,5 +1,6 @@
-"""The record index's rules on the write path: tagging rows with their current location and
-the keys a commit writes (for the conflict check). Lookups themselves are
+"""The record index's rules on the write path: tagging rows with their current location, the
+index entries a commit's write statuses make, and the keys a commit writes (for the conflict
+check). Lookups themselves are
 ``lakebraid.metadata.reader.MetadataReader.lookup`` / ``locate``; both engines tag through
 :func:`tag`.
 
@@ -9,7 +10,7 @@ not hold): ``_braid_old_partition`` and ``_braid_old_file_id``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +19,7 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.commits import WriteStatus, unpack_keys
 from lakebraid.metadata.logblock import read_log_file
 from lakebraid.metadata.records import ints_to_file_id
 from lakebraid.metadata.writer import InstantChanges, WrittenLog
@@ -71,6 +73,42 @@ def _null_texts(n: int) -> pa.DictionaryArray:
 def existing_rows(tagged: pa.Table) -> pa.Array:
     """Rows of a tagged insert whose key the table already holds (anywhere)."""
     return pc.is_valid(tagged.column(OLD_FILE_ID))
+
+
+def entries_of(statuses: Sequence[WriteStatus]) -> tuple[pa.Table, pa.Array]:
+    """The index entries a commit's write statuses make: (key, partition, file_id) upserts
+    for the keys each new file holds that it did not before, and the keys that left the table
+    (a key moved between groups is an upsert only)."""
+    keys: list[pa.Array] = []
+    gone: list[pa.Array] = []
+    counts: list[int] = []
+    parts: list[str] = []
+    ids: list[str] = []
+    for s in statuses:
+        if s.file_name is not None:
+            new = unpack_keys(s.keys_added)
+            keys.append(new)
+            counts.append(len(new))
+            parts.append(s.partition)
+            ids.append(s.file_id)
+        gone.append(unpack_keys(s.keys_removed))
+    # each status's partition and file id once, as dictionaries (no string per key)
+    owner = pa.array(np.repeat(np.arange(len(counts), dtype=np.int32), counts))
+    upserts = pa.table(
+        {
+            "key": _concat(keys),
+            "partition": pa.DictionaryArray.from_arrays(owner, pa.array(parts, pa.string())),
+            "file_id": pa.DictionaryArray.from_arrays(owner, pa.array(ids, pa.string())),
+        }
+    )
+    removed = _concat(gone)
+    if len(removed) and upserts.num_rows:
+        removed = removed.filter(pc.invert(pc.is_in(removed, value_set=upserts.column("key"))))
+    return upserts, pc.unique(removed)
+
+
+def _concat(arrays: list[pa.Array]) -> pa.Array:
+    return pa.concat_arrays(arrays) if arrays else pa.array([], pa.string())
 
 
 def index_keys(changes: InstantChanges) -> set[str]:

@@ -1,6 +1,7 @@
 """The commit model: what a write did (:class:`WriteStatus` per file group), the plan and the
 metadata a commit's instant files carry (:class:`CommitPlan`, :class:`CommitMetadata`), and
-the one reader of a commit body (:func:`read_commit`, version-checked).
+the one reader of a commit body (:func:`read_commit`, version-checked) and the schema a
+read point sees (:func:`schema_as_of`).
 
 Format version 1, msgspec JSON in the instant files (``<t>.commit.requested``: CommitPlan;
 ``<t>.commit.inflight`` and ``<t>_<c>.commit``: CommitMetadata, whose statuses carry no key
@@ -18,7 +19,7 @@ import pyarrow as pa
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.writer import WrittenLog
 from lakebraid.timeline.bodies import decode_body
-from lakebraid.timeline.instant import Instant
+from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
@@ -91,3 +92,18 @@ def read_commit(table: TableTimelines, inst: Instant) -> CommitMetadata:
     where = table.store.path_of(TimelineKind.GLOBAL, inst)
     data = table.store.read_body(TimelineKind.GLOBAL, inst)
     return decode_body(data, CommitMetadata, where=where)
+
+
+def data_groups(statuses: list[WriteStatus]) -> set[tuple[str, str]]:
+    """The data file groups a commit rewrote, as (partition, file id)."""
+    return {(s.partition, s.file_id) for s in statuses}
+
+
+def schema_as_of(table: TableTimelines, as_of: str | None = None) -> list[FieldSpec]:
+    """The table schema as of a read point: that of the latest visible commit."""
+    for inst in reversed(table.visibility(as_of).visible):
+        if inst.action is Action.COMMIT:
+            body = read_commit(table, inst)
+            if body.schema:
+                return list(body.schema)
+    return list(table.config.schema)

@@ -57,7 +57,7 @@ def new_table(tmp_path):
 @pytest.fixture(scope="session")
 def spark():
     """One embedded Spark session per test process, tuned for tests (shared/spark-facts.md)."""
-    from lakebraid.writers.spark import embedded_session
+    from lakebraid.writers.engine.spark.session import embedded_session
 
     session = embedded_session(
         "lakebraid-tests",

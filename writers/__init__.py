@@ -1,15 +1,10 @@
 """The write client of lakebraid: ``from lakebraid import WriteClient`` (or from
-``lakebraid.writers``).
-
-Importing the package also wires the Spark data source into every session a client uses
-(``writers.client.SESSION_HOOKS``): ``writers.datasource`` imports the client, never the
-reverse.
-"""
+``lakebraid.writers``). Its rooms: ``write`` (one write before its commit), ``commit`` (the
+transaction), ``engine`` (in-process and Spark), ``read`` (the read plan), ``services``
+(rollback, restore, clean, recovery, validate) and ``cli``; ``client`` is the facade over
+them."""
 
 from lakebraid.metadata.records import RecordLocation as Location
-from lakebraid.writers import client, datasource
 from lakebraid.writers.client import WriteClient
-
-client.SESSION_HOOKS.append(datasource.register)
 
 __all__ = ["Location", "WriteClient"]

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.spark import embedded_session
+from lakebraid.writers.engine.spark.session import embedded_session
 
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 DRIVER_JVM = {"spark.driver.memory": "1g", "spark.driver.extraJavaOptions": QUICK_JVM}

@@ -9,7 +9,7 @@ import pytest
 
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
-from lakebraid.writers.cli import build_parser, main
+from lakebraid.writers.cli.main import build_parser, main
 from lakebraid.writers.client import WriteClient
 
 
@@ -35,7 +35,7 @@ def test_timeline_command_json_and_text(new_table, capsys) -> None:
 
 def test_missing_table_one_line_reason_nonzero(tmp_path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "lakebraid.writers.cli", "timeline", str(tmp_path / "none")],
+        [sys.executable, "-m", "lakebraid.writers.cli.main", "timeline", str(tmp_path / "none")],
         capture_output=True,
         text=True,
     )
@@ -50,7 +50,7 @@ def test_lookup_files_and_rollback_round_trip_as_subprocesses(tmp_path) -> None:
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "lakebraid.writers.cli", *args],
+            [sys.executable, "-m", "lakebraid.writers.cli.main", *args],
             capture_output=True,
             text=True,
             timeout=120,
@@ -120,7 +120,15 @@ def test_demo_refuses_to_delete_a_folder_it_did_not_make(tmp_path) -> None:
     other = WriteClient.create(str(tmp_path / "trips"), "id", precombine="ts")
     for path in (precious, tmp_path / "trips"):
         proc = subprocess.run(
-            [sys.executable, "-m", "lakebraid.writers.demo", "--path", str(path), "--rows", "100"],
+            [
+                sys.executable,
+                "-m",
+                "lakebraid.writers.cli.demo",
+                "--path",
+                str(path),
+                "--rows",
+                "100",
+            ],
             capture_output=True,
             text=True,
         )

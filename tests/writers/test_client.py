@@ -17,7 +17,6 @@ from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import InputError
-from lakebraid.writers.read import selected_paths
 
 pytestmark = pytest.mark.xdist_group("spark")
 ENGINES = {"inprocess": {}, "spark": {"write.inprocess.max.rows": 0}}
@@ -190,13 +189,13 @@ def test_read_prunes_files_and_matches_the_filter(client) -> None:
     where = "amount > 10 and day = '2024-01-03'"
     rows = client.read(where=where).toArrow()
     assert sorted(rows.column("id").to_pylist()) == ["c", "d"]
-    chosen = selected_paths(client, None, where)
+    chosen = client.file_paths(where=where)
     assert len(chosen) == 1 and "day=2024-01-03" in chosen[0]
     assert os.path.exists(chosen[0])
     column = (F.col("amount") > 10) & (F.col("day") == "2024-01-03")
-    assert selected_paths(client, None, column) == chosen
+    assert client.file_paths(where=column) == chosen
     assert sorted(client.read(where=column).toArrow().column("id").to_pylist()) == ["c", "d"]
-    assert len(selected_paths(client, None, None)) == 3
+    assert len(client.file_paths(where=None)) == 3
 
 
 def test_opening_a_table_of_another_format_version_is_a_clear_error(client) -> None:

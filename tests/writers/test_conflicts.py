@@ -1,12 +1,12 @@
 """The conflict rules as a scenario matrix: one row per rule, with the expected verdict.
-Pure: no table, no files (``writers.conflicts``)."""
+Pure: no table, no files (``writers.commit.conflicts``)."""
 
 from __future__ import annotations
 
 import pytest
 
 from lakebraid.timeline.instant import Action
-from lakebraid.writers.conflicts import Mine, Other, Verdict, check
+from lakebraid.writers.commit.conflicts import Mine, Other, Verdict, check
 
 T0, READ, MINE, LATER, LATEST = (f"2026112310000000{i}" for i in range(5))
 G1, G2 = ("day=1", "a" * 8), ("day=2", "b" * 8)

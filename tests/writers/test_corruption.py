@@ -24,7 +24,7 @@ from lakebraid.metadata.errors import CorruptBaseFileError
 from lakebraid.timeline.errors import LakebraidError
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import CorruptDataFileError
-from lakebraid.writers.validate import rebuild
+from lakebraid.writers.services.validate import rebuild
 
 KEYS = ["a", "b", "c", "d", "e", "zz"]  # "zz" is absent
 MASKS = (0xFF, 0x01)  # every bit of the byte; its lowest bit only

@@ -77,7 +77,8 @@ import pyarrow as pa
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.store import InstantStore
 import lakebraid.metadata.basefile, lakebraid.metadata.writer, lakebraid.metadata.table
-import lakebraid.writers.clean, lakebraid.writers.filegroup, lakebraid.writers.rollback
+import lakebraid.writers.services.clean, lakebraid.writers.services.rollback
+import lakebraid.writers.write.filegroup
 from lakebraid import metadata, writers
 from lakebraid.writers.client import WriteClient
 
@@ -99,7 +100,7 @@ elif point == "mid-data-write":
         handle.write(b"PAR1 torn")
         handle.flush()
         die()
-    writers.filegroup.pq.write_table = torn
+    writers.write.filegroup.pq.write_table = torn
 elif point == "mid-metadata-write":
     def torn_log(fs, path, blobs):
         with open(path, "ab") as out:
@@ -113,7 +114,7 @@ elif point == "mid-base-write":
         die()
     metadata.table.write_base = torn_base
 elif point == "mid-delete":
-    for module in (writers.rollback, writers.clean):
+    for module in (writers.services.rollback, writers.services.clean):
         original_remove = module.remove
         def remove_then_die(*args, _original=original_remove):
             _original(*args)

@@ -27,10 +27,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakebraid.metadata.records import ColumnStatsRecord
-from lakebraid.writers import datasource
+from lakebraid.writers.engine.spark import datasource
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.datasource import keep_files, plan_files, to_condition
-from lakebraid.writers.read import table_schema
+from lakebraid.writers.engine.spark.datasource import keep_files, plan_files, to_condition
+from lakebraid.writers.read.plan import table_schema
 
 pytestmark = pytest.mark.xdist_group("spark")
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
@@ -151,7 +151,7 @@ def test_a_reused_dataframe_reads_every_file_after_a_filtered_query(client, spar
     strict=True,
     raises=AssertionError,
     reason="Spark 4.3 reuses a loaded DataFrame's last pushdown file list for later scans "
-    "without pushed filters (see writers/datasource.py): why pushdown is opt-in",
+    "without pushed filters (see writers/engine/spark/datasource.py): why pushdown is opt-in",
 )
 def test_with_pushdown_a_reused_dataframe_reads_every_file(client, spark):
     frame = load(spark, client.path, pushdown="true")
@@ -163,7 +163,7 @@ def test_with_pushdown_a_reused_dataframe_reads_every_file(client, spark):
     strict=True,
     raises=AssertionError,
     reason="Spark 4.3: two filtered scans of one loaded DataFrame share the last planned "
-    "file list (see writers/datasource.py): why pushdown is opt-in",
+    "file list (see writers/engine/spark/datasource.py): why pushdown is opt-in",
 )
 def test_with_pushdown_two_filtered_scans_of_one_dataframe_read_their_own_files(client, spark):
     frame = load(spark, client.path, pushdown="true")

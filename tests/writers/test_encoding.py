@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.encoding import DICTIONARY_LIMIT, MIN_ROWS, choose
-from lakebraid.writers.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
+from lakebraid.writers.write.encoding import DICTIONARY_LIMIT, MIN_ROWS, choose
+from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
 
 ROWS = MIN_ROWS + 1000
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import unpack_keys
 from lakebraid.timeline.layout import TableLayout, partition_path
-from lakebraid.writers.filegroup import (
+from lakebraid.writers.write.filegroup import (
     COMMIT_TIME,
     OP,
     OP_DELETE,
@@ -22,7 +22,7 @@ from lakebraid.writers.filegroup import (
     RewriteTask,
     rewrite_file_group,
 )
-from lakebraid.writers.pipeline import codes, deduplicate, partition_paths
+from lakebraid.writers.write.route import codes, deduplicate, partition_paths
 
 SCHEMA = [("id", "string", False), ("v", "int64", True)]
 KEYS = st.text(alphabet="abcé", min_size=1, max_size=4)

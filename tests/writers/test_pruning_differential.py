@@ -21,7 +21,6 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakebraid.index.column_stats import parse_conditions
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.read import selected_paths
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
 SCHEMA = pa.schema(
@@ -71,7 +70,7 @@ def assert_same(spark, c: WriteClient, where, rows: int | None = None) -> None:
 
 
 def files_read(c: WriteClient, where) -> int:
-    return len(selected_paths(c, None, where))
+    return len(c.file_paths(where=where))
 
 
 # ---- the cases of issue 11 -------------------------------------------------------------------

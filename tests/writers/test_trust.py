@@ -320,7 +320,7 @@ def test_a_failure_after_the_write_began_rolls_its_instant_back_at_once(client, 
     def broken(self, statuses, schema):
         raise OSError("disk on fire")
 
-    monkeypatch.setattr("lakebraid.writers.commit.Transaction.commit", broken)
+    monkeypatch.setattr("lakebraid.writers.commit.transaction.Transaction.commit", broken)
     with pytest.raises(OSError, match="disk on fire"):
         client.upsert(rows(["a", "b"], 2))
     monkeypatch.undo()

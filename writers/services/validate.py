@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.metadata.commits import WriteStatus, read_commit
+from lakebraid.metadata.commits import WriteStatus, read_commit, schema_as_of
 from lakebraid.metadata.integrity import file_crc32, guarded
 from lakebraid.metadata.records import Partition, RecordLocation
 from lakebraid.metadata.table import MetadataTable
@@ -32,9 +32,8 @@ from lakebraid.timeline.errors import LakebraidError
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.commit import schema_as_of
 from lakebraid.writers.errors import CorruptDataFileError
-from lakebraid.writers.filegroup import column_stats, read_parquet, virtual_key
+from lakebraid.writers.write.filegroup import column_stats, read_parquet, virtual_key
 
 Listing = dict[str, dict[str, int]]
 Checksums = dict[tuple[str, str], int]  # (partition, file name) -> CRC-32 its commit recorded

@@ -1,4 +1,4 @@
-"""The Spark engine's write pipeline: the steps of ``writers.pipeline`` as Spark stages.
+"""The Spark engine's write pipeline: the steps of ``writers.write.route`` as Spark stages.
 
 For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
 
@@ -36,8 +36,8 @@ from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
-from lakebraid.writers.pipeline import (
+from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
+from lakebraid.writers.write.route import (
     PARTITION,
     TARGET_FILE_ID,
     WORK_COLUMNS,

@@ -6,10 +6,10 @@
     df.write.format("lakebraid").mode("append").save(path)
 
 :func:`register` adds it to a session; the library calls it for its embedded session
-(``writers.spark``) and for every session handed to a ``WriteClient``.
+(``writers.engine.spark.session``) and for every session handed to a ``WriteClient``.
 
 **Reads.** ``schema()`` is the table schema as of the read point, exactly as
-``WriteClient.read`` gives it (``writers.read.table_schema``: the table's columns, then
+``WriteClient.read`` gives it (``writers.read.plan.table_schema``: the table's columns, then
 ``_braid_commit_time`` and ``_braid_record_key``). ``pushFilters`` turns the pushed filters
 into pruning conditions (``index.column_stats``: the same conditions and ``may_match`` as
 ``WriteClient.read(where=)``, null counts for ``IS [NOT] NULL`` and the bounds of a
@@ -27,9 +27,10 @@ overwrite (upsert and delete stay on the client) and picks a job id. Executors
 (:class:`LakebraidWriter.write`) stage their Arrow batches as Parquet files in
 ``.braid/staging/<job id>/`` (``TableLayout.staging_dir``) and report each file in their commit
 message. ``commit()`` runs in its own Python worker, not the driver: it opens the table with no
-Spark session and calls ``WriteClient.insert`` on the staged rows, so the rows go through the
-same checks and commit protocol as any insert (in-process engine: the job's rows are read into
-that one worker), then deletes the staging folder. Only the files named in the messages are
+Spark session and inserts the staged rows with the in-process engine
+(``writers.engine.inprocess.write_rows``, the table's ``insert.duplicates`` policy), so the
+rows go through the same checks and commit protocol as any insert (the job's rows are read
+into that one worker), then deletes the staging folder. Only the files named in the messages are
 read, so a failed or speculative task attempt's leftovers are never committed. ``abort()``
 deletes the staging folder (its messages may be ``None``).
 
@@ -44,9 +45,6 @@ reader therefore prunes nothing (every scan reads every file of the read point: 
 with ``pushdown`` on it prunes, and each loaded DataFrame must serve one filtered scan
 (``load()`` again for the next). A loaded DataFrame also keeps the schema of its ``load()``:
 load again to see new commits.
-
-``writers/__init__.py`` hooks :func:`register` into every session a ``WriteClient`` uses
-(``writers.client.SESSION_HOOKS``), so this module imports the client and not the reverse.
 """
 
 from __future__ import annotations
@@ -84,12 +82,18 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import DoubleType, FloatType, StructType
 
 from lakebraid.index.column_stats import Condition, keep_files
+from lakebraid.metadata.commits import schema_as_of
+from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.client import WriteClient
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.table_config import FieldSpec
+from lakebraid.writers.engine.inprocess import write_rows
 from lakebraid.writers.errors import WriteError
-from lakebraid.writers.filegroup import conform, read_parquet, virtual_key
-from lakebraid.writers.read import spec_of, table_schema
+from lakebraid.writers.read.plan import plan_paths, spec_of, table_schema
+from lakebraid.writers.services.recovery import recover
+from lakebraid.writers.write.filegroup import conform, read_parquet, virtual_key
+from lakebraid.writers.write.operations import resolve_policy
 
 NAME = "lakebraid"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -129,9 +133,14 @@ def _root_url(options: Any, purpose: str) -> str:
     return fs.unstrip_protocol(layout.root)
 
 
-def _open(root: str, options: dict[str, str]) -> Any:
-    """A ``WriteClient`` without Spark (it starts no session unless asked for one)."""
-    return WriteClient.open(root, **options)
+def _open(root: str, options: dict[str, str]) -> TableTimelines:
+    """The table at ``root`` with the data source's config overrides (no Spark session)."""
+    return TableTimelines.open(root, options)
+
+
+def _schema(table: TableTimelines, as_of: object) -> list[FieldSpec]:
+    """The table schema as of a user's ``as_of`` (checked: ``TableTimelines.read_point``)."""
+    return schema_as_of(table, table.read_point(as_of))
 
 
 # ---- filters -> pruning conditions --------------------------------------------------------
@@ -203,14 +212,11 @@ def plan_files(
     options: dict[str, str] | None = None,
 ) -> list[str]:
     """URLs of the data files to read: the read point's, minus those the conditions rule
-    out (metadata table only; no data file is opened)."""
-    client = _open(root, options or {})
-    reader = client.metadata.reader(as_of)
-    pairs = [(p, name) for p, files in sorted(reader.files().items()) for name in sorted(files)]
-    if conditions and pairs:
-        pairs = keep_files(pairs, reader.column_stats(), conditions)
-    fs, layout = client.table.fs, client.table.layout
-    return [fs.unstrip_protocol(layout.data_file(p, name)) for p, name in pairs]
+    out (``writers.read.plan.plan_paths``; no data file is opened)."""
+    table = _open(root, options or {})
+    point = table.read_point(as_of)
+    keep = (lambda pairs, stats: keep_files(pairs, stats, conditions)) if conditions else None
+    return [table.fs.unstrip_protocol(p) for p in plan_paths(table, point, keep)]
 
 
 # ---- the data source -----------------------------------------------------------------------
@@ -224,8 +230,8 @@ class LakebraidDataSource(DataSource):
 
     def schema(self) -> StructType:
         root = _root_url(self.options, "spark.read.format('lakebraid')")
-        client = _open(root, _table_options(self.options))
-        return from_arrow_schema(table_schema(client.schema(self.options.get("as_of"))))
+        table = _open(root, _table_options(self.options))
+        return from_arrow_schema(table_schema(_schema(table, self.options.get("as_of"))))
 
     def reader(self, schema: StructType) -> LakebraidReader:
         root = _root_url(self.options, "spark.read.format('lakebraid')")
@@ -237,8 +243,8 @@ class LakebraidDataSource(DataSource):
                 table=root,
             )
         as_of = self.options.get("as_of")
-        client = _open(root, _table_options(self.options))
-        derive = virtual_key(spec_of(client.schema(as_of)), client.table.config.record_key)
+        table = _open(root, _table_options(self.options))
+        derive = virtual_key(spec_of(_schema(table, as_of)), table.config.record_key)
         return LakebraidReader(
             root,
             as_of,
@@ -353,7 +359,10 @@ class LakebraidWriter(DataSourceArrowWriter):
                 for url in staged:
                     fs, path = fsspec.core.url_to_fs(url)
                     parts.append(read_parquet(fs, path))
-                _open(self.root, self.options).insert(pa.concat_tables(parts))
+                table = _open(self.root, self.options)
+                recover(table)
+                policy = resolve_policy(table, "insert", None)
+                write_rows(table, MetadataTable(table), pa.concat_tables(parts), "insert", policy)
         finally:
             self._remove_staging()
 

@@ -15,7 +15,7 @@ from lakebraid.timeline.errors import LakebraidError
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.rollback import rollback
+from lakebraid.writers.services.rollback import rollback
 
 
 def _instant_json(table: TableTimelines, kind: TimelineKind) -> list[dict[str, object]]:

@@ -54,8 +54,8 @@ from lakebraid.metadata.integrity import (
 from lakebraid.timeline.layout import TableLayout, data_file_name
 from lakebraid.timeline.store import make_durable
 from lakebraid.timeline.table_config import text_to_type
-from lakebraid.writers.encoding import choose
 from lakebraid.writers.errors import CorruptDataFileError
+from lakebraid.writers.write.encoding import choose
 
 COMMIT_TIME = "_braid_commit_time"
 OP = "_braid_op"
@@ -279,7 +279,7 @@ def _repeating_as_dictionaries(schema: pa.Schema, partition: str) -> pa.Schema:
 
 def _dictionaries_kept(schema: pa.Schema, found: pa.Schema) -> pa.Schema:
     """``schema`` with the string fields an old file holds as Arrow dictionaries (its
-    ``ARROW:schema`` note; ``writers.encoding`` chose them) kept as dictionaries."""
+    ``ARROW:schema`` note; ``writers.write.encoding`` chose them) kept as dictionaries."""
     fields = []
     for field in schema:
         kind = found.field(field.name).type if field.name in found.names else None

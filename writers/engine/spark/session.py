@@ -6,7 +6,8 @@ UTC, and the driver gets more than the 1 GiB default heap. Parquet page checksum
 lakebraid writes, see ``metadata.integrity``) are verified on every read
 (``parquet.page.verify-checksum.enabled``): a damaged page fails the read, naming the file,
 instead of returning changed values. A user's own session is used as is.
-A ``WriteClient`` registers the ``lakebraid`` data source on either (``writers.datasource``).
+This module registers the ``lakebraid`` data source (``writers.engine.spark.datasource``) on
+either: :func:`embedded_session` on the session it returns, :func:`attach` on a user's.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sys
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
+
+from lakebraid.writers.engine.spark.datasource import register
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -43,4 +46,11 @@ def embedded_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    return session
+
+
+def attach(session: SparkSession) -> SparkSession:
+    """Make ``format("lakebraid")`` available on a session the user brings."""
+    register(session)
     return session

@@ -10,10 +10,10 @@ from __future__ import annotations
 from lakebraid.timeline.bodies import decode_body
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.clean import CleanPlan, execute_clean
-from lakebraid.writers.commit import G
-from lakebraid.writers.restore import finish_restore
-from lakebraid.writers.rollback import RollbackPlan, execute_rollback_plan, rollback
+from lakebraid.writers.services.clean import CleanPlan, execute_clean
+from lakebraid.writers.services.lifecycle import G
+from lakebraid.writers.services.restore import finish_restore
+from lakebraid.writers.services.rollback import RollbackPlan, execute_rollback_plan, rollback
 
 
 def recover(table: TableTimelines) -> list[str]:

@@ -14,7 +14,7 @@ instant on all three timelines whose body lists the files. Data files are known 
 commits' write statuses, never from listing data folders; metadata folders are listed.
 Reads as of points older than the retention may then fail: that is what retention means.
 The cleaner also deletes files that completed rollbacks and restores left behind, the markers
-folders of completed commits (``writers.markers``), and the staging folders of Spark data
+folders of completed commits (``writers.services.markers``), and the staging folders of Spark data
 source writes idle for ``clean.staging.retain.hours``.
 """
 
@@ -34,11 +34,10 @@ from lakebraid.timeline import config as cfg
 from lakebraid.timeline.bodies import decode_body, encode_body
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.commit import G, M
-from lakebraid.writers.markers import sweep_completed
-from lakebraid.writers.restore import RestorePlan
-from lakebraid.writers.rollback import RollbackPlan, delete_undone_files
-from lakebraid.writers.service import complete_all, remove, run_service, start_all
+from lakebraid.writers.services.lifecycle import G, M, complete_all, remove, run_service, start_all
+from lakebraid.writers.services.markers import sweep_completed
+from lakebraid.writers.services.restore import RestorePlan
+from lakebraid.writers.services.rollback import RollbackPlan, delete_undone_files
 
 RETAIN_COMMITS = cfg.register(
     "clean.retain.commits",

@@ -10,7 +10,7 @@ A rollback is its own instant ``r`` on all three timelines::
     log files (``<group>_<target>.log``) and its markers folder
 
 Every step is idempotent, so a rollback whose writer died is finished by
-``writers.recovery.recover``, which every write calls first.
+``writers.services.recovery.recover``, which every write calls first.
 """
 
 from __future__ import annotations
@@ -23,9 +23,15 @@ from lakebraid.timeline.bodies import encode_body
 from lakebraid.timeline.heartbeat import read_beat
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.commit import G
 from lakebraid.writers.errors import WriteError
-from lakebraid.writers.service import complete_all, open_instant, remove, run_opened, start_all
+from lakebraid.writers.services.lifecycle import (
+    G,
+    complete_all,
+    open_instant,
+    remove,
+    run_opened,
+    start_all,
+)
 
 PLAN_VERSION = 1
 

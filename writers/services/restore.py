@@ -4,7 +4,7 @@
   visible commit); it keeps ``t``'s files from cleaning and makes ``t`` a restore point.
 * ``restore(t)``: one ``restore`` instant on all three timelines. Its plan lists every commit
   after ``t`` (visible or pending) and the files and log files a rollback of each would
-  delete (``writers.rollback.plan_rollback``); executing it deletes them all, and its
+  delete (``writers.services.rollback.plan_rollback``); executing it deletes them all, and its
   completion undoes every instant between ``t`` and itself for every reader (the visibility
   rule), except rollbacks, restores and savepoints. Re-entrant like a rollback.
 """
@@ -18,10 +18,9 @@ from lakebraid.timeline.as_of import AsOfError
 from lakebraid.timeline.bodies import SavepointBody, decode_body, encode_body
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.commit import G
 from lakebraid.writers.errors import WriteError
-from lakebraid.writers.rollback import execute_undo, plan_rollback
-from lakebraid.writers.service import complete_all, run_service, start_all
+from lakebraid.writers.services.lifecycle import G, complete_all, run_service, start_all
+from lakebraid.writers.services.rollback import execute_undo, plan_rollback
 
 BODY_VERSION = 1
 

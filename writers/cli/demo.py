@@ -20,10 +20,9 @@ from pyspark.sql import functions as F
 from lakebraid.timeline import table_config
 from lakebraid.timeline.errors import LakebraidError
 from lakebraid.timeline.layout import TimelineKind
-from lakebraid.writers.cli import format_timeline
+from lakebraid.writers.cli.main import format_timeline
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.read import selected_paths
-from lakebraid.writers.spark import embedded_session
+from lakebraid.writers.engine.spark.session import embedded_session
 
 T = TypeVar("T")
 
@@ -133,8 +132,8 @@ def main() -> None:
     before = step("count rows as of the bulk insert", lambda: client.read(as_of=first_done).count())
     now = step("count rows now", lambda: client.read().count())
     where = "day = '2024-01-05' and fare > 50"
-    files = len(selected_paths(client, None, where))
-    total = len(selected_paths(client, None, None))
+    files = len(client.file_paths(where=where))
+    total = len(client.file_paths(where=None))
     hits = step(f"read where {where}", lambda: client.read(where=where).count())
     print(
         f"rows as of {first}: {before:,}; now: {now:,}; filtered: {hits:,} "

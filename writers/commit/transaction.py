@@ -18,44 +18,39 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import msgspec
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from lakebraid.index.record_index import index_keys, logged_keys
+from lakebraid.index.record_index import entries_of, index_keys, logged_keys
 from lakebraid.metadata.commits import (
     CommitMetadata,
     CommitPlan,
     WriteStatus,
+    data_groups,
     read_commit,
-    unpack_keys,
 )
 from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import InstantChanges
 from lakebraid.timeline.bodies import RestoreBody, decode_body, encode_body
+from lakebraid.timeline.errors import RetryableError, StateUnknownError
 from lakebraid.timeline.heartbeat import Heartbeat
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
-from lakebraid.writers import conflicts
+from lakebraid.writers.commit import conflicts
 from lakebraid.writers.errors import ConflictDetected, WriteConflictError
+from lakebraid.writers.services.markers import sweep_markers
+from lakebraid.writers.services.rollback import rollback
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
-BODY_VERSION = 1
 
 
 def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> InstantChanges:
-    """The metadata changes of a set of write statuses (files, column stats, index)."""
+    """The metadata changes of a set of write statuses: files, column stats and the record
+    index entries (``index.record_index.entries_of``)."""
     added: dict[str, dict[str, int]] = {}
     deleted: dict[str, list[str]] = {}
     stats: list[ColumnStatsRecord] = []
-    keys: list[pa.Array] = []
-    gone: list[pa.Array] = []
-    counts: list[int] = []
-    parts: list[str] = []
-    ids: list[str] = []
     for s in statuses:
         if s.file_name is not None:
             added.setdefault(s.partition, {})[s.file_name] = s.size
@@ -72,43 +67,17 @@ def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> Insta
                 )
                 for c in s.stats
             )
-            new = unpack_keys(s.keys_added)
-            keys.append(new)
-            counts.append(len(new))
-            parts.append(s.partition)
-            ids.append(s.file_id)
         if s.old_file is not None:
             deleted.setdefault(s.partition, []).append(s.old_file)
             stats.extend(ColumnStatsRecord.tombstone(c, s.partition, s.old_file) for c in columns)
-        gone.append(unpack_keys(s.keys_removed))
-    # each status's partition and file id once, as dictionaries (no string per key)
-    owner = pa.array(np.repeat(np.arange(len(counts), dtype=np.int32), counts))
-    upserts = pa.table(
-        {
-            "key": _concat(keys),
-            "partition": pa.DictionaryArray.from_arrays(owner, pa.array(parts, pa.string())),
-            "file_id": pa.DictionaryArray.from_arrays(owner, pa.array(ids, pa.string())),
-        }
-    )
-    removed = _concat(gone)
-    if len(removed) and upserts.num_rows:
-        removed = removed.filter(pc.invert(pc.is_in(removed, value_set=upserts.column("key"))))
+    upserts, removed = entries_of(statuses)
     return InstantChanges(
         files_added=added,
         files_deleted=deleted,
         column_stats=stats,
         index_upserts=upserts,
-        index_deletes=pc.unique(removed),  # a key moved between groups is an upsert only
+        index_deletes=removed,
     )
-
-
-def _concat(arrays: list[pa.Array]) -> pa.Array:
-    return pa.concat_arrays(arrays) if arrays else pa.array([], pa.string())
-
-
-def data_groups(statuses: Sequence[WriteStatus]) -> set[tuple[str, str]]:
-    """The data file groups a commit rewrote, as (partition, file id)."""
-    return {(s.partition, s.file_id) for s in statuses}
 
 
 class Transaction:
@@ -185,7 +154,7 @@ class Transaction:
     def _verdict(
         self, groups: set[tuple[str, str]], my_keys: Callable[[], frozenset[str]]
     ) -> conflicts.Verdict:
-        """Gather what the conflict rules need (``writers.conflicts``) and judge. Under the
+        """Gather what the conflict rules need (``writers.commit.conflicts``) and judge. Under the
         table lock: commits completed since the read point, rollbacks and restores requested
         since this write began."""
         table, time = self.table, self.time
@@ -233,11 +202,63 @@ class Transaction:
             self._heartbeat = None
 
 
-def schema_as_of(table: TableTimelines, as_of: str | None = None) -> list[FieldSpec]:
-    """The table schema as of a read point: that of the latest visible commit."""
-    for inst in reversed(table.visibility(as_of).visible):
-        if inst.action is Action.COMMIT:
-            body = read_commit(table, inst)
-            if body.schema:
-                return list(body.schema)
-    return list(table.config.schema)
+def run_write(
+    table: TableTimelines,
+    metadata: MetadataTable,
+    operation: str,
+    read_at: str | None,
+    schema: Sequence[FieldSpec],
+    write: Callable[[str], list[WriteStatus]],
+) -> str:
+    """The envelope of every write, whichever engine runs ``write`` (instant time -> write
+    statuses): begin, write, commit; on a conflict roll this write back and raise
+    :class:`WriteConflictError`; on any other failure roll it back at once. Then metadata
+    compaction when due. Returns the instant time."""
+    tx = Transaction(table, metadata, operation, read_at)
+    time = tx.begin()
+    try:
+        statuses = write(time)
+        _finish(tx, statuses, schema)
+    except BaseException as exc:
+        _abandon(tx, exc)
+        raise
+    metadata.compact_if_due()
+    return time
+
+
+def _finish(tx: Transaction, statuses: list[WriteStatus], schema: Sequence[FieldSpec]) -> None:
+    """Commit and sweep the markers, or on a conflict roll this write back and raise."""
+    table = tx.table
+    try:
+        time = tx.commit(statuses, schema)
+    except ConflictDetected as conflict:
+        rollback(table, conflict.instant, own=True)  # type: ignore[arg-type]
+        tx.close()  # the heartbeat goes last: until then no recovery takes us for dead
+        raise WriteConflictError(
+            f"{conflict.message}; this write was rolled back and nothing of theirs was "
+            "touched: retry it",
+            table=table.path,
+            instant=conflict.instant,
+        ) from None
+    written = [f"{s.partition}/{s.file_name}".lstrip("/") for s in statuses if s.file_name]
+    try:
+        sweep_markers(table, time, written)
+    except Exception:  # committed already: the cleaner sweeps what this left
+        pass
+
+
+def _abandon(tx: Transaction, exc: BaseException) -> None:
+    """After a failure inside a write, roll its own instant back at once (its files and log
+    blocks go, nothing stays pending). Not when the outcome is unknown or the global commit
+    completed; if the rollback fails too, the heartbeat is left to expire and the next
+    writer's recovery finishes it."""
+    table, time = tx.table, tx.time
+    pending = time is not None and not isinstance(exc, StateUnknownError | RetryableError)
+    try:
+        if pending:
+            target = table.timeline(G).get(time, Action.COMMIT)  # type: ignore[arg-type]
+            if target is not None and target.is_pending:
+                rollback(table, time, own=True)  # type: ignore[arg-type]
+        tx.close()
+    except Exception:
+        tx.close(failed=True)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from lakebraid.metadata.commits import read_commit
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.service import remove
+from lakebraid.writers.services.lifecycle import remove
 
 SUFFIX = ".marker"
 

@@ -24,7 +24,7 @@ would be global to the session; a cast of every float column would change ``-0.0
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -36,9 +36,15 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakebraid.index.column_stats import SqlSettings, prune
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.metadata.commits import schema_as_of
+from lakebraid.metadata.records import ColumnStatsRecord
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
-from lakebraid.writers.commit import schema_as_of
-from lakebraid.writers.filegroup import conform, data_schema, read_parquet, virtual_key
+from lakebraid.writers.write.filegroup import conform, data_schema, read_parquet, virtual_key
+
+Pair = tuple[str, str]  # (partition, data file name)
+Keep = Callable[[list[Pair], list[ColumnStatsRecord]], list[Pair]]
 
 # parquet-mr's row-group filters (see the module docstring): off for reads with float columns
 NAN_SAFE_PARQUET = {
@@ -75,18 +81,29 @@ def read_arrow_files(
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 
-def selected_paths(client: Any, as_of: str | None, where: Any) -> list[str]:
-    """Data files to read: all of the read point's (``as_of``, already checked), minus those
-    ``where`` (SQL text or a Spark Column) rules out."""
-    reader = client.metadata.reader(as_of)
-    listing = reader.files()
-    pairs = [(p, name) for p, files in sorted(listing.items()) for name in sorted(files)]
-    if where is not None and pairs:
-        schema = table_schema(schema_as_of(client.table, as_of))
-        text, settings = filter_sql(client.spark, schema, where)
-        pairs = prune(pairs, reader.column_stats(), text, settings)
-    layout = client.table.layout
-    return [layout.data_file(p, name) for p, name in pairs]
+def plan_paths(table: TableTimelines, point: str | None, keep: Keep | None = None) -> list[str]:
+    """The one read plan: the data files of a read point (``point``, already checked) from the
+    metadata table's ``files`` listing, minus those ``keep`` (given the (partition, file)
+    pairs and the ``column_stats``) rules out. No data file is opened."""
+    reader = MetadataTable(table).reader(point)
+    pairs = [(p, name) for p, files in sorted(reader.files().items()) for name in sorted(files)]
+    if keep is not None and pairs:
+        pairs = keep(pairs, reader.column_stats())
+    return [table.layout.data_file(p, name) for p, name in pairs]
+
+
+def selected_paths(table: TableTimelines, spark: Any, point: str | None, where: Any) -> list[str]:
+    """Data files to read: all of the read point's (already checked), minus those ``where``
+    (SQL text or a Spark Column, read as ``spark`` reads it) rules out."""
+    if where is None:
+        return plan_paths(table, point)
+
+    def keep(pairs: list[tuple[str, str]], stats: list[ColumnStatsRecord]) -> list[Pair]:
+        schema = table_schema(schema_as_of(table, point))
+        text, settings = filter_sql(spark, schema, where)
+        return prune(pairs, stats, text, settings)
+
+    return plan_paths(table, point, keep)
 
 
 def empty_frame(spark: Any, schema: pa.Schema) -> Any:
@@ -137,26 +154,24 @@ def filter_sql(spark: Any, schema: pa.Schema, where: Any) -> tuple[str | None, S
         return None, settings
 
 
-def read_spark(client: Any, as_of: str | None, where: Any) -> Any:
-    """A DataFrame of the table as of ``as_of``, a point the caller has already checked
+def read_spark(table: TableTimelines, spark: Any, point: str | None, where: Any) -> Any:
+    """A DataFrame of the table as of ``point``, a point the caller has already checked
     (``TableTimelines.read_point``)."""
-    spark = client.spark
-    fields = schema_as_of(client.table, as_of)
+    fields = schema_as_of(table, point)
     schema = table_schema(fields)
-    paths = selected_paths(client, as_of, where)
+    paths = selected_paths(table, spark, point, where)
     if not paths:
         frame = empty_frame(spark, schema)
     else:
-        fs = client.table.fs
-        urls = [fs.unstrip_protocol(p) for p in paths]
-        # page checksums verified on any session, not only the embedded one (writers.spark)
+        urls = [table.fs.unstrip_protocol(p) for p in paths]
+        # page checksums verified on any session, not only the embedded one
         reader = spark.read.option("mergeSchema", "true").option(
             "parquet.page.verify-checksum.enabled", "true"
         )
         if any(pa.types.is_floating(f.type) for f in schema):
             reader = reader.options(**NAN_SAFE_PARQUET)
         frame = reader.parquet(*urls)
-        derive = virtual_key(spec_of(fields), client.table.config.record_key)
+        derive = virtual_key(spec_of(fields), table.config.record_key)
         columns = [
             F.col(derive).cast("string").alias(RECORD_KEY)
             if n == RECORD_KEY and derive is not None

@@ -1,0 +1,1 @@
+"""The ``lakebraid`` command (``main``) and ``make demo`` (``demo``)."""

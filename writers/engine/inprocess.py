@@ -1,0 +1,220 @@
+"""The in-process engine: writes and deletes of pyarrow tables, file groups rewritten on a
+few threads of this process.
+
+:func:`write_rows` and :func:`delete_keys` run one operation end to end (check the input,
+prepare and de-duplicate, tag through the record index, route, rewrite, commit through
+``writers.commit.transaction.run_write``). Rewrites run ``writers.write.filegroup
+.rewrite_file_group`` on (task, rows) pairs, the same function the Spark engine
+(``writers.engine.spark.pipeline``) runs in executors; small writes and pyarrow or pandas
+input take this path so they pay for no Spark job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import NamedTuple
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
+from lakebraid.metadata.arrow_records import empty_table
+from lakebraid.metadata.commits import WriteStatus, schema_as_of
+from lakebraid.metadata.hashing import group_order
+from lakebraid.metadata.records import Partition
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.layout import TableLayout
+from lakebraid.timeline.store import make_durable
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.table_config import FieldSpec
+from lakebraid.writers.commit.transaction import run_write
+from lakebraid.writers.write.filegroup import (
+    OP,
+    OP_DELETE,
+    OP_UPSERT,
+    RewriteTask,
+    rewrite_file_group,
+)
+from lakebraid.writers.write.inputs import check_input, normalize_input
+from lakebraid.writers.write.operations import apply_duplicates, insert_room, ordering
+from lakebraid.writers.write.route import (
+    PARTITION,
+    TARGET_FILE_ID,
+    WORK_COLUMNS,
+    codes,
+    current_files,
+    deduplicate,
+    insert_counts,
+    plan_slots,
+    prepare,
+    rewrite_tasks,
+    route,
+    stale_moves,
+)
+
+SYNC_THREADS = 4  # fsync waits on the disk, not the CPU
+
+
+class Work(NamedTuple):
+    """One file group's rewrite: its rows are ``rows`` at ``positions`` (all of ``rows`` when
+    None), taken on the engine's thread."""
+
+    task: RewriteTask
+    rows: pa.Table
+    positions: np.ndarray | None = None
+
+    def size(self) -> int:
+        return self.rows.num_rows if self.positions is None else len(self.positions)
+
+    def run(self, sync: bool = True) -> WriteStatus:
+        rows = self.rows if self.positions is None else self.rows.take(pa.array(self.positions))
+        return rewrite_file_group(self.task, rows, sync=sync)
+
+
+class InProcessEngine:
+    """Runs tasks in this process on a few threads (pyarrow releases the GIL). Written files
+    are made durable on separate I/O threads while other rewrites run, all before
+    :meth:`rewrite` returns (so before any commit names them)."""
+
+    def __init__(self, threads: int | None = None):
+        self.threads = threads or max(2, os.cpu_count() or 2)
+
+    def rewrite(self, work: Sequence[Work]) -> list[WriteStatus]:
+        """Statuses in the order of ``work``; the largest tasks start first (rewrites of an
+        existing file, then by incoming rows), so no thread is left with a big one at the end."""
+        if not work:
+            return []
+        order = sorted(
+            range(len(work)),
+            key=lambda i: (work[i].task.old_file is not None, work[i].size()),
+            reverse=True,
+        )
+        fs, root = fsspec.core.url_to_fs(work[0].task.root)
+        layout = TableLayout(root)
+        with (
+            ThreadPoolExecutor(min(self.threads, len(work))) as pool,
+            ThreadPoolExecutor(SYNC_THREADS) as syncer,
+        ):
+
+            def one(i: int) -> tuple[WriteStatus, Future[None] | None]:
+                status = work[i].run(sync=False)
+                if status.file_name is None:
+                    return status, None
+                path = f"{layout.partition_dir(status.partition)}/{status.file_name}"
+                return status, syncer.submit(make_durable, fs, path)
+
+            done = dict(zip(order, pool.map(one, order), strict=True))
+            for _, durable in done.values():
+                if durable is not None:
+                    durable.result()  # re-raises a failed fsync: nothing is committed then
+        return [done[i][0] for i in range(len(work))]
+
+
+def write_rows(
+    table: TableTimelines,
+    metadata: MetadataTable,
+    incoming: pa.Table,
+    operation: str,
+    policy: str,
+) -> str:
+    """Insert, bulk insert or upsert ``incoming`` as one commit; returns its instant time.
+    ``policy``: what to do with keys the table holds (``write.operations.resolve_policy``)."""
+    config = table.config
+    incoming = normalize_input(incoming, table=table.path)
+    schema = check_input(incoming, config, schema_as_of(table), table=table.path)
+    prepared = prepare(incoming, config.record_key, config.partition_fields)
+    prepared = deduplicate(prepared, config.precombine_field)
+    prepared = prepared.append_column(
+        OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), prepared.num_rows)
+    )
+    reader = metadata.reader()
+    listing = current_files(reader.files())
+    if listing:  # an empty table holds no key: no lookup
+        found, at = reader.locate(prepared.column(RECORD_KEY))  # de-duplicated above
+        tagged = tag(prepared, found, at)
+        tagged, operation = apply_duplicates(tagged, operation, policy, table.path)
+        field = ordering(table)
+        if field is not None:
+            key = config.record_key
+            tagged = stale_moves(tagged, table.fs, table.layout, listing, field, key)
+    else:
+        tagged = tag(prepared, empty_table(Partition.RECORD_INDEX))
+    target, small = insert_room(table, reader, listing, operation)
+    plan = plan_slots(insert_counts(tagged), listing, target_rows=target, small_rows=small)
+    routed = route(tagged, plan)
+    return _commit(table, metadata, operation, routed, schema, listing, reader.point.read_at)
+
+
+def delete_keys(table: TableTimelines, metadata: MetadataTable, keys: pa.Array) -> str:
+    """Delete ``keys`` (canonical key text; absent keys are ignored) as one commit."""
+    rows = pa.table({RECORD_KEY: pc.unique(keys)})
+    reader = metadata.reader()
+    tagged = tag(rows, reader.lookup(rows.column(RECORD_KEY)))
+    tagged = tagged.filter(pc.is_valid(tagged.column(OLD_FILE_ID)))
+    tagged = tagged.append_column(PARTITION, tagged.column(OLD_PARTITION))
+    tagged = tagged.append_column(OP, pa.repeat(pa.scalar(OP_DELETE, pa.int8()), tagged.num_rows))
+    routed = tagged.append_column(TARGET_FILE_ID, tagged.column(OLD_FILE_ID))
+    listing = current_files(reader.files())
+    schema = schema_as_of(table)
+    return _commit(table, metadata, "delete", routed, schema, listing, reader.point.read_at)
+
+
+def _commit(
+    table: TableTimelines,
+    metadata: MetadataTable,
+    operation: str,
+    routed: pa.Table,
+    schema: list[FieldSpec],
+    listing: Mapping[str, Mapping[str, str]],
+    read_at: str | None,
+) -> str:
+    def write(time: str) -> list[WriteStatus]:
+        return InProcessEngine().rewrite(tasks_of(table, routed, listing, time, schema))
+
+    return run_write(table, metadata, operation, read_at, schema, write)
+
+
+def tasks_of(
+    table: TableTimelines,
+    routed: pa.Table,
+    listing: Mapping[str, Mapping[str, str]],
+    time: str,
+    schema: Sequence[FieldSpec],
+) -> list[Work]:
+    """One rewrite task per target file group, with the positions of its rows in the payload
+    (the engine takes them on its threads)."""
+    if routed.num_rows == 0:
+        return []
+    (parts, ids), names = codes([routed.column(PARTITION), routed.column(TARGET_FILE_ID)])
+    order = group_order(ids, len(names))  # rows by file id (radix sort of small codes)
+    parts, ids = parts[order], ids[order]
+    if np.any((ids[1:] == ids[:-1]) & (parts[1:] != parts[:-1])):  # one id, two partitions
+        pairs = parts.astype(np.int64) * len(names) + ids
+        again = np.argsort(pairs, kind="stable")
+        order, parts, ids = order[again], parts[again], ids[again]
+    starts = np.flatnonzero(
+        np.concatenate([[True], (ids[1:] != ids[:-1]) | (parts[1:] != parts[:-1])])
+    )
+    payload = routed.drop_columns([c for c in WORK_COLUMNS if c in routed.column_names])
+    payload = payload.combine_chunks()
+    text = names.to_pylist()
+    targets = [(text[parts[i]], text[ids[i]]) for i in starts.tolist()]
+    tasks = rewrite_tasks(
+        targets,  # type: ignore[arg-type]
+        listing,
+        root=table.fs.unstrip_protocol(table.layout.root),
+        time=time,
+        schema=[(f.name, f.type, f.nullable) for f in schema],
+        record_key=table.config.record_key,
+        ordering=ordering(table),
+    )
+    ends = [*starts.tolist()[1:], len(order)]
+    return [
+        Work(task, payload, order[start:end])
+        for task, start, end in zip(tasks, starts.tolist(), ends, strict=True)
+    ]

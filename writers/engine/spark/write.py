@@ -1,0 +1,90 @@
+"""Writes of a Spark DataFrame by the Spark engine: the input check, then every step as Spark
+tasks (``writers.engine.spark.pipeline``: prepare, tag, route, rewrite), committed through
+the one envelope (``writers.commit.transaction.run_write``). The driver receives write
+statuses only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from pyspark.sql import functions as F
+
+from lakebraid.metadata.commits import WriteStatus, schema_as_of
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.table_config import FieldSpec
+from lakebraid.writers.commit.transaction import run_write
+from lakebraid.writers.engine.spark.pipeline import Context, rewrite_frame, route_frame
+from lakebraid.writers.write.inputs import check_input
+from lakebraid.writers.write.operations import insert_room, ordering
+from lakebraid.writers.write.route import current_files
+
+
+def check_frame(frame: Any, table: TableTimelines) -> list[FieldSpec]:
+    """The schema after writing ``frame``; refuses a frame whose schema does not fit, or with
+    a null record key or precombine value (one such row is collected, to name it)."""
+    config = table.config
+    current = schema_as_of(table)
+    schema = check_input(frame.limit(0).toArrow(), config, current, table=table.path)
+    checked = [config.record_key, *([config.precombine_field] if config.precombine_field else [])]
+    null = F.lit(False)
+    for column in checked:
+        null = null | F.col(column).isNull()
+    bad = frame.where(null).limit(1)
+    if bad.count():  # one row with a null key or precombine value: name it like in-process
+        check_input(bad.toArrow(), config, current, table=table.path)
+    return schema
+
+
+def write_frame(
+    table: TableTimelines, metadata: MetadataTable, frame: Any, operation: str, policy: str
+) -> str:
+    """Insert, bulk insert or upsert a DataFrame as one commit; returns its instant time."""
+    config = table.config
+    schema = check_frame(frame, table)
+    reader = metadata.reader()
+    listing = current_files(reader.files())
+    target, small = insert_room(table, reader, listing, operation)
+    root = table.fs.unstrip_protocol(table.layout.root)
+    ctx = Context(
+        root=root,
+        key=config.record_key,
+        partition_fields=list(config.partition_fields),
+        precombine=config.precombine_field,
+        point=reader.point,
+        options={k: str(v) for k, v in table.options.given().items()},
+        ordering=ordering(table),
+    )
+    if ctx.ordering is not None:  # moves are ordered against the stored rows' files
+        ctx = msgspec.structs.replace(ctx, files=listing)
+    if policy == "upsert" and operation == "insert":
+        operation = "upsert"
+    routed = route_frame(
+        frame,
+        ctx,
+        tagging=bool(listing),  # an empty table holds no key: no lookup
+        existing=None if operation == "upsert" else policy,
+        target_rows=target,
+        small_rows=small,
+        operation=operation,
+        table=table.path,
+    )
+    spec = [(f.name, f.type, f.nullable) for f in schema]
+
+    def write(time: str) -> list[WriteStatus]:
+        return rewrite_frame(
+            routed.frame,
+            routed.targets,
+            listing,
+            root=root,
+            time=time,
+            schema=spec,
+            record_key=config.record_key,
+            ordering=ctx.ordering,
+        )
+
+    try:
+        return run_write(table, metadata, operation, reader.point.read_at, schema, write)
+    finally:
+        routed.release()

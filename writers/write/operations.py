@@ -1,0 +1,89 @@
+"""The rules every write operation shares, whichever engine runs it: the duplicate-key policy
+of inserts (``insert.duplicates``), how stored rows are ordered (``write.merge.mode``) and
+where inserts go (target rows per file group, small groups filled first).
+
+Operations: ``insert`` (small file groups first), ``bulk_insert`` (new file groups only),
+``upsert`` (new keys inserted, existing ones updated) and ``delete``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.record_index import existing_rows
+from lakebraid.metadata.reader import MetadataReader
+from lakebraid.metadata.records import ColumnStatsRecord
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers import settings
+from lakebraid.writers.errors import InputError
+from lakebraid.writers.write.route import duplicate_keys_error
+
+
+def resolve_policy(table: TableTimelines, operation: str, duplicates: str | None) -> str:
+    """The duplicate-key policy of a write: ``upsert`` for upserts, else ``duplicates`` or
+    the table's ``insert.duplicates``."""
+    if operation == "upsert":
+        return "upsert"
+    if duplicates is None:
+        return table.options.get(settings.INSERT_DUPLICATES)
+    if duplicates not in settings.DUPLICATE_POLICIES:
+        raise InputError(
+            f"{operation}: duplicates={duplicates!r}; choose one of {settings.DUPLICATE_POLICIES}",
+            table=table.path,
+        )
+    return duplicates
+
+
+def apply_duplicates(
+    tagged: pa.Table, operation: str, policy: str, path: str
+) -> tuple[pa.Table, str]:
+    """Apply the duplicate-key policy to tagged rows; returns rows and operation (an insert
+    whose policy is ``upsert`` runs as an upsert)."""
+    if policy == "upsert":
+        return tagged, "upsert" if operation != "bulk_insert" else operation
+    existing = existing_rows(tagged)
+    count = pc.sum(existing).as_py() or 0
+    if count and policy == "fail":
+        sample = tagged.column(RECORD_KEY).filter(existing).slice(0, 10).to_pylist()
+        raise duplicate_keys_error(operation, count, sample, path)
+    return (tagged.filter(pc.invert(existing)) if count else tagged), operation
+
+
+def ordering(table: TableTimelines) -> str | None:
+    """The precombine field when stored rows are ordered by event time (``write.merge.mode``)."""
+    if table.options.get(settings.MERGE_MODE) != "event_time":
+        return None
+    return table.config.precombine_field
+
+
+def insert_room(
+    table: TableTimelines,
+    reader: MetadataReader,
+    listing: Mapping[str, Mapping[str, str]],
+    operation: str,
+) -> tuple[int, dict[str, dict[str, int]]]:
+    """Target rows per file group, and the small groups inserts may fill first."""
+    target = table.options.get(settings.TARGET_FILE_ROWS)
+    if operation == "bulk_insert":
+        return target, {}
+    small = min(target, table.options.get(settings.SMALL_FILE_ROWS))
+    stats = reader.column_stats(table.config.record_key)
+    return target, rows_per_group(stats, listing, small)
+
+
+def rows_per_group(
+    stats: Sequence[ColumnStatsRecord], listing: Mapping[str, Mapping[str, str]], target: int
+) -> dict[str, dict[str, int]]:
+    """partition -> file id -> rows, for the current file groups under ``target`` rows (the
+    small-file limit)."""
+    current = {(p, name): fid for p, groups in listing.items() for fid, name in groups.items()}
+    small: dict[str, dict[str, int]] = {}
+    for s in stats:
+        fid = current.get((s.partition, s.file))
+        if fid is not None and s.value_count < target:
+            small.setdefault(s.partition, {})[fid] = s.value_count
+    return small
