@@ -24,7 +24,8 @@ ALLOWED = {
     "writers.services": BASE | {"writers.write"},
     "writers.commit": BASE | {"writers.write", "writers.services"},
     "writers.read": BASE | {"writers.write"},
-    "writers.engine": BASE | {"writers.write", "writers.services", "writers.commit", "writers.read"},
+    "writers.engine": BASE
+    | {"writers.write", "writers.services", "writers.commit", "writers.read"},
     "writers.client": BASE
     | {"writers.write", "writers.services", "writers.commit", "writers.read", "writers.engine"},
     "writers": BASE | {"writers.client"},

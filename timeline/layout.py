@@ -194,7 +194,8 @@ class TableLayout:
         return self._join(BRAID_DIR, "staging")
 
     def staging_dir(self, job_id: str) -> str:
-        """Where one Spark data source write (``writers.engine.spark.datasource``) stages its rows."""
+        """Where one Spark data source write (``writers.engine.spark.datasource``) stages its
+        rows."""
         if not _TOKEN_RE.match(job_id):
             raise InvalidPathError(f"job id {job_id!r} must be [A-Za-z0-9-], 1-64 chars")
         return f"{self.staging_root()}/{job_id}"

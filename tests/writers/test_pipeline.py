@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import unpack_keys
 from lakebraid.timeline.layout import TableLayout, partition_path
+from lakebraid.writers.write.datafile import COMMIT_TIME
 from lakebraid.writers.write.filegroup import (
-    COMMIT_TIME,
     OP,
     OP_DELETE,
     OP_UPSERT,

@@ -1,7 +1,7 @@
 """The conflict check of a commit, as a pure function: one rule per function, each deciding
 from plain values (the committing write's groups and keys, and what other instants did since
-its read point). :class:`writers.commit.transaction.Transaction` gathers those values under the table
-lock and acts on the verdict.
+its read point). :class:`writers.commit.transaction.Transaction` gathers those values under
+the table lock and acts on the verdict.
 
 Rules, in the order they are judged:
 

@@ -41,7 +41,7 @@ from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
-from lakebraid.writers.write.filegroup import conform, data_schema, read_parquet, virtual_key
+from lakebraid.writers.write.datafile import conform, data_schema, read_parquet, virtual_key
 
 Pair = tuple[str, str]  # (partition, data file name)
 Keep = Callable[[list[Pair], list[ColumnStatsRecord]], list[Pair]]

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.lookup import locations
 from lakebraid.metadata.commits import WriteStatus, read_commit, schema_as_of
 from lakebraid.metadata.integrity import file_crc32, guarded
 from lakebraid.metadata.records import Partition, RecordLocation
@@ -33,7 +34,7 @@ from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import CorruptDataFileError
-from lakebraid.writers.write.filegroup import column_stats, read_parquet, virtual_key
+from lakebraid.writers.write.datafile import column_stats, read_parquet, virtual_key
 
 Listing = dict[str, dict[str, int]]
 Checksums = dict[tuple[str, str], int]  # (partition, file name) -> CRC-32 its commit recorded
@@ -201,7 +202,7 @@ class _Validator:
         return pc.unique(pc.cast(keys, pa.string())).to_pylist(), columns
 
     def compare_index(self) -> None:
-        found = self.reader.locations(sorted(self.locations))
+        found = locations(self.reader, sorted(self.locations))
         for key, (partition, file_id) in sorted(self.locations.items()):
             where = found.get(key)
             if where is None or (where.partition, where.file_id) != (partition, file_id):
@@ -214,7 +215,7 @@ class _Validator:
             table = self.reader.group_table(Partition.RECORD_INDEX, group)
             extra += [k for k in table.column("key").to_pylist() if k not in self.locations]
         if self.damaged and extra:  # keys of files that could not be read are unknown
-            where_of = self.reader.locations(extra)
+            where_of = locations(self.reader, extra)
             extra = [k for k in extra if _place(where_of.get(k)) not in self.damaged]
         for key in extra:
             self.problems.append(f"record_index: key {key!r} is indexed but in no visible file")

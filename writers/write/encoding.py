@@ -14,9 +14,9 @@ replacement is compared with what a column whose dictionary just reaches the lim
 (``d (1 - exp(-s / d))`` distinct values for ``d`` equally common values). A column expected
 to overflow is written without a dictionary; a string column of few distinct values becomes an
 Arrow dictionary, so the file's ``ARROW:schema`` note says so and the next rewrite reads its
-indices, not its strings (:func:`writers.write.filegroup.rewrite_file_group`). Arrow dictionaries that
-grew past the limit are decoded again. The Parquet data is the standard encoding either way; the
-choice only changes speed and, slightly, size.
+indices, not its strings (:func:`writers.write.filegroup.rewrite_file_group`). Arrow
+dictionaries that grew past the limit are decoded again. The Parquet data is the standard
+encoding either way; the choice only changes speed and, slightly, size.
 """
 
 from __future__ import annotations

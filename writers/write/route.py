@@ -3,8 +3,8 @@
 prepare (record key + partition path columns) -> deduplicate (highest precombine wins) ->
 tag (current location from the record index) -> route (target file group of every row;
 a key that changes partition becomes a delete in its old group plus an insert) -> rewrite
-(``writers.write.filegroup``). Planning the insert slots of each partition needs global counts, so it
-runs on the driver (:func:`plan_slots`) between tagging and routing.
+(``writers.write.filegroup``). Planning the insert slots of each partition needs global
+counts, so it runs on the driver (:func:`plan_slots`) between tagging and routing.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.hashing import group_order, stable_hashes
 from lakebraid.timeline.layout import TableLayout, parse_data_file_name, partition_path
 from lakebraid.writers.errors import InputError
-from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT, RewriteTask, read_parquet
+from lakebraid.writers.write.datafile import read_parquet
+from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT, RewriteTask
 
 PARTITION = "_braid_partition"
 TARGET_FILE_ID = "_braid_target_file_id"
@@ -353,7 +354,8 @@ def stale_moves(
     """Event-time ordering for keys that change partition: drop each incoming row whose
     precombine value is below the stored row's (the stored row stays where it is; ties go to
     the incoming row). Updates in place are ordered by the rewrite itself
-    (``writers.write.filegroup``); only the few moving rows' old files are read here, two columns."""
+    (``writers.write.filegroup``); only the few moving rows' old files are read here, two
+    columns."""
     old_part, old_id = tagged.column(OLD_PARTITION), tagged.column(OLD_FILE_ID)
     moving = pc.and_(
         pc.and_(pc.is_valid(old_id), pc.not_equal(old_part, tagged.column(PARTITION))),
