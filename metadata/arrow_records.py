@@ -239,3 +239,15 @@ def _by_value(values: pa.Array, encode: Callable[[Any], bytes]) -> pa.Array:
 def _str_header(size: int) -> bytes:
     """The msgpack header of a str of ``size`` UTF-8 bytes."""
     return _MSGPACK.encode("x" * size)[: -size or None]
+
+
+def first_per_key(table: pa.Table, key: str, order: Sequence[tuple[str, str]]) -> pa.Table:
+    """One row per value of ``key``: the first after sorting by ``order`` (pairs of column
+    and ``"ascending"``/``"descending"``) within each key, e.g. the newest by a rank column.
+    The result is sorted by key."""
+    table = table.sort_by([(key, "ascending"), *order])
+    keys = table.column(key).combine_chunks()
+    if len(keys) < 2:
+        return table
+    first = pc.not_equal(keys[1:], keys[:-1]).cast(pa.bool_())
+    return table.filter(pa.concat_arrays([pa.array([True]), first]))

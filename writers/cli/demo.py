@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakebraid.timeline import table_config
@@ -53,7 +54,7 @@ def replace_problem(path: Path) -> str | None:
     return None
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--path",
@@ -70,12 +71,13 @@ def main() -> None:
     problem = replace_problem(Path(args.path))
     if problem and not args.force:
         parser.error(f"{problem}; pick another --path, or pass --force to delete it")
-    started = time.perf_counter()
-    progress = {"spark.ui.showConsoleProgress": "true"}  # progress bars while jobs run
-    spark = step("start Spark", lambda: embedded_session("lakebraid-demo", conf=progress))
-    spark.sparkContext.setLogLevel("ERROR")
-    trips = (
-        spark.range(args.rows)
+    return args
+
+
+def trips(spark: SparkSession, rows: int) -> DataFrame:
+    """``rows`` trips over 30 days."""
+    return (
+        spark.range(rows)
         .withColumn("trip_id", F.format_string("trip-%09d", F.col("id")))
         .withColumn(
             "day", F.expr("date_format(date_add('2024-01-01', cast(id % 30 as int)), 'yyyy-MM-dd')")
@@ -84,6 +86,32 @@ def main() -> None:
         .withColumn("ts", F.lit(1).cast("long"))
         .drop("id")
     )
+
+
+def mixed(spark: SparkSession, n: int, rows: int) -> DataFrame:
+    """``n`` rows: half updates of stored trips (some moving day), half new trips."""
+    return (
+        spark.range(n)
+        .withColumn(
+            "k",
+            F.when(F.col("id") % 2 == 0, F.col("id") * 37 % rows).otherwise(rows + F.col("id")),
+        )
+        .withColumn("trip_id", F.format_string("trip-%09d", F.col("k")))
+        .withColumn(
+            "day", F.expr("date_format(date_add('2024-01-01', cast(k % 29 as int)), 'yyyy-MM-dd')")
+        )
+        .withColumn("fare", F.lit(99.5))
+        .withColumn("ts", F.lit(2).cast("long"))
+        .drop("id", "k")
+    )
+
+
+def main() -> None:
+    args = parse_args()
+    started = time.perf_counter()
+    progress = {"spark.ui.showConsoleProgress": "true"}  # progress bars while jobs run
+    spark = step("start Spark", lambda: embedded_session("lakebraid-demo", conf=progress))
+    spark.sparkContext.setLogLevel("ERROR")
     shutil.rmtree(args.path, ignore_errors=True)
     Path(args.path).parent.mkdir(parents=True, exist_ok=True)
     client = WriteClient.create(
@@ -95,40 +123,18 @@ def main() -> None:
         **{"index.expected.records": args.rows, "write.target.file.rows": 200_000},
     )
     print(f"created table {client.path}")
-    first = step(f"bulk insert {args.rows:,} trips", lambda: client.bulk_insert(trips))
+    data = trips(spark, args.rows)
+    first = step(f"bulk insert {args.rows:,} trips", lambda: client.bulk_insert(data))
     n = max(10, args.rows // 100)
-    mixed = (
-        spark.range(n)
-        .withColumn(
-            "k",
-            F.when(F.col("id") % 2 == 0, F.col("id") * 37 % args.rows).otherwise(
-                args.rows + F.col("id")
-            ),
-        )
-        .withColumn("trip_id", F.format_string("trip-%09d", F.col("k")))
-        .withColumn(
-            "day", F.expr("date_format(date_add('2024-01-01', cast(k % 29 as int)), 'yyyy-MM-dd')")
-        )
-        .withColumn("fare", F.lit(99.5))
-        .withColumn("ts", F.lit(2).cast("long"))
-        .drop("id", "k")
-    )
-    second = step(
-        f"upsert {n:,} rows (half updates, some moving day; half new)", lambda: client.upsert(mixed)
-    )
+    changes = mixed(spark, n, args.rows)
+    label = f"upsert {n:,} rows (half updates, some moving day; half new)"
+    second = step(label, lambda: client.upsert(changes))
     doomed = [f"trip-{i:09d}" for i in range(1, args.rows, max(1, args.rows // 1000))][:1000]
     third = step(f"delete {len(doomed):,} keys", lambda: client.delete(doomed))
     for kind in TimelineKind:
         print(format_timeline(client.table, kind))
     first_done = next(i.completion_time for i in client.timeline() if i.time == first)
-    probe = ["trip-000000000", "trip-000000001", f"trip-{args.rows + 1:09d}"]
-    for label, as_of in (("after the bulk insert", first_done), ("now", None)):
-        found = step(
-            f"look up {len(probe)} keys as of {label}",
-            lambda a=as_of: client.lookup(probe, as_of=a),
-        )
-        for key, where in found.items():
-            print(f"   {key}: {where.partition + ' ' + where.file_id if where else 'absent'}")
+    show_reads(client, first_done, args.rows)
     before = step("count rows as of the bulk insert", lambda: client.read(as_of=first_done).count())
     now = step("count rows now", lambda: client.read().count())
     where = "day = '2024-01-05' and fare > 50"
@@ -141,6 +147,18 @@ def main() -> None:
     )
     print(f"demo finished in {time.perf_counter() - started:.1f} s")
     spark.stop()
+
+
+def show_reads(client: WriteClient, first_done: str | None, rows: int) -> None:
+    """Look up a few keys as of the bulk insert and now."""
+    probe = ["trip-000000000", "trip-000000001", f"trip-{rows + 1:09d}"]
+    for label, as_of in (("after the bulk insert", first_done), ("now", None)):
+        found = step(
+            f"look up {len(probe)} keys as of {label}",
+            lambda a=as_of: client.lookup(probe, as_of=a),
+        )
+        for key, where in found.items():
+            print(f"   {key}: {where.partition + ' ' + where.file_id if where else 'absent'}")
 
 
 if __name__ == "__main__":

@@ -93,10 +93,9 @@ def spark_problem(data_type: pa.DataType) -> str | None:
     return None
 
 
-def check_input(
-    incoming: pa.Table, config: TableConfig, current: Sequence[FieldSpec], *, table: str
-) -> list[FieldSpec]:
-    """Check ``incoming`` against the table; returns the table schema after this write."""
+def _check_columns(incoming: pa.Table, config: TableConfig, table: str) -> None:
+    """The record key, precombine and partition columns are present (key and precombine
+    without nulls); no reserved or repeated column name."""
     names = incoming.column_names
     key = config.record_key
     if key not in names:
@@ -137,11 +136,20 @@ def check_input(
         raise InputError(f"column names {reserved} are reserved for lakebraid", table=table)
     if len(set(names)) != len(names):
         raise InputError(f"duplicate column names in the input: {names}", table=table)
+
+
+def check_input(
+    incoming: pa.Table, config: TableConfig, current: Sequence[FieldSpec], *, table: str
+) -> list[FieldSpec]:
+    """Check ``incoming`` against the table; returns the table schema after this write."""
+    _check_columns(incoming, config, table)
+    key = config.record_key
     if key not in {f.name for f in current}:  # the key's type is fixed by this write
         try:
             check_key_type(key, incoming.schema.field(key).type, table=table)
         except RecordKeyError as exc:
             raise InputError(exc.message, table=table) from None
+    names = incoming.column_names
     known = {f.name: f for f in current}
     schema = list(current)
     for field in incoming.schema:

@@ -21,7 +21,7 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.index.keys import RECORD_KEY, key_text
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
-from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.arrow_records import first_per_key, flat
 from lakebraid.metadata.hashing import group_order, stable_hashes
 from lakebraid.timeline.layout import TableLayout, parse_data_file_name, partition_path
 from lakebraid.writers.errors import InputError
@@ -128,17 +128,8 @@ def deduplicate(table: pa.Table, precombine: str | None) -> pa.Table:
 
 def _deduplicate_exact(table: pa.Table, precombine: str | None) -> pa.Table:
     table = table.append_column(SEQ, pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    order = [(RECORD_KEY, "ascending")]
-    if precombine is not None:
-        order.append((precombine, "descending"))
-    order.append((SEQ, "descending"))
-    table = table.sort_by(order)
-    keys = table.column(RECORD_KEY).combine_chunks()
-    if len(keys) > 1:
-        first = pc.not_equal(keys[1:], keys[:-1])
-        mask = pa.concat_arrays([pa.array([True]), first.cast(pa.bool_())])
-        table = table.filter(mask)
-    return table.drop_columns([SEQ])
+    order = [(precombine, "descending")] if precombine is not None else []
+    return first_per_key(table, RECORD_KEY, [*order, (SEQ, "descending")]).drop_columns([SEQ])
 
 
 def insert_counts(tagged: pa.Table) -> dict[str, int]:
