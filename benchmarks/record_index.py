@@ -5,11 +5,12 @@ UUID4 keys with ``MetadataTable.reindex_record_index`` and prints:
 
 * the build time and the number of file groups (estimated, 1M records per group);
 * the bytes per entry of the record-index base files on disk (Hudi RFC-8 reports 50-55);
-* lookups with ``MetadataTable(table).reader().lookup(keys)`` of 100k existing + 10k absent
-  keys, cold (footer and log caches cleared, OS page cache dropped when we may) and warm, with
-  a correctness check and the read mode (seek / scan) of every file group;
-* lookups of 100 and 1,000 keys, ``reader().locations(keys)`` of the 110k keys, and the 110k
-  lookup against a 1M-key index to show how it scales.
+* lookups with ``lakebraid.index.lookup.lookup(MetadataTable(table).reader(), keys)`` of
+  100k existing + 10k absent keys, cold (footer and log caches cleared, OS page cache dropped
+  when we may) and warm, with a correctness check and the read mode (seek / scan) of every
+  file group;
+* lookups of 100 and 1,000 keys, ``lakebraid.index.lookup.locations(reader, keys)`` of the
+  110k keys, and the 110k lookup against a 1M-key index to show how it scales.
 
 Figures are printed, never asserted; lookup times come with the CPU time of the process (all
 threads), as wall times on a shared machine follow its load. Run from the repo root::
@@ -42,6 +43,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 from benchlib import Report, clear_process_caches  # noqa: E402
 
+from lakebraid.index import lookup as index_lookup  # noqa: E402
 from lakebraid.metadata.arrow_records import index_table  # noqa: E402
 from lakebraid.metadata.records import Partition, file_id_to_ints, instant_to_int  # noqa: E402
 from lakebraid.metadata.table import MetadataTable  # noqa: E402
@@ -231,12 +233,13 @@ class Lookup:
 
 
 def lookup_once(index: Index, keys: pa.Array, *, cold: bool) -> Lookup:
-    """``MetadataTable(table).reader().lookup(keys)``, timed from the reader's creation."""
+    """``lakebraid.index.lookup.lookup`` of ``keys`` on a fresh reader, timed from the
+    reader's creation."""
     dropped = drop_caches() if cold else False
     meta = MetadataTable(index.table)
     start, cpu = time.perf_counter(), time.process_time()
     reader = meta.reader()
-    found = reader.lookup(keys)
+    found = index_lookup.lookup(reader, keys)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     return Lookup(found, wall, cpu, modes_text(reader.last_modes), dropped)
 
@@ -279,7 +282,7 @@ def run_lookups(index: Index, rng: np.random.Generator, *, small: bool) -> None:
 
     reader = MetadataTable(index.table).reader()
     asked_list = asked.to_pylist()
-    locations, loc_s = timed(lambda: reader.locations(asked_list))
+    locations, loc_s = timed(lambda: index_lookup.locations(reader, asked_list))
     hits = sum(1 for v in locations.values() if v is not None)
     loc_ok = "OK" if hits == len(positions) and len(locations) == len(asked_list) else "FAIL"
     print(f"{tag} locations() {label} WARM: {loc_s:.3f} s; {hits:,} found; {loc_ok}")

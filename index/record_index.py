@@ -1,8 +1,7 @@
 """The record index's rules on the write path: tagging rows with their current location, the
 index entries a commit's write statuses make, and the keys a commit writes (for the conflict
-check). Lookups themselves are
-``lakebraid.metadata.reader.MetadataReader.lookup`` / ``locate``; both engines tag through
-:func:`tag`.
+check). Lookups by key live in ``lakebraid.index.lookup`` (``lookup``, ``locate``,
+``locations``); both engines tag through :func:`tag`.
 
 Tagged rows carry two work columns, dictionary<int32, string> (null for keys the index does
 not hold): ``_braid_old_partition`` and ``_braid_old_file_id``.
@@ -33,7 +32,7 @@ def tag(table: pa.Table, found: pa.Table, at: pa.Array | None = None) -> pa.Tabl
 
     ``found`` is a record-index lookup result (key, partition, file_id_hi, file_id_lo);
     ``at``: the row of ``found`` of each row's key (null: absent), when the lookup knows it
-    (``MetadataReader.locate``), else matched here."""
+    (``index.lookup.locate``), else matched here."""
     if found.num_rows == 0:  # nothing to look up (inserts): every row is new
         missing = _null_texts(table.num_rows)
         return table.append_column(OLD_PARTITION, missing).append_column(OLD_FILE_ID, missing)

@@ -4,7 +4,9 @@ The per-file-group functions (:func:`slice_table`, :func:`slice_records`) take p
 (a file system, a folder, a :class:`metadata.slices.FileSlice`, keys) so an engine can run
 them in Spark tasks; :class:`MetadataReader` is the driver-side convenience that lists the
 metadata partitions once, builds slices for a :class:`metadata.slices.ReadPoint` and maps the
-functions over file groups with a thread pool.
+functions over file groups with a thread pool. Record-index lookups by key (``lookup``,
+``locate``, ``locations``) live in ``lakebraid.index.lookup``, built on a reader's
+:meth:`MetadataReader.group_table` and :meth:`MetadataReader.map_groups`.
 
 Merge rule: the base file (full state of the group) then every log file of the slice, oldest
 completion first; within the logs newest wins per key, ``files`` records merge cumulatively,
@@ -13,7 +15,6 @@ tombstones and delete blocks remove the key.
 
 from __future__ import annotations
 
-import itertools
 import operator
 import threading
 from collections import OrderedDict
@@ -30,7 +31,7 @@ from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import KEY, empty_table, records_to_table, table_to_records
 from lakebraid.metadata.basefile import base_info, lookup_base, read_base
 from lakebraid.metadata.errors import MetadataValueError
-from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
+from lakebraid.metadata.hashing import file_group_id, file_groups_of
 from lakebraid.metadata.logblock import BlockType, LogBlock, read_log_file
 from lakebraid.metadata.records import (
     ALL_PARTITIONS_KEY,
@@ -38,9 +39,6 @@ from lakebraid.metadata.records import (
     FilesRecord,
     MetadataRecord,
     Partition,
-    RecordLocation,
-    int_to_instant,
-    ints_to_file_id,
     merge_records,
 )
 from lakebraid.metadata.slices import FileSlice, MetadataFile, ReadPoint, build_slice, group_files
@@ -321,7 +319,8 @@ class MetadataReader:
     def slices(self, partition: Partition) -> list[FileSlice]:
         return [self.slice(partition, i) for i in range(self.group_count(partition))]
 
-    def _map(self, work: Callable[[int], T], indexes: Sequence[int]) -> list[T]:
+    def map_groups(self, work: Callable[[int], T], indexes: Sequence[int]) -> list[T]:
+        """``work`` of every file-group index, on up to ``metadata.lookup.threads`` threads."""
         threads = min(self.options.get(settings.LOOKUP_THREADS), len(indexes))
         if threads <= 1:
             return [work(i) for i in indexes]
@@ -339,7 +338,7 @@ class MetadataReader:
     def all_records(self, partition: Partition) -> dict[str, MetadataRecord]:
         """Every live record of a partition (small partitions, tests and validation)."""
         merged: dict[str, MetadataRecord] = {}
-        for part in self._map(
+        for part in self.map_groups(
             lambda i: self.group_records(partition, i), range(self.group_count(partition))
         ):
             merged.update(part)
@@ -359,81 +358,6 @@ class MetadataReader:
         rows, mode = slice_table(self.fs, folder, partition, piece, keys, fraction, threads, unique)
         self.last_modes[piece.file_group] = mode
         return rows
-
-    # ---- record index ----------------------------------------------------------------
-    def lookup(
-        self, keys: pa.Array | pa.ChunkedArray | Sequence[str], *, unique: bool = False
-    ) -> pa.Table:
-        """Record-index rows (key, partition, file_id_hi, file_id_lo, instant) of the keys
-        that exist; absent keys have no row. One task per file group holding wanted keys.
-        ``unique=True``: the caller guarantees no key repeats (skips a hash of them all)."""
-        wanted = _as_array(keys)
-        if not unique:
-            wanted = pc.unique(wanted)
-        return self._lookup(wanted, locate=False)[0]
-
-    def locate(self, keys: pa.Array | pa.ChunkedArray) -> tuple[pa.Table, pa.Array]:
-        """:meth:`lookup` of unique ``keys``, and for every key the row of the result that
-        holds it (int64, null when absent): each file group's task also matches its keys
-        against its rows, so the caller needs no join of its own."""
-        return self._lookup(_as_array(keys), locate=True)
-
-    def _lookup(self, wanted: pa.Array, *, locate: bool) -> tuple[pa.Table, pa.Array]:
-        partition = Partition.RECORD_INDEX
-        n = self.group_count(partition)
-        if len(wanted) == 0:
-            return empty_table(partition), pa.array([], pa.int64())
-        groups = file_groups_of(wanted, n)
-        order = group_order(groups, n)
-        wanted, groups = wanted.take(pa.array(order)), groups[order]
-        bounds = _run_bounds(groups)
-
-        # fewer groups than threads (small tables): each group's scan uses the spare ones
-        inner = max(1, self.options.get(settings.LOOKUP_THREADS) // max(1, len(bounds)))
-
-        def one(j: int) -> tuple[pa.Table, pa.Array | None]:
-            group, start, end = bounds[j]
-            asked = wanted[start:end]
-            rows = self.group_table(partition, group, asked, inner, unique=True)
-            return rows, pc.index_in(asked, value_set=rows.column(KEY)) if locate else None
-
-        done = self._map(one, range(len(bounds)))
-        found = pa.concat_tables([rows for rows, _ in done])
-        if not locate:
-            return found, pa.array([], pa.int64())
-        offsets = np.cumsum([0, *(rows.num_rows for rows, _ in done)])
-        at = pa.concat_arrays(
-            [
-                pc.add(hit.cast(pa.int64()), int(offset))  # type: ignore[union-attr]
-                for (_, hit), offset in zip(done, offsets.tolist(), strict=False)
-            ]
-        )
-        inverse = np.empty(len(order), dtype=np.int64)
-        inverse[order] = np.arange(len(order))
-        return found, at.take(pa.array(inverse))  # back to the order of the keys asked
-
-    def locations(self, keys: Sequence[str]) -> dict[str, RecordLocation | None]:
-        """``{key: RecordLocation | None}`` for every key asked."""
-        found: dict[str, RecordLocation | None] = dict.fromkeys(keys)
-        rows = self.lookup(list(found)).to_pydict()
-        ids: dict[tuple[int, int], str] = {}  # few distinct file ids and instants: convert once
-        instants: dict[int, str] = {}
-        for key, part, hi, lo, instant in zip(
-            rows[KEY],
-            rows["partition"],
-            rows["file_id_hi"],
-            rows["file_id_lo"],
-            rows["instant"],
-            strict=True,
-        ):
-            fid = ids.get((hi, lo))
-            if fid is None:
-                fid = ids[(hi, lo)] = ints_to_file_id(hi, lo)
-            when = instants.get(instant)
-            if when is None:
-                when = instants[instant] = int_to_instant(instant)
-            found[key] = RecordLocation(part, fid, when)
-        return found
 
     # ---- files and column stats --------------------------------------------------------
     def partitions(self) -> list[str]:
@@ -462,18 +386,3 @@ class MetadataReader:
         records = self.all_records(Partition.COLUMN_STATS).values()
         stats = [r for r in records if isinstance(r, ColumnStatsRecord)]
         return [r for r in stats if column is None or r.column == column]
-
-
-def _as_array(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Array:
-    if not isinstance(keys, pa.Array | pa.ChunkedArray):
-        return pa.array(keys, pa.string())
-    return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-
-
-def _run_bounds(groups: np.ndarray) -> list[tuple[int, int, int]]:
-    """(group, start, end) of each run of equal values in a sorted int array."""
-    values = np.asarray(groups)
-    if len(values) == 0:
-        return []
-    edges = [0, *((values[1:] != values[:-1]).nonzero()[0] + 1).tolist(), len(values)]
-    return [(int(values[a]), a, b) for a, b in itertools.pairwise(edges)]

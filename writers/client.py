@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakebraid.index.keys import check_key_type, key_array, key_texts
+from lakebraid.index.lookup import locations
 from lakebraid.metadata import settings as metadata_settings
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.hashing import estimate_file_groups
@@ -201,7 +202,7 @@ class WriteClient:
         """Where each key lives as of a read point (None: absent). ``keys`` is a sequence
         (a bare string is refused); the answer is keyed by each key's canonical text."""
         texts = key_texts(keys, self._key_type(), table=self.path, what="lookup")
-        return self._reader(as_of).locations(texts.to_pylist())
+        return locations(self._reader(as_of), texts.to_pylist())
 
     def files(
         self, partition: str | None = None, as_of: object = None

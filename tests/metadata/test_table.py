@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 import lakebraid.metadata.settings as msettings
+from lakebraid.index import lookup as index_lookup
 from lakebraid.metadata.basefile import base_info
 from lakebraid.metadata.errors import CorruptLogBlockError, MetadataError
 from lakebraid.metadata.hashing import file_groups_of
@@ -229,9 +230,9 @@ class Harness:
         stats = reader.column_stats()
         by_key = {(r.column, r.partition, r.file): r for r in stats}
         assert len(by_key) == len(stats), "a column_stats key is listed twice"
-        locations = reader.locations(KEYS)
+        locations = index_lookup.locations(reader, KEYS)
         asked = KEYS[1::2] + KEYS[::2]  # another order: locate answers in the order asked
-        found, at = reader.locate(pa.array(asked, pa.string()))
+        found, at = index_lookup.locate(reader, pa.array(asked, pa.string()))
         rows = found.to_pylist()
         located = {
             key: None
@@ -560,13 +561,13 @@ def test_corrupt_log_block_is_an_error_naming_file_and_offset(tmp_path) -> None:
         with open(path, "wb") as handle:
             handle.write(damaged)
         with pytest.raises(CorruptLogBlockError) as caught:
-            MetadataTable(harness.table).reader().locations(in_victim)
+            index_lookup.locations(MetadataTable(harness.table).reader(), in_victim)
         start = 0 if offset < second_at else second_at
         assert caught.value.path == path
         assert caught.value.offset == start, offset
         assert path in str(caught.value) and f"byte offset {start}" in str(caught.value)
     # the other file groups read fine, and give what was written
-    got = MetadataTable(harness.table).reader().locations(elsewhere)
+    got = index_lookup.locations(MetadataTable(harness.table).reader(), elsewhere)
     deleted = set(keys[1::4])
     for n, key in enumerate(keys):
         if key not in got:
@@ -614,13 +615,13 @@ def test_lookup_seeks_for_few_keys_and_scans_for_many(tmp_path) -> None:
     def check(wanted: list[str], mode: str) -> None:
         reader = meta.reader()
         absent = [f"absent-{i}" for i in range(3)]
-        got = reader.locations(wanted + absent)
+        got = index_lookup.locations(reader, wanted + absent)
         assert reader.last_modes == {"record_index-0000": mode}
         assert got == {
             **{k: RecordLocation(*rows[k]) for k in wanted},
             **dict.fromkeys(absent),
         }
-        table_out = reader.lookup(wanted)
+        table_out = index_lookup.lookup(reader, wanted)
         assert sorted(table_out.column("key").to_pylist()) == sorted(wanted)
 
     check(rng.sample(keys, 5), "seek")
@@ -653,4 +654,4 @@ def test_rollback_of_an_instant_folded_by_a_reindex_is_an_error_not_lost_rows(tm
     assert harness.observed(None) == harness.expected(None)
     harness.rollback(t2)
     with pytest.raises(MetadataError, match="run the reindex again"):
-        MetadataTable(harness.table).reader().locations(KEYS)
+        index_lookup.locations(MetadataTable(harness.table).reader(), KEYS)

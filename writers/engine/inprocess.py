@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.lookup import locate, lookup
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.metadata.arrow_records import empty_table
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
@@ -135,7 +136,7 @@ def write_rows(
     reader = metadata.reader()
     listing = current_files(reader.files())
     if listing:  # an empty table holds no key: no lookup
-        found, at = reader.locate(prepared.column(RECORD_KEY))  # de-duplicated above
+        found, at = locate(reader, prepared.column(RECORD_KEY))  # de-duplicated above
         tagged = tag(prepared, found, at)
         tagged, operation = apply_duplicates(tagged, operation, policy, table.path)
         field = ordering(table)
@@ -154,7 +155,7 @@ def delete_keys(table: TableTimelines, metadata: MetadataTable, keys: pa.Array) 
     """Delete ``keys`` (canonical key text; absent keys are ignored) as one commit."""
     rows = pa.table({RECORD_KEY: pc.unique(keys)})
     reader = metadata.reader()
-    tagged = tag(rows, reader.lookup(rows.column(RECORD_KEY)))
+    tagged = tag(rows, lookup(reader, rows.column(RECORD_KEY)))
     tagged = tagged.filter(pc.is_valid(tagged.column(OLD_FILE_ID)))
     tagged = tagged.append_column(PARTITION, tagged.column(OLD_PARTITION))
     tagged = tagged.append_column(OP, pa.repeat(pa.scalar(OP_DELETE, pa.int8()), tagged.num_rows))

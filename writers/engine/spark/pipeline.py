@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.metadata.commits import WriteStatus
 from lakebraid.metadata.hashing import file_groups_of
@@ -112,7 +113,7 @@ def _dedup_tag(
     if tagging:
         fs, root = fsspec.core.url_to_fs(ctx.root)
         reader = MetadataReader(fs, TableLayout(root), ctx.point, cfg.Options(ctx.options))
-        table = tag(table, *reader.locate(table.column(RECORD_KEY)))  # keys are unique now
+        table = tag(table, *locate(reader, table.column(RECORD_KEY)))  # keys are unique now
         if ctx.ordering is not None:
             layout = TableLayout(root)
             table = stale_moves(table, fs, layout, ctx.files, ctx.ordering, ctx.key)

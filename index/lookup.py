@@ -1,0 +1,128 @@
+"""Record-index lookups: where keys live as of a :class:`metadata.reader.MetadataReader`'s
+read point.
+
+:func:`lookup` and :func:`locate` sort the wanted keys by their record-index file group and
+run one task per file group holding wanted keys (``MetadataReader.map_groups``, on up to
+``metadata.lookup.threads`` threads); each task reads its group's merged rows of just those
+keys (``MetadataReader.group_table``: base file by seek or scan, then the cached columns of
+the group's log files). :func:`locations` answers with :class:`metadata.records.RecordLocation`
+values for callers that want Python objects.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakebraid.metadata import settings
+from lakebraid.metadata.arrow_records import KEY, empty_table
+from lakebraid.metadata.hashing import file_groups_of, group_order
+from lakebraid.metadata.reader import MetadataReader
+from lakebraid.metadata.records import (
+    Partition,
+    RecordLocation,
+    int_to_instant,
+    ints_to_file_id,
+)
+
+
+def lookup(
+    reader: MetadataReader,
+    keys: pa.Array | pa.ChunkedArray | Sequence[str],
+    *,
+    unique: bool = False,
+) -> pa.Table:
+    """Record-index rows (key, partition, file_id_hi, file_id_lo, instant) of the keys
+    that exist; absent keys have no row. One task per file group holding wanted keys.
+    ``unique=True``: the caller guarantees no key repeats (skips a hash of them all)."""
+    wanted = _as_array(keys)
+    if not unique:
+        wanted = pc.unique(wanted)
+    return _lookup(reader, wanted, positions=False)[0]
+
+
+def locate(reader: MetadataReader, keys: pa.Array | pa.ChunkedArray) -> tuple[pa.Table, pa.Array]:
+    """:func:`lookup` of unique ``keys``, and for every key the row of the result that
+    holds it (int64, null when absent): each file group's task also matches its keys
+    against its rows, so the caller needs no join of its own."""
+    return _lookup(reader, _as_array(keys), positions=True)
+
+
+def _lookup(
+    reader: MetadataReader, wanted: pa.Array, *, positions: bool
+) -> tuple[pa.Table, pa.Array]:
+    partition = Partition.RECORD_INDEX
+    n = reader.group_count(partition)
+    if len(wanted) == 0:
+        return empty_table(partition), pa.array([], pa.int64())
+    groups = file_groups_of(wanted, n)
+    order = group_order(groups, n)
+    wanted, groups = wanted.take(pa.array(order)), groups[order]
+    bounds = _run_bounds(groups)
+
+    # fewer groups than threads (small tables): each group's scan uses the spare ones
+    inner = max(1, reader.options.get(settings.LOOKUP_THREADS) // max(1, len(bounds)))
+
+    def one(j: int) -> tuple[pa.Table, pa.Array | None]:
+        group, start, end = bounds[j]
+        asked = wanted[start:end]
+        rows = reader.group_table(partition, group, asked, inner, unique=True)
+        return rows, pc.index_in(asked, value_set=rows.column(KEY)) if positions else None
+
+    done = reader.map_groups(one, range(len(bounds)))
+    found = pa.concat_tables([rows for rows, _ in done])
+    if not positions:
+        return found, pa.array([], pa.int64())
+    offsets = np.cumsum([0, *(rows.num_rows for rows, _ in done)])
+    at = pa.concat_arrays(
+        [
+            pc.add(hit.cast(pa.int64()), int(offset))  # type: ignore[union-attr]
+            for (_, hit), offset in zip(done, offsets.tolist(), strict=False)
+        ]
+    )
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[order] = np.arange(len(order))
+    return found, at.take(pa.array(inverse))  # back to the order of the keys asked
+
+
+def locations(reader: MetadataReader, keys: Sequence[str]) -> dict[str, RecordLocation | None]:
+    """``{key: RecordLocation | None}`` for every key asked."""
+    found: dict[str, RecordLocation | None] = dict.fromkeys(keys)
+    rows = lookup(reader, list(found)).to_pydict()
+    ids: dict[tuple[int, int], str] = {}  # few distinct file ids and instants: convert once
+    instants: dict[int, str] = {}
+    for key, part, hi, lo, instant in zip(
+        rows[KEY],
+        rows["partition"],
+        rows["file_id_hi"],
+        rows["file_id_lo"],
+        rows["instant"],
+        strict=True,
+    ):
+        fid = ids.get((hi, lo))
+        if fid is None:
+            fid = ids[(hi, lo)] = ints_to_file_id(hi, lo)
+        when = instants.get(instant)
+        if when is None:
+            when = instants[instant] = int_to_instant(instant)
+        found[key] = RecordLocation(part, fid, when)
+    return found
+
+
+def _as_array(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Array:
+    if not isinstance(keys, pa.Array | pa.ChunkedArray):
+        return pa.array(keys, pa.string())
+    return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+
+
+def _run_bounds(groups: np.ndarray) -> list[tuple[int, int, int]]:
+    """(group, start, end) of each run of equal values in a sorted int array."""
+    values = np.asarray(groups)
+    if len(values) == 0:
+        return []
+    edges = [0, *((values[1:] != values[:-1]).nonzero()[0] + 1).tolist(), len(values)]
+    return [(int(values[a]), a, b) for a, b in itertools.pairwise(edges)]
