@@ -4,7 +4,7 @@ Format version 1, msgspec JSON of :class:`TableConfig`::
 
     {"format_version": 1, "name": "trips", "record_key": "id", "partition_fields": ["day"],
      "precombine_field": "ts", "schema": [{"name": "id", "type": "string", "nullable": false},
-     ...], "index": {"record_index": true, "record_index_file_groups": 4,
+     ...], "index": {"record_index_file_groups": 4,
      "files_file_groups": 1, "column_stats_file_groups": 2}, "options": {...},
      "created_at": "20261122153000123"}
 
@@ -61,7 +61,6 @@ class FieldSpec(msgspec.Struct, frozen=True):
 
 
 class IndexSettings(msgspec.Struct, frozen=True):
-    record_index: bool = True
     record_index_file_groups: int = 1
     files_file_groups: int = 1
     column_stats_file_groups: int = 1

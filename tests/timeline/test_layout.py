@@ -157,3 +157,15 @@ def test_config_validation_names_the_problem() -> None:
         table_config.TableConfig(record_key="id", partition_fields=["day"], **base).validate()
     with pytest.raises(ConfigError, match="not supported"):
         table_config.text_to_type("struct<a: int64>")
+
+
+def test_a_table_config_naming_the_record_index_flag_still_opens() -> None:
+    """Tables written while ``index.record_index`` existed (always true) keep opening."""
+    data = (
+        b'{"format_version": 1, "name": "t", "record_key": "id", "schema": [], '
+        b'"index": {"record_index": true, "record_index_file_groups": 4}, "options": {}, '
+        b'"created_at": "20261122153000123"}'
+    )
+    config = table_config.decode(data, path="/t/.braid/table.json")
+    assert config.index.record_index_file_groups == 4
+    assert b'"record_index"' not in table_config.encode(config)

@@ -12,7 +12,10 @@ import pytest
 
 from lakebraid.index.errors import RecordKeyError
 from lakebraid.timeline.as_of import AsOfError, parse_as_of
-from lakebraid.timeline.errors import ConfigError, LakebraidError
+from lakebraid.timeline.errors import ConfigError, LakebraidError, StateUnknownError
+from lakebraid.timeline.instant import Action
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.store import InstantStore
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import InputError, WriteError
 
@@ -409,3 +412,26 @@ def test_the_data_source_as_of_option_uses_the_same_parser(tmp_path, spark) -> N
     for value, match in (("yesterday", "read point"), ("2001-01-01", "before the table")):
         with pytest.raises(Exception, match=match):
             spark.read.format("lakebraid").option("as_of", value).load(c.path).collect()
+
+
+def test_a_failure_writing_the_commit_point_is_state_unknown_and_undoes_nothing(
+    client, monkeypatch
+):
+    client.upsert(rows(["a"], 1))
+    original = InstantStore.complete
+
+    def failing(self, kind, time, action, *args, **kwargs):
+        if kind is TimelineKind.GLOBAL and action is Action.COMMIT:
+            raise OSError("connection reset while writing")
+        return original(self, kind, time, action, *args, **kwargs)
+
+    monkeypatch.setattr(InstantStore, "complete", failing)
+    with pytest.raises(StateUnknownError, match="whether it committed is unknown") as err:
+        client.upsert(rows(["b"], 2))
+    monkeypatch.undo()
+    assert err.value.instant is not None and err.value.table == client.path
+    timeline = client.table.timeline()
+    assert [i.time for i in timeline.pending()] == [err.value.instant]
+    assert "rollback" not in [i.action for i in timeline], "the writer undid nothing itself"
+    heartbeat = Path(client.path, ".braid", "heartbeats", err.value.instant)
+    assert heartbeat.exists(), "left to expire, so recovery decides"

@@ -147,7 +147,16 @@ class Transaction:
             completion = table.next_time()
             table.store.complete(D, time, Action.COMMIT, done, completion_time=completion)
             table.store.complete(M, time, Action.DELTACOMMIT, completion_time=completion)
-            table.store.complete(G, time, Action.COMMIT, done, completion_time=completion)
+            try:
+                table.store.complete(G, time, Action.COMMIT, done, completion_time=completion)
+            except OSError as exc:
+                raise StateUnknownError(
+                    f"writing the commit point of {time} failed ({exc}); whether it committed "
+                    "is unknown: `lakebraid timeline PATH` shows it; nothing was undone (the "
+                    "next writer's recovery rolls it back if it did not commit)",
+                    table=table.path,
+                    instant=time,
+                ) from exc
         self.close()
         return time
 
@@ -253,7 +262,10 @@ def _abandon(tx: Transaction, exc: BaseException) -> None:
     completed; if the rollback fails too, the heartbeat is left to expire and the next
     writer's recovery finishes it."""
     table, time = tx.table, tx.time
-    pending = time is not None and not isinstance(exc, StateUnknownError | RetryableError)
+    if isinstance(exc, StateUnknownError):  # the heartbeat expires; recovery decides
+        tx.close(failed=True)
+        return
+    pending = time is not None and not isinstance(exc, RetryableError)
     try:
         if pending:
             target = table.timeline(G).get(time, Action.COMMIT)  # type: ignore[arg-type]
