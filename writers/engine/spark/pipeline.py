@@ -164,7 +164,6 @@ def route_frame(
     record-index file group (one lookup task per group); without it, by record key. Either
     way all rows of a key meet in one task. ``existing`` is an insert's duplicate-key policy
     (``fail``: raise before anything is written; ``drop``: leave those rows out)."""
-    packed = msgspec.msgpack.encode(ctx)
     prepared_schema = _schema_with(
         to_arrow_schema(df.schema),
         pa.field(RECORD_KEY, pa.string()),
@@ -172,6 +171,32 @@ def route_frame(
         pa.field(OP, pa.int8()),
         pa.field(RI_GROUP, pa.int32()),
     )
+    cached = _tagged(df, ctx, tagging, prepared_schema)
+    held = F.col(OLD_FILE_ID).isNotNull()  # keys the table already holds
+    tagged = cached.where(~held) if existing == "drop" and tagging else cached
+    try:
+        counts, touched = _summary(tagged, existing, operation, table)
+    except BaseException:
+        cached.unpersist()
+        raise
+    plan = plan_slots(counts, {}, target_rows=target_rows, small_rows=small_rows)
+    touched.update((p, slot.file_id) for p, slots in plan.items() for slot in slots)
+    routed_schema = _schema_with(
+        prepared_schema,
+        pa.field(OLD_PARTITION, pa.string()),
+        pa.field(OLD_FILE_ID, pa.string()),
+        pa.field(TARGET_FILE_ID, pa.string()),
+    )
+    routed = tagged.mapInArrow(
+        functools.partial(_route, msgspec.msgpack.encode(plan)), from_arrow_schema(routed_schema)
+    )
+    return Routed(routed, sorted(touched), cached)
+
+
+def _tagged(df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Schema) -> DataFrame:
+    """The rows prepared, de-duplicated and tagged, persisted (shuffled so all rows of a key
+    meet in one task)."""
+    packed = msgspec.msgpack.encode(ctx)
     tagged_schema = from_arrow_schema(
         _schema_with(
             prepared_schema,
@@ -189,9 +214,14 @@ def route_frame(
         parallelism = df.sparkSession.sparkContext.defaultParallelism
         shuffled = df.repartition(max(2, parallelism), ctx.key)
     work = functools.partial(_dedup_tag, packed, tagging, tagging)
-    cached = shuffled.mapInArrow(work, tagged_schema).persist()
-    held = F.col(OLD_FILE_ID).isNotNull()  # keys the table already holds
-    tagged = cached.where(~held) if existing == "drop" and tagging else cached
+    return shuffled.mapInArrow(work, tagged_schema).persist()
+
+
+def _summary(
+    tagged: DataFrame, existing: str | None, operation: str, table: str
+) -> tuple[dict[str, int], set[tuple[str, str]]]:
+    """New rows per partition and the existing file groups touched, from one aggregation;
+    under ``existing == "fail"`` a write holding stored keys is refused (10 sampled)."""
     is_new = (F.col(OP) == OP_UPSERT) & (
         F.col(OLD_PARTITION).isNull() | (F.col(OLD_PARTITION) != F.col(PARTITION))
     )
@@ -203,8 +233,8 @@ def route_frame(
     if existing == "fail":  # the summary counts them: a sample is read only to name them
         duplicates = sum(int(r["rows"]) for r in summary if r[OLD_FILE_ID] is not None)
         if duplicates:
+            held = F.col(OLD_FILE_ID).isNotNull()
             sample = tagged.where(held).select(RECORD_KEY).limit(10).collect()
-            cached.unpersist()
             keys = [r[RECORD_KEY] for r in sample]
             raise duplicate_keys_error(operation, duplicates, keys, table)
     counts: dict[str, int] = {}
@@ -214,18 +244,7 @@ def route_frame(
             counts[row[PARTITION]] = counts.get(row[PARTITION], 0) + int(row["inserts"])
         if row[OLD_FILE_ID] is not None:
             touched.add((row[OLD_PARTITION], row[OLD_FILE_ID]))
-    plan = plan_slots(counts, {}, target_rows=target_rows, small_rows=small_rows)
-    touched.update((p, slot.file_id) for p, slots in plan.items() for slot in slots)
-    routed_schema = _schema_with(
-        prepared_schema,
-        pa.field(OLD_PARTITION, pa.string()),
-        pa.field(OLD_FILE_ID, pa.string()),
-        pa.field(TARGET_FILE_ID, pa.string()),
-    )
-    routed = tagged.mapInArrow(
-        functools.partial(_route, msgspec.msgpack.encode(plan)), from_arrow_schema(routed_schema)
-    )
-    return Routed(routed, sorted(touched), cached)
+    return counts, touched
 
 
 def rewrite_frame(
