@@ -1,7 +1,7 @@
 """Record index benchmark: build, size on disk and lookups of a large metadata record index.
 
 Builds a lakebraid table in a temporary folder, loads a record index of ``--keys`` random
-UUID4 keys with ``MetadataTable.reindex_record_index`` and prints:
+UUID4 keys with ``lakebraid.index.reindex.reindex_record_index`` and prints:
 
 * the build time and the number of file groups (estimated, 1M records per group);
 * the bytes per entry of the record-index base files on disk (Hudi RFC-8 reports 50-55);
@@ -44,6 +44,8 @@ import pyarrow.compute as pc  # noqa: E402
 from benchlib import Report, clear_process_caches  # noqa: E402
 
 from lakebraid.index import lookup as index_lookup  # noqa: E402
+from lakebraid.index.reindex import reindex_record_index  # noqa: E402
+from lakebraid.index.sizing import estimate_groups  # noqa: E402
 from lakebraid.metadata.arrow_records import index_table  # noqa: E402
 from lakebraid.metadata.records import Partition, file_id_to_ints, instant_to_int  # noqa: E402
 from lakebraid.metadata.table import MetadataTable  # noqa: E402
@@ -143,7 +145,7 @@ def build_index(n: int, folder: str, rng: np.random.Generator, options: dict[str
     lake = new_table(f"{folder}/table", options)
     meta = MetadataTable(lake)
     start = time.perf_counter()
-    meta.reindex_record_index(table)
+    reindex_record_index(meta, table)
     t_build = time.perf_counter() - start
     del table
     index = Index(n, lake, keys, part_idx, file_idx, file_ids)
@@ -159,7 +161,7 @@ def build_index(n: int, folder: str, rng: np.random.Generator, options: dict[str
     print(
         f"[{n:,} keys] keys generated in {t_keys:.2f} s, rows built in {t_rows:.2f} s, "
         f"reindex (write {len(sizes)} bases) in {t_build:.2f} s; {groups} file groups "
-        f"(estimate {meta.estimate_groups(n)}); {sum(sizes) / 2**20:.1f} MiB on disk = "
+        f"(estimate {estimate_groups(lake.options, n)}); {sum(sizes) / 2**20:.1f} MiB on disk = "
         f"{per_entry:.2f} bytes per entry"
     )
     index.figures.update(

@@ -25,10 +25,8 @@ the published FNV-1a 64 values, e.g. ``0xaf63dc4c8601ec8c`` for ``"a"``::
     "Grüße, 世界"                            0x397f259d91e888ab  7
 
 File groups are named ``<partition>-<index, zero padded to 4 digits>``, e.g.
-``record_index-0007`` (:func:`file_group_id` / :func:`parse_file_group_id`). The number of file
-groups of a partition is estimated from its record count as Hudi RFC-8 proposes:
-``ceil(count / records_per_group)`` clamped to ``[min_groups, max_groups]``
-(:func:`estimate_file_groups`).
+``record_index-0007`` (:func:`file_group_id` / :func:`parse_file_group_id`). How many file
+groups the record index gets is ``lakebraid.index.sizing``'s estimate.
 """
 
 from __future__ import annotations
@@ -46,10 +44,6 @@ FNV_PRIME = 0x100000001B3
 FMIX_C1 = 0xFF51AFD7ED558CCD
 FMIX_C2 = 0xC4CEB9FE1A85EC53
 _MASK = (1 << 64) - 1
-
-DEFAULT_RECORDS_PER_GROUP = 1_000_000
-DEFAULT_MIN_GROUPS = 1
-DEFAULT_MAX_GROUPS = 10_000
 
 _CHUNK = 1 << 20  # keys hashed per numpy pass (keeps the working set in cache)
 _GROUP_RE = re.compile(r"^(?P<partition>[a-z][a-z0-9_]*)-(?P<index>\d{4,})$")
@@ -187,21 +181,3 @@ def parse_file_group_id(group: str) -> tuple[str, int]:
             f"{group!r} is not a canonical file group id (extra leading zeros)"
         )
     return partition, index
-
-
-def estimate_file_groups(
-    record_count: int,
-    records_per_group: int = DEFAULT_RECORDS_PER_GROUP,
-    min_groups: int = DEFAULT_MIN_GROUPS,
-    max_groups: int = DEFAULT_MAX_GROUPS,
-) -> int:
-    """``ceil(record_count / records_per_group)`` clamped to ``[min_groups, max_groups]``."""
-    if record_count < 0:
-        raise MetadataValueError(f"record count must be >= 0, not {record_count}")
-    if records_per_group < 1:
-        raise MetadataValueError(f"records per group must be >= 1, not {records_per_group}")
-    if not 1 <= min_groups <= max_groups:
-        raise MetadataValueError(
-            f"need 1 <= min_groups <= max_groups, not {min_groups}, {max_groups}"
-        )
-    return max(min_groups, min(max_groups, -(-record_count // records_per_group)))

@@ -1,4 +1,4 @@
-"""The metadata table of one lakebraid table: read points, writes, compaction, reindex.
+"""The metadata table of one lakebraid table: read points, writes, compaction.
 
 Instants of the metadata table's own (on the metadata timeline only; their bodies are
 msgspec JSON, version 1):
@@ -6,9 +6,10 @@ msgspec JSON, version 1):
 * ``compaction`` -- body :class:`CompactionPlan` (the file groups it rewrites). Each group's
   visible slice (base + logs) is folded into a new base ``<group>_<t>.parquet`` whose footer
   lists every instant it holds. Blocks of instants that are not visible are never folded.
-* ``reindex`` -- body :class:`ReindexPlan` (new file-group counts). Writes a full base for
-  every file group of a partition from a given state, folding every visible instant; from its
-  completion on, readers use its group counts.
+* ``reindex`` -- body :class:`ReindexPlan` (new file-group counts), written by
+  ``lakebraid.index.reindex``: a full base for every file group of a partition from a given
+  state, folding every visible instant; from its completion on, :meth:`MetadataTable.read_point`
+  gives its group counts.
 
 A base is visible to a read point when its compaction or reindex instant completed on the
 metadata timeline at or before the read point; old bases and logs stay until cleaned, so reads
@@ -22,13 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import msgspec
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakebraid.metadata import settings
-from lakebraid.metadata.arrow_records import SCHEMAS, index_table, records_to_table
+from lakebraid.metadata.arrow_records import records_to_table
 from lakebraid.metadata.basefile import write_base
-from lakebraid.metadata.hashing import estimate_file_groups, file_group_id, file_groups_of
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
 from lakebraid.metadata.records import FilesRecord, Partition
 from lakebraid.metadata.slices import FileSlice, ReadPoint
@@ -180,7 +178,6 @@ class MetadataTable:
         store.complete(meta, time, Action.COMPACTION, encode_body(inflight))
         return time
 
-    # ---- reindex ---------------------------------------------------------------------
     def compact_if_due(self) -> str | None:
         """The inline compaction a writer runs after its commit (config keys
         ``metadata.compact.max.log.files`` / ``metadata.compact.max.log.bytes``)."""
@@ -192,67 +189,3 @@ class MetadataTable:
         if files == 0:
             return None
         return self.compact(min_logs=files, min_log_bytes=size)
-
-    def estimate_groups(self, record_count: int) -> int:
-        options = self.table.options
-        return estimate_file_groups(
-            record_count,
-            options.get(settings.RECORDS_PER_GROUP),
-            options.get(settings.MIN_GROUPS),
-            options.get(settings.MAX_GROUPS),
-        )
-
-    def reindex_record_index(self, rows: pa.Table, n_groups: int | None = None) -> str:
-        """Replace the record index with ``rows`` (columns of ``SCHEMAS[record_index]``, or
-        ``key``/``partition``/``file_id``/``instant`` strings), as one reindex instant writing a
-        base per file group; ``n_groups`` defaults to an estimate from the row count."""
-        partition = Partition.RECORD_INDEX
-        schema = SCHEMAS[partition]
-        if "file_id" in rows.column_names:
-            rows = _index_rows_from_strings(rows)
-        rows = rows.select(schema.names).cast(schema)
-        n = n_groups or self.estimate_groups(rows.num_rows)
-        point = self.read_point()
-        store, meta = self.table.store, TimelineKind.METADATA
-        with self.table.lock:
-            time = self.table.next_time()
-            plan = ReindexPlan(group_counts={str(partition): n})
-            store.request(meta, time, Action.REINDEX, encode_body(plan))
-        store.start(meta, time, Action.REINDEX, encode_body(plan))
-        groups = pa.array(file_groups_of(rows.column("key"), n))
-        rows = rows.append_column("__group", groups).sort_by([("__group", "ascending")])
-        counts = pc.value_counts(groups).to_pylist() if len(groups) else []
-        sizes = {int(c["values"]): int(c["counts"]) for c in counts}
-        start = 0
-        row_groups = self.table.options.get(settings.BASE_ROW_GROUP_ROWS)
-        for index in range(n):
-            size = sizes.get(index, 0)
-            part = rows.slice(start, size).drop_columns(["__group"])
-            start += size
-            group = file_group_id(str(partition), index)
-            write_base(
-                self.fs,
-                self.layout.metadata_base_file(str(partition), group, time),
-                part,
-                partition=str(partition),
-                file_group=group,
-                instant=time,
-                folded=list(point.visible),
-                row_group_rows=row_groups,
-            )
-        store.complete(meta, time, Action.REINDEX, encode_body(plan))
-        return time
-
-
-def _index_rows_from_strings(rows: pa.Table) -> pa.Table:
-    """``key, partition, file_id, instant`` (strings; one instant) -> the base-file columns."""
-    instants = pc.unique(rows.column("instant")).to_pylist()
-    if len(instants) != 1:
-        parts = [
-            _index_rows_from_strings(rows.filter(pc.equal(rows.column("instant"), i)))
-            for i in instants
-        ]
-        return pa.concat_tables(parts)
-    return index_table(
-        rows.column("key"), rows.column("partition"), rows.column("file_id"), instants[0]
-    )

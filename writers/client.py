@@ -20,9 +20,8 @@ import pyarrow as pa
 
 from lakebraid.index.keys import check_key_type, key_array, key_texts
 from lakebraid.index.lookup import locations
-from lakebraid.metadata import settings as metadata_settings
+from lakebraid.index.sizing import estimate_groups
 from lakebraid.metadata.commits import schema_as_of
-from lakebraid.metadata.hashing import estimate_file_groups
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import ColumnStatsRecord, RecordLocation
 from lakebraid.metadata.table import MetadataTable
@@ -76,12 +75,7 @@ class WriteClient:
         expected = opts.get(settings.EXPECTED_RECORDS)
         groups = 1
         if expected:
-            groups = estimate_file_groups(
-                expected,
-                opts.get(metadata_settings.RECORDS_PER_GROUP),
-                opts.get(metadata_settings.MIN_GROUPS),
-                opts.get(metadata_settings.MAX_GROUPS),
-            )
+            groups = estimate_groups(opts, expected)
         config = TableConfig(
             name=path.rstrip("/").rsplit("/", 1)[-1] or "table",
             record_key=record_key,

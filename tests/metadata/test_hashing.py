@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.metadata.hashing import (
-    estimate_file_groups,
     file_group_id,
     file_group_of,
     file_groups_of,
@@ -115,25 +114,6 @@ def test_file_group_ids() -> None:
             parse_file_group_id(bad)
     with pytest.raises(ValueError):
         file_group_id("files", -1)
-
-
-def test_estimate_file_groups_clamps() -> None:
-    assert estimate_file_groups(0) == 1
-    assert estimate_file_groups(1) == 1
-    assert estimate_file_groups(1_000_000) == 1
-    assert estimate_file_groups(1_000_001) == 2
-    assert estimate_file_groups(10**12) == 10_000
-    assert estimate_file_groups(95, records_per_group=10, min_groups=2, max_groups=8) == 8
-    assert estimate_file_groups(5, records_per_group=10, min_groups=2, max_groups=8) == 2
-    assert estimate_file_groups(35, records_per_group=10, min_groups=2, max_groups=8) == 4
-    assert estimate_file_groups(10**30 + 1, records_per_group=10**29, max_groups=100) == 11
-    for bad in [
-        dict(record_count=-1),
-        dict(record_count=1, records_per_group=0),
-        dict(record_count=1, min_groups=5, max_groups=4),
-    ]:
-        with pytest.raises(ValueError):
-            estimate_file_groups(**bad)  # type: ignore[arg-type]
 
 
 @settings(max_examples=100, deadline=None)

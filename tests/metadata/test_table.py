@@ -25,6 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 import lakebraid.metadata.settings as msettings
 from lakebraid.index import lookup as index_lookup
+from lakebraid.index.reindex import reindex_record_index
 from lakebraid.metadata.basefile import base_info
 from lakebraid.metadata.errors import CorruptLogBlockError, MetadataError
 from lakebraid.metadata.hashing import file_groups_of
@@ -605,7 +606,7 @@ def test_lookup_seeks_for_few_keys_and_scans_for_many(tmp_path) -> None:
         }
     )
     meta = MetadataTable(table)
-    reindex = meta.reindex_record_index(table_rows)  # 50,000 rows: one group by the estimate
+    reindex = reindex_record_index(meta, table_rows)  # 50,000 rows: one group by the estimate
     folder = table.layout.metadata_partition_dir(str(Partition.RECORD_INDEX))
     for name in os.listdir(folder):
         info = base_info(table.fs, f"{folder}/{name}")
@@ -650,7 +651,7 @@ def test_rollback_of_an_instant_folded_by_a_reindex_is_an_error_not_lost_rows(tm
             "instant": [t1] * 8 + [t2] * 4,
         }
     )
-    MetadataTable(harness.table).reindex_record_index(rows, n_groups=4)
+    reindex_record_index(MetadataTable(harness.table), rows, n_groups=4)
     assert harness.observed(None) == harness.expected(None)
     harness.rollback(t2)
     with pytest.raises(MetadataError, match="run the reindex again"):
