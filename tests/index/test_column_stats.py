@@ -1,7 +1,7 @@
 """Data skipping never drops a file that holds a matching row (property tests), and the SQL
 text of a filter becomes pruning conditions through sqlglot's Spark dialect exactly where the
 meaning is certain; everything else prunes nothing. No Spark here (see
-test_pruning_differential.py for the same filters against Spark)."""
+tests/writers/read/test_pruning_differential.py for the same filters against Spark)."""
 
 from __future__ import annotations
 

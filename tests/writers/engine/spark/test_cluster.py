@@ -26,7 +26,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 DRIVER = Path(__file__).with_name("cluster_driver.py")
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
