@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from table_fixtures import small_config
 
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.timeline.table_config import FieldSpec, TableConfig
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,17 +38,7 @@ def new_table(tmp_path):
     """``new_table(**options)`` creates a small partitioned table under tmp_path."""
 
     def make(name: str = "t", **options: object) -> TableTimelines:
-        config = TableConfig(
-            name=name,
-            record_key="id",
-            partition_fields=["day"],
-            precombine_field="ts",
-            schema=[
-                FieldSpec("id", "string", False),
-                FieldSpec("day", "string"),
-                FieldSpec("ts", "int64"),
-            ],
-        )
+        config = small_config(name)
         return TableTimelines.create(str(tmp_path / name), config, options)
 
     return make

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from table_fixtures import small_config
 
 import lakebraid.metadata.settings as msettings
 from lakebraid.index import lookup as index_lookup
@@ -42,7 +43,7 @@ from lakebraid.timeline.bodies import RollbackBody, encode_body
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.timeline.table_config import FieldSpec, IndexSettings, TableConfig
+from lakebraid.timeline.table_config import IndexSettings
 
 KINDS = (TimelineKind.DATA, TimelineKind.METADATA, TimelineKind.GLOBAL)
 ACTIONS = {
@@ -63,18 +64,7 @@ COLUMNS = ["id", "ts"]
 
 
 def make_table(path: str, index: IndexSettings, options: dict[str, object] | None = None):
-    config = TableConfig(
-        name="t",
-        record_key="id",
-        partition_fields=["day"],
-        precombine_field="ts",
-        schema=[
-            FieldSpec("id", "string", False),
-            FieldSpec("day", "string"),
-            FieldSpec("ts", "int64"),
-        ],
-        index=index,
-    )
+    config = small_config(index=index)
     return TableTimelines.create(path, config, options)
 
 
