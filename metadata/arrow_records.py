@@ -74,6 +74,8 @@ SCHEMAS: dict[Partition, pa.Schema] = {
         ]
     ),
 }
+# the record index's log rows as columns: a base file's columns, then ``deleted`` (tombstones)
+INDEX_LOG_SCHEMA = SCHEMAS[Partition.RECORD_INDEX].append(pa.field("deleted", pa.bool_()))
 
 
 def empty_table(partition: Partition | str) -> pa.Table:

@@ -44,10 +44,7 @@ read as Arrow dictionaries and decoded after the rows are taken.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from typing import BinaryIO
 
 import msgspec
 import numpy as np
@@ -55,7 +52,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
 
 from lakebraid.metadata.errors import (
     CorruptBaseFileError,
@@ -63,6 +59,7 @@ from lakebraid.metadata.errors import (
     MetadataFormatError,
     MetadataValueError,
 )
+from lakebraid.metadata.files import open_file
 from lakebraid.metadata.integrity import (
     READ_OPTIONS,
     WRITE_OPTIONS,
@@ -72,6 +69,7 @@ from lakebraid.metadata.integrity import (
     guarded,
 )
 from lakebraid.metadata.keyorder import KeyMatcher, sort_order
+from lakebraid.timeline.lock import is_local
 from lakebraid.timeline.store import make_durable
 
 BASE_VERSION = 2
@@ -134,7 +132,7 @@ def write_base(
     if folder:
         fs.makedirs(folder, exist_ok=True)  # a reindex may write the partition's first file
     tmp = f"{path}.inprogress"
-    with _output(fs, tmp) as handle:
+    with open_file(fs, tmp, "wb") as handle:
         pq.write_table(
             table,
             handle,
@@ -157,29 +155,7 @@ def write_base(
 def _remote(fs: AbstractFileSystem) -> bool:
     """Whether reads should be pre-buffered: coalesced ranges fetched up front suit object
     stores; on a local disk they only copy the file once more."""
-    return not isinstance(fs, LocalFileSystem)
-
-
-@contextmanager
-def _input(fs: AbstractFileSystem, path: str) -> Iterator[pa.NativeFile | BinaryIO]:
-    """A file to read: a native Arrow file on the local file system (reads release the GIL),
-    else the fsspec file."""
-    if isinstance(fs, LocalFileSystem):
-        with pa.OSFile(fs._strip_protocol(path), "rb") as native:
-            yield native
-    else:
-        with fs.open(path, "rb") as handle:
-            yield handle
-
-
-@contextmanager
-def _output(fs: AbstractFileSystem, path: str) -> Iterator[pa.NativeFile | BinaryIO]:
-    if isinstance(fs, LocalFileSystem):
-        with pa.OSFile(fs._strip_protocol(path), "wb") as native:
-            yield native
-    else:
-        with fs.open(path, "wb") as handle:
-            yield handle
+    return not is_local(fs)
 
 
 def _row_groups_note(keys: pa.Array | pa.ChunkedArray, size: int) -> bytes:
@@ -228,7 +204,7 @@ def _bounds(meta: pq.FileMetaData, kv: dict[bytes, bytes]) -> Groups:
 def _footer(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInfo]:
     """The footer of a base file, checked (see the module doc)."""
     with guarded(path, CorruptBaseFileError):
-        with _input(fs, path) as handle:
+        with open_file(fs, path) as handle:
             meta = pq.ParquetFile(handle).metadata
         check_footer(meta)
         kv = meta.metadata or {}
@@ -275,7 +251,7 @@ def base_info(fs: AbstractFileSystem, path: str) -> BaseInfo:
 
 def read_base(fs: AbstractFileSystem, path: str, columns: list[str] | None = None) -> pa.Table:
     meta, info = _open(fs, path)
-    with guarded(path, CorruptBaseFileError), _input(fs, path) as handle:
+    with guarded(path, CorruptBaseFileError), open_file(fs, path) as handle:
         parquet = pq.ParquetFile(handle, metadata=meta, pre_buffer=_remote(fs), **READ_OPTIONS)
         table = parquet.read(columns=columns)
         if table.num_rows != info.num_rows:
@@ -355,7 +331,7 @@ def _scan(
     """The rows of row groups ``run`` whose key is in ``keys`` (sorted, unique). Every row of
     the groups is decoded and counted: fewer or more than the footer says is corruption."""
     matcher, found, seen = KeyMatcher(keys), [], 0
-    with _input(fs, path) as handle:
+    with open_file(fs, path) as handle:
         parquet = pq.ParquetFile(
             handle,
             metadata=meta,

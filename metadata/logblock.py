@@ -54,7 +54,6 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
 
 from lakebraid.metadata.errors import (
     CorruptLogBlockError,
@@ -63,6 +62,7 @@ from lakebraid.metadata.errors import (
     MetadataTypeError,
     MetadataValueError,
 )
+from lakebraid.metadata.files import local_path
 from lakebraid.metadata.records import (
     SCHEMA_VERSION,
     MetadataRecord,
@@ -487,7 +487,8 @@ def append_blocks(fs: AbstractFileSystem, path: str, blocks: Sequence[bytes]) ->
             raise MetadataValueError(f"blocks[{i}] holds {len(blob) - after} bytes after its block")
     if not blocks:
         return
-    if not isinstance(fs, LocalFileSystem):
+    local = local_path(fs, path)
+    if local is None:
         if fs.exists(path):
             raise MetadataError(
                 f"cannot append to {path}: {type(fs).__name__} does not support appends, "
@@ -496,7 +497,6 @@ def append_blocks(fs: AbstractFileSystem, path: str, blocks: Sequence[bytes]) ->
         with fs.open(path, "wb") as handle:
             handle.write(b"".join(blocks))
         return
-    local = fs._strip_protocol(path)
     folder = os.path.dirname(local) or "."
     os.makedirs(folder, exist_ok=True)
     existed = os.path.exists(local)

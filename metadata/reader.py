@@ -28,7 +28,14 @@ import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
 from lakebraid.metadata import settings
-from lakebraid.metadata.arrow_records import KEY, empty_table, records_to_table, table_to_records
+from lakebraid.metadata.arrow_records import (
+    INDEX_LOG_SCHEMA,
+    KEY,
+    empty_table,
+    first_per_key,
+    records_to_table,
+    table_to_records,
+)
 from lakebraid.metadata.basefile import base_info, lookup_base, read_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
@@ -47,6 +54,7 @@ from lakebraid.timeline.layout import TableLayout
 
 T = TypeVar("T")
 _key_of = operator.attrgetter("key")
+_INDEX_FIELDS = tuple(INDEX_LOG_SCHEMA.names)
 LogState = dict[str, MetadataRecord | None]  # None: deleted by a delete block
 
 
@@ -83,7 +91,7 @@ class _LogCache:
         """Seed the cache with a record-index log file its writer has in hand as columns
         (the file of ``size`` bytes holds exactly these rows), so the next lookup in this
         process need not decode it."""
-        self._put((f"{path}#columns", size), table.select(_INDEX_FIELDS).cast(_INDEX_LOG_SCHEMA))
+        self._put((f"{path}#columns", size), table.select(_INDEX_FIELDS).cast(INDEX_LOG_SCHEMA))
 
     def _put(self, key: tuple[str, int], value: object) -> None:
         with self._lock:
@@ -173,33 +181,18 @@ def slice_table(
     return pa.concat_tables([rows.select(added.schema.names).cast(added.schema), added]), mode
 
 
-_INDEX_FIELDS = ("key", "partition", "file_id_hi", "file_id_lo", "instant", "deleted")
-_INDEX_LOG_SCHEMA = pa.schema(
-    [
-        ("key", pa.string()),
-        ("partition", pa.string()),
-        ("file_id_hi", pa.int64()),
-        ("file_id_lo", pa.int64()),
-        ("instant", pa.int64()),
-        ("deleted", pa.bool_()),
-    ]
-)
-
-
 def index_log_table(blocks: list[LogBlock]) -> pa.Table:
     """The net record-index changes of one log file's blocks as columns (newest wins)."""
     tables = [_index_block_table(b) for b in blocks if b.block_type is not BlockType.COMMAND]
     if not tables:
-        return _INDEX_LOG_SCHEMA.empty_table()
+        return INDEX_LOG_SCHEMA.empty_table()
     if len(tables) == 1:
         return tables[0]
     ranked = [
         t.append_column("_n", pa.array(np.full(len(t), i, np.int32))) for i, t in enumerate(tables)
     ]
-    merged = pa.concat_tables(ranked).sort_by([("key", "ascending"), ("_n", "descending")])
-    ordered = merged.column("key").combine_chunks()
-    first = pa.concat_arrays([pa.array([True]), pc.not_equal(ordered[1:], ordered[:-1])])
-    return merged.filter(first).drop_columns(["_n"])
+    merged = first_per_key(pa.concat_tables(ranked), KEY, [("_n", "descending")])
+    return merged.drop_columns(["_n"])
 
 
 def _index_block_table(block: LogBlock) -> pa.Table:
@@ -210,8 +203,8 @@ def _index_block_table(block: LogBlock) -> pa.Table:
     else:
         columns = [list(map(operator.attrgetter(f), block.records)) for f in _INDEX_FIELDS]
     table = pa.Table.from_arrays(
-        [pa.array(c, f.type) for c, f in zip(columns, _INDEX_LOG_SCHEMA, strict=True)],
-        schema=_INDEX_LOG_SCHEMA,
+        [pa.array(c, f.type) for c, f in zip(columns, INDEX_LOG_SCHEMA, strict=True)],
+        schema=INDEX_LOG_SCHEMA,
     )
     return table
 
@@ -234,10 +227,7 @@ def _apply_index_logs(
         return rows
     state = pa.concat_tables(parts)
     if len(parts) > 1:
-        state = state.sort_by([("key", "ascending"), ("_seq", "descending")])
-        ordered = state.column("key").combine_chunks()
-        first = pc.not_equal(ordered[1:], ordered[:-1])
-        state = state.filter(pa.concat_arrays([pa.array([True]), first]))
+        state = first_per_key(state, KEY, [("_seq", "descending")])
     if rows.num_rows:  # base rows the logs replace or delete
         rows = rows.filter(pc.invert(pc.is_in(rows.column(KEY), value_set=state.column("key"))))
     live = state.filter(pc.invert(state.column("deleted")))

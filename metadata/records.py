@@ -61,7 +61,7 @@ import datetime as dt
 import enum
 import uuid
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 from msgspec.msgpack import Ext
@@ -107,6 +107,17 @@ class FilesRecord(msgspec.Struct, frozen=True, array_like=True):
         return FilesRecord(self.key, dict(sorted(self.added.items())), [])
 
 
+R = TypeVar("R", bound="ColumnStatsRecord | RecordIndexRecord")
+
+
+def _newest_wins(older: R | None, newer: R, *, keep_tombstones: bool = False) -> R | None:
+    """The merge rule of ``column_stats`` and ``record_index`` records: newest wins, a
+    tombstone gives ``None`` (``keep_tombstones``: the tombstone itself)."""
+    if older is not None:
+        _same_key(older.key, newer.key)
+    return None if newer.deleted and not keep_tombstones else newer
+
+
 class ColumnStatsRecord(msgspec.Struct, frozen=True, array_like=True):
     """Statistics of one column in one data file."""
 
@@ -128,16 +139,7 @@ class ColumnStatsRecord(msgspec.Struct, frozen=True, array_like=True):
     def tombstone(cls, column: str, partition: str, file: str) -> ColumnStatsRecord:
         return cls(column, partition, file, None, None, 0, 0, 0, deleted=True)
 
-    @staticmethod
-    def merge(
-        older: ColumnStatsRecord | None,
-        newer: ColumnStatsRecord,
-        *,
-        keep_tombstones: bool = False,
-    ) -> ColumnStatsRecord | None:
-        if older is not None:
-            _same_key(older.key, newer.key)
-        return None if newer.deleted and not keep_tombstones else newer
+    merge = staticmethod(_newest_wins)
 
 
 class RecordLocation(msgspec.Struct, frozen=True):
@@ -178,16 +180,7 @@ class RecordIndexRecord(msgspec.Struct, frozen=True, array_like=True, gc=False):
     def location(self) -> RecordLocation:
         return RecordLocation(self.partition, self.file_id, int_to_instant(self.instant))
 
-    @staticmethod
-    def merge(
-        older: RecordIndexRecord | None,
-        newer: RecordIndexRecord,
-        *,
-        keep_tombstones: bool = False,
-    ) -> RecordIndexRecord | None:
-        if older is not None:
-            _same_key(older.key, newer.key)
-        return None if newer.deleted and not keep_tombstones else newer
+    merge = staticmethod(_newest_wins)
 
 
 MetadataRecord = FilesRecord | ColumnStatsRecord | RecordIndexRecord

@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import ColumnStat
+from lakebraid.metadata.files import open_file
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, check_footer, guarded
 from lakebraid.timeline.table_config import text_to_type
 from lakebraid.writers.errors import CorruptDataFileError
@@ -97,10 +97,10 @@ def read_parquet(
     keep = [f.name for f in dictionaries or [] if pa.types.is_dictionary(f.type)]
     options: dict[str, Any] = dict(read_dictionary=keep or None, **READ_OPTIONS)
     with guarded(path, CorruptDataFileError):
-        if isinstance(fs, LocalFileSystem):
-            with pq.ParquetFile(path, memory_map=True, **options) as parquet:
-                return _read_checked(parquet, threads, columns)
-        with fs.open(path, "rb") as handle, pq.ParquetFile(handle, **options) as parquet:
+        with (
+            open_file(fs, path, memory_map=True) as source,
+            pq.ParquetFile(source, **options) as parquet,
+        ):
             return _read_checked(parquet, threads, columns)
 
 

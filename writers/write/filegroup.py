@@ -27,11 +27,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.commits import WriteStatus, pack_keys
+from lakebraid.metadata.files import open_file
 from lakebraid.metadata.integrity import (
     WRITE_OPTIONS,
     file_crc32,
@@ -183,11 +183,8 @@ def _write_file(
         write_statistics=[n for n in result.schema.names if n != RECORD_KEY],
         **WRITE_OPTIONS,
     )
-    if isinstance(fs, LocalFileSystem):
-        pq.write_table(result, path, **options)  # Arrow's own file I/O
-    else:
-        with fs.open(path, "wb") as handle:
-            pq.write_table(result, handle, **options)
+    with open_file(fs, path, "wb") as sink:  # local: Arrow's own file I/O
+        pq.write_table(result, sink, **options)
     if sync:
         make_durable(fs, path)
     return WriteStatus(

@@ -1,0 +1,38 @@
+"""Opening a table's files on any fsspec file system: on the local file system through the
+operating system's path with Arrow's native files (their reads and writes release the GIL, and
+no Python file object crosses into Arrow's I/O threads), elsewhere through fsspec."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import BinaryIO, Literal
+
+import pyarrow as pa
+from fsspec import AbstractFileSystem
+
+from lakebraid.timeline.lock import is_local
+
+
+def local_path(fs: AbstractFileSystem, path: str) -> str | None:
+    """The operating system's path of ``path`` when ``fs`` is the local file system, else
+    None."""
+    return fs._strip_protocol(path) if is_local(fs) else None
+
+
+@contextmanager
+def open_file(
+    fs: AbstractFileSystem, path: str, mode: Literal["rb", "wb"] = "rb", *, memory_map: bool = False
+) -> Iterator[pa.NativeFile | BinaryIO]:
+    """``path`` opened for reading (``"rb"``) or writing (``"wb"``): a native Arrow file on
+    the local file system (``memory_map``: a read-only memory map), else the fsspec file."""
+    local = local_path(fs, path)
+    if local is None:
+        with fs.open(path, mode) as handle:
+            yield handle
+    elif memory_map and mode == "rb":
+        with pa.memory_map(local, "r") as mapped:
+            yield mapped
+    else:
+        with pa.OSFile(local, mode) as native:
+            yield native
