@@ -1,8 +1,11 @@
 """Instant bodies known to the timeline layer (format version 1, msgspec JSON).
 
-Every body is a JSON object with a ``version`` field. The write path adds its own bodies
-(plans, write statuses, commit metadata) in later modules; the timeline layer needs only the
-ones that decide visibility, read from *completed* rollback and restore files:
+Every body is a JSON object with a ``version`` field. This module holds every body type
+made of plain values: the services' full plans (:class:`RollbackPlan`, :class:`RestorePlan`,
+:class:`CleanPlan`, :class:`CompactionPlan`, :class:`ReindexPlan`) and the views of them the
+timeline layer reads. Only the commit bodies, which carry write statuses and metadata log
+files, live with those types (``metadata.commits``). The timeline layer itself needs the
+bodies that decide visibility, read from *completed* rollback and restore files:
 
 * ``<t>_<c>.rollback``: ``{"version": 1, "target": "<instant time>", "target_action": "commit"}``
   -- the target instant is undone.
@@ -55,6 +58,35 @@ class CleanBody(msgspec.Struct, frozen=True, kw_only=True):
 
     version: int = BODY_VERSION
     earliest_retained: str
+
+
+class RollbackPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """A rollback's full plan (its requested and completed files): the files it deletes."""
+
+    version: int = BODY_VERSION
+    target: str
+    target_action: Action
+    data_files: list[str] = []  # paths relative to the table root
+    logs: list[str] = []  # paths relative to the metadata folder
+
+
+class RestorePlan(msgspec.Struct, frozen=True, kw_only=True):
+    """A restore's full plan: the commits it undoes and the files it deletes."""
+
+    version: int = BODY_VERSION
+    target: str  # the savepointed instant the table returns to
+    undone: list[str] = []  # the commits after it
+    data_files: list[str] = []
+    logs: list[str] = []
+
+
+class CleanPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """A clean's full plan: what it keeps from and the files it deletes."""
+
+    version: int = BODY_VERSION
+    earliest_retained: str
+    data_files: list[str] = []  # relative to the table root
+    metadata_files: list[str] = []  # relative to the metadata folder
 
 
 def encode_body(body: msgspec.Struct) -> bytes:

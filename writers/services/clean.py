@@ -23,21 +23,18 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-import msgspec
-
 from lakebraid.metadata.commits import read_commit
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import parse_name
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import config as cfg
-from lakebraid.timeline.bodies import decode_body, encode_body
+from lakebraid.timeline.bodies import CleanPlan, RestorePlan, RollbackPlan, decode_body, encode_body
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.services.lifecycle import G, M, complete_all, remove, run_service, start_all
 from lakebraid.writers.services.markers import sweep_completed
-from lakebraid.writers.services.restore import RestorePlan
-from lakebraid.writers.services.rollback import RollbackPlan, delete_undone_files
+from lakebraid.writers.services.rollback import delete_undone_files
 
 RETAIN_COMMITS = cfg.register(
     "clean.retain.commits",
@@ -55,14 +52,6 @@ STAGING_RETAIN_HOURS = cfg.register(
     "task still ran (a live job's commit would fail on the missing files, never half-commit).",
     cfg.at_least(1),
 )
-BODY_VERSION = 1
-
-
-class CleanPlan(msgspec.Struct, frozen=True, kw_only=True):
-    version: int = BODY_VERSION
-    earliest_retained: str
-    data_files: list[str] = []  # relative to the table root
-    metadata_files: list[str] = []  # relative to the metadata folder
 
 
 def plan_clean(table: TableTimelines) -> CleanPlan | None:

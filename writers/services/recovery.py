@@ -7,13 +7,13 @@ a commit is rolled back. Instants already undone are left alone.
 
 from __future__ import annotations
 
-from lakebraid.timeline.bodies import decode_body
+from lakebraid.timeline.bodies import CleanPlan, RollbackPlan, decode_body
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.services.clean import CleanPlan, execute_clean
+from lakebraid.writers.services.clean import execute_clean
 from lakebraid.writers.services.lifecycle import G
 from lakebraid.writers.services.restore import finish_restore
-from lakebraid.writers.services.rollback import RollbackPlan, execute_rollback_plan, rollback
+from lakebraid.writers.services.rollback import execute_rollback_plan, rollback
 
 
 def recover(table: TableTimelines) -> list[str]:

@@ -11,26 +11,14 @@
 
 from __future__ import annotations
 
-import msgspec
-
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.as_of import AsOfError
-from lakebraid.timeline.bodies import SavepointBody, decode_body, encode_body
+from lakebraid.timeline.bodies import RestorePlan, SavepointBody, decode_body, encode_body
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import WriteError
 from lakebraid.writers.services.lifecycle import G, complete_all, run_service, start_all
 from lakebraid.writers.services.rollback import execute_undo, plan_rollback
-
-BODY_VERSION = 1
-
-
-class RestorePlan(msgspec.Struct, frozen=True, kw_only=True):
-    version: int = BODY_VERSION
-    target: str  # the savepointed instant the table returns to
-    undone: list[str] = []  # the commits after it
-    data_files: list[str] = []
-    logs: list[str] = []
 
 
 def earliest_restorable(table: TableTimelines) -> str:

@@ -15,11 +15,9 @@ Every step is idempotent, so a rollback whose writer died is finished by
 
 from __future__ import annotations
 
-import msgspec
-
 from lakebraid.metadata.commits import read_commit
 from lakebraid.metadata.records import Partition
-from lakebraid.timeline.bodies import encode_body
+from lakebraid.timeline.bodies import RollbackPlan, encode_body
 from lakebraid.timeline.heartbeat import read_beat
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.table import TableTimelines
@@ -32,16 +30,6 @@ from lakebraid.writers.services.lifecycle import (
     run_opened,
     start_all,
 )
-
-PLAN_VERSION = 1
-
-
-class RollbackPlan(msgspec.Struct, frozen=True, kw_only=True):
-    version: int = PLAN_VERSION
-    target: str
-    target_action: Action
-    data_files: list[str] = []  # paths relative to the table root
-    logs: list[str] = []  # paths relative to the metadata folder
 
 
 def _relative(path: str, root: str) -> str:
