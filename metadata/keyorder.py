@@ -1,11 +1,16 @@
-"""Sorted string keys: the sort of base files and index log blocks, and the matching of wanted
-keys against the sorted keys of a base file (moved here from ``metadata.basefile``)."""
+"""Sorted string keys: the sort of base files and index log blocks, the check that a log
+block's keys are sorted and unique, and the matching of wanted keys against the sorted keys of
+a base file."""
 
 from __future__ import annotations
+
+import operator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from lakebraid.metadata.errors import MetadataTypeError, MetadataValueError
 
 
 def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -54,6 +59,37 @@ def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
         again = pc.sort_indices(sub, sort_keys=[("p", "ascending"), ("k", "ascending")])
         order[tied] = rows[again.to_numpy()]
     return pa.array(order)
+
+
+def check_block_keys(keys: list[str]) -> None:
+    """Refuse a log block's keys unless sorted and unique (code point order, which is UTF-8
+    byte order)."""
+    if all(map(operator.lt, keys, keys[1:])):
+        return
+    i = next(i for i in range(1, len(keys)) if not keys[i - 1] < keys[i])
+    problem = "duplicate" if keys[i - 1] == keys[i] else "out of order"
+    raise MetadataValueError(
+        f"block keys must be sorted and unique: key {i} {keys[i]!r} is {problem}"
+    )
+
+
+def block_key_range(keys: pa.Array) -> tuple[int, str | None, str | None]:
+    """:func:`check_block_keys` of an Arrow string column, with Arrow kernels; returns its
+    length, first and last key."""
+    if keys.null_count:
+        raise MetadataTypeError("block keys must not be null")
+    if len(keys) > 1:
+        ordered = pc.less(keys.slice(0, len(keys) - 1), keys.slice(1))
+        if not pc.all(ordered).as_py():
+            i = int(pc.index(ordered, False).as_py()) + 1
+            before, key = keys[i - 1].as_py(), keys[i].as_py()
+            problem = "duplicate" if before == key else "out of order"
+            raise MetadataValueError(
+                f"block keys must be sorted and unique: key {i} {key!r} is {problem}"
+            )
+    if len(keys) == 0:
+        return 0, None, None
+    return len(keys), keys[0].as_py(), keys[-1].as_py()
 
 
 def _shared_prefix(a: bytes, b: bytes) -> int:

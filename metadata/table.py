@@ -126,16 +126,8 @@ class MetadataTable:
         """Fold the visible log files of every file group holding at least ``min_logs`` of
         them or ``min_log_bytes`` of logs (either suffices) into new bases, as one compaction
         instant. Returns its time (None: no work)."""
-        point = self.read_point()
-        reader = MetadataReader(self.fs, self.layout, point, self.table.options)
-        work: list[tuple[Partition, FileSlice]] = []
-        for partition in partitions or list(Partition):
-            for piece in reader.slices(partition):
-                due = len(piece.logs) >= min_logs or (
-                    min_log_bytes is not None and piece.log_bytes >= min_log_bytes
-                )
-                if piece.logs and due:
-                    work.append((partition, piece))
+        reader = MetadataReader(self.fs, self.layout, self.read_point(), self.table.options)
+        work = _due_slices(reader, partitions or list(Partition), min_logs, min_log_bytes)
         if not work:
             return None
         store, meta = self.table.store, TimelineKind.METADATA
@@ -146,27 +138,10 @@ class MetadataTable:
         folded = {p.file_group: sorted(p.folded | set(p.log_instants)) for _, p in work}
         inflight = CompactionPlan(groups=plan.groups, folded=folded)
         store.start(meta, time, Action.COMPACTION, encode_body(inflight))
-        rows = self.table.options.get(settings.BASE_ROW_GROUP_ROWS)
 
         def fold(item: tuple[Partition, FileSlice]) -> None:
             partition, piece = item
-            folder = reader.folder(partition)
-            if partition is Partition.FILES:
-                state = slice_records(self.fs, folder, partition, piece).values()
-                full = [r.full_state() for r in state if isinstance(r, FilesRecord)]
-                merged = records_to_table(partition, full)
-            else:
-                merged, _ = slice_table(self.fs, folder, partition, piece)
-            write_base(
-                self.fs,
-                self.layout.metadata_base_file(str(partition), piece.file_group, time),
-                merged,
-                partition=str(partition),
-                file_group=piece.file_group,
-                instant=time,
-                folded=folded[piece.file_group],
-                row_group_rows=rows,
-            )
+            self._fold(reader.folder(partition), partition, piece, time, folded[piece.file_group])
 
         threads = min(self.table.options.get(settings.WRITE_THREADS), len(work))
         if threads <= 1:
@@ -177,6 +152,28 @@ class MetadataTable:
                 list(pool.map(fold, work))  # list(): re-raise the first failure
         store.complete(meta, time, Action.COMPACTION, encode_body(inflight))
         return time
+
+    def _fold(
+        self, folder: str, partition: Partition, piece: FileSlice, time: str, folded: list[str]
+    ) -> None:
+        """Write the base of compaction ``time`` for one file slice: its merged rows (files
+        records in full state), holding the instants ``folded``."""
+        if partition is Partition.FILES:
+            state = slice_records(self.fs, folder, partition, piece).values()
+            full = [r.full_state() for r in state if isinstance(r, FilesRecord)]
+            merged = records_to_table(partition, full)
+        else:
+            merged, _ = slice_table(self.fs, folder, partition, piece)
+        write_base(
+            self.fs,
+            self.layout.metadata_base_file(str(partition), piece.file_group, time),
+            merged,
+            partition=str(partition),
+            file_group=piece.file_group,
+            instant=time,
+            folded=folded,
+            row_group_rows=self.table.options.get(settings.BASE_ROW_GROUP_ROWS),
+        )
 
     def compact_if_due(self) -> str | None:
         """The inline compaction a writer runs after its commit (config keys
@@ -189,3 +186,22 @@ class MetadataTable:
         if files == 0:
             return None
         return self.compact(min_logs=files, min_log_bytes=size)
+
+
+def _due_slices(
+    reader: MetadataReader,
+    partitions: Iterable[Partition],
+    min_logs: int,
+    min_log_bytes: int | None,
+) -> list[tuple[Partition, FileSlice]]:
+    """The file slices with logs holding at least ``min_logs`` log files or ``min_log_bytes``
+    of them (either suffices)."""
+    work: list[tuple[Partition, FileSlice]] = []
+    for partition in partitions:
+        for piece in reader.slices(partition):
+            due = len(piece.logs) >= min_logs or (
+                min_log_bytes is not None and piece.log_bytes >= min_log_bytes
+            )
+            if piece.logs and due:
+                work.append((partition, piece))
+    return work

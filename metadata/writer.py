@@ -23,7 +23,8 @@ from lakebraid.metadata.arrow_records import encode_index_columns, flat, index_t
 from lakebraid.metadata.basefile import sort_order
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
-from lakebraid.metadata.logblock import BlockType, append_blocks, encode_block
+from lakebraid.metadata.logblock import BlockType
+from lakebraid.metadata.logwrite import append_blocks, encode_block
 from lakebraid.metadata.reader import LOGS
 from lakebraid.metadata.records import (
     ALL_PARTITIONS_KEY,

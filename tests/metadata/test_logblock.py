@@ -20,13 +20,12 @@ from lakebraid.metadata.logblock import (
     OVERHEAD,
     BlockType,
     Command,
-    append_blocks,
     decode_block,
-    encode_block,
     iter_blocks,
     iter_blocks_backward,
     read_log_file,
 )
+from lakebraid.metadata.logwrite import append_blocks, encode_block
 from lakebraid.metadata.records import (
     ColumnStatsRecord,
     FilesRecord,

@@ -1,0 +1,243 @@
+"""Writing the metadata table's log blocks: :func:`encode_block` builds one block's bytes and
+:func:`append_blocks` adds blocks to a log file. The byte format, its version and the reading
+of blocks and log files are ``metadata.logblock``'s.
+
+On a local file system a log file is appended to (mode ``"ab"``) and fsync-ed, after checking
+that it ends with a whole, intact block; other fsspec file systems cannot append, so a log file
+on them is written once, with all its blocks.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import zlib
+from collections.abc import Mapping, Sequence
+
+import msgspec
+import pyarrow as pa
+from fsspec import AbstractFileSystem
+
+from lakebraid.metadata.errors import (
+    CorruptLogBlockError,
+    MetadataError,
+    MetadataFormatError,
+    MetadataTypeError,
+    MetadataValueError,
+)
+from lakebraid.metadata.files import local_path
+from lakebraid.metadata.keyorder import block_key_range, check_block_keys
+from lakebraid.metadata.logblock import (
+    BODY_LENGTH,
+    CODECS,
+    FORMAT_VERSION,
+    MAGIC,
+    OVERHEAD,
+    PREFIX,
+    SUFFIX,
+    TOTAL,
+    BlockHeader,
+    BlockType,
+    Command,
+    block_codec,
+    decode_block,
+)
+from lakebraid.metadata.records import (
+    SCHEMA_VERSION,
+    MetadataRecord,
+    Partition,
+    encode_records,
+    instant_to_int,
+)
+from lakebraid.timeline.store import fsync_dir
+
+_ENCODER = msgspec.msgpack.Encoder()
+_KEY = operator.attrgetter("key")
+_U32_MAX = (1 << 32) - 1
+
+
+def encode_block(
+    block_type: BlockType | int,
+    *,
+    instant: str,
+    partition: Partition | str,
+    file_group: str,
+    records: Sequence[MetadataRecord] = (),
+    keys: Sequence[str] = (),
+    command: Command | None = None,
+    encoded: tuple[pa.Array, bytes] | None = None,
+    extra: Mapping[str, str] | None = None,
+    codec: str = "zstd",
+    compression_level: int | None = None,
+) -> bytes:
+    """One encoded block: ``records`` for a data block (sorted by key, keys unique), ``keys``
+    for a delete block (sorted, unique), ``command`` for a command block. A data block may
+    instead take ``encoded=(keys, body)``: records already encoded in the record wire format
+    (``metadata.arrow_records.encode_index_columns``), with their sorted, unique keys as an
+    Arrow string array (checked with Arrow kernels).
+
+    Raises ``ValueError`` / ``TypeError`` for arguments the format cannot hold (unsorted or
+    duplicate keys, records of another partition, a malformed instant, ...)."""
+    block_type = BlockType(block_type)
+    partition = Partition(partition)
+    given = {
+        "records": bool(records) or encoded is not None,
+        "keys": bool(keys),
+        "command": command is not None,
+    }
+    extra = _checked_arguments(block_type, instant, file_group, codec, extra, given)
+    raw, (count, first, last) = _payload(block_type, partition, records, keys, command, encoded)
+    compressor = block_codec(codec, compression_level)
+    body = raw if compressor is None else compressor.compress(raw, asbytes=True)
+    header = BlockHeader(
+        block_type=int(block_type),
+        instant=instant,
+        partition=str(partition),
+        file_group=file_group,
+        record_count=count,
+        min_key=first,
+        max_key=last,
+        schema_version=SCHEMA_VERSION,
+        codec=codec,
+        body_length=len(body),
+        raw_length=len(raw),
+        extra=extra,
+    )
+    return _frame(block_type, _ENCODER.encode(header), body)
+
+
+def _checked_arguments(
+    block_type: BlockType,
+    instant: str,
+    file_group: str,
+    codec: str,
+    extra: Mapping[str, str] | None,
+    given: dict[str, bool],
+) -> dict[str, str]:
+    """Refuse block arguments the format cannot hold (``given``: which payloads were given);
+    returns ``extra`` as a dict."""
+    instant_to_int(instant)
+    if not file_group:
+        raise MetadataValueError("file_group must not be empty")
+    if codec not in CODECS:
+        raise MetadataValueError(f"codec must be one of {CODECS}, not {codec!r}")
+    checked = dict(extra or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in checked.items()):
+        raise MetadataTypeError("extra must map str to str")
+    allowed = {BlockType.DATA: "records", BlockType.DELETE: "keys", BlockType.COMMAND: "command"}
+    wrong = [name for name, present in given.items() if present and name != allowed[block_type]]
+    if wrong:
+        raise MetadataValueError(
+            f"a {block_type.name.lower()} block cannot carry {', '.join(wrong)}"
+        )
+    return checked
+
+
+def _payload(
+    block_type: BlockType,
+    partition: Partition,
+    records: Sequence[MetadataRecord],
+    keys: Sequence[str],
+    command: Command | None,
+    encoded: tuple[pa.Array, bytes] | None,
+) -> tuple[bytes, tuple[int, str | None, str | None]]:
+    """The body before compression, and the block's key count, first and last key."""
+    if block_type is BlockType.DATA and encoded is not None:
+        return encoded[1], block_key_range(encoded[0])
+    if block_type is BlockType.COMMAND:
+        if not isinstance(command, Command):
+            raise MetadataValueError("a command block needs a Command")
+        return _ENCODER.encode(command), (0, None, None)
+    if block_type is BlockType.DATA:
+        block_keys = list(map(_KEY, records))
+        check_block_keys(block_keys)
+        raw = encode_records(partition, records)
+    else:
+        block_keys = list(keys)
+        if not all(isinstance(k, str) for k in block_keys):
+            raise MetadataTypeError("delete blocks carry str keys")
+        check_block_keys(block_keys)
+        raw = _ENCODER.encode(block_keys)
+    first, last = (block_keys[0], block_keys[-1]) if block_keys else (None, None)
+    return raw, (len(block_keys), first, last)
+
+
+def _frame(block_type: BlockType, header: bytes, body: bytes) -> bytes:
+    """One block's bytes: prefix, header, body length, body, CRC and total length."""
+    if len(header) > _U32_MAX:
+        raise MetadataValueError("block header too large")
+    crc = zlib.crc32(body, zlib.crc32(header))
+    total = OVERHEAD + len(header) + len(body)
+    return b"".join(
+        (
+            PREFIX.pack(MAGIC, FORMAT_VERSION, int(block_type), len(header)),
+            header,
+            BODY_LENGTH.pack(len(body)),
+            body,
+            SUFFIX.pack(crc, total),
+        )
+    )
+
+
+def append_blocks(fs: AbstractFileSystem, path: str, blocks: Sequence[bytes]) -> None:
+    """Append encoded blocks to a log file, creating it if needed.
+
+    On a local filesystem the blocks are appended (mode ``"ab"``) and fsync-ed; an existing
+    file must end with a whole, intact block (a torn tail is never built upon). Other fsspec
+    filesystems cannot append: the file is created with all the blocks at once, and
+    ``MetadataError`` is raised if it already exists. Nothing happens for an empty list."""
+    for i, blob in enumerate(blocks):
+        try:
+            _, after = decode_block(blob, 0, path, with_records=False)
+        except (CorruptLogBlockError, MetadataFormatError) as exc:
+            raise MetadataValueError(f"blocks[{i}] is not a valid encoded block: {exc}") from None
+        if after != len(blob):
+            raise MetadataValueError(f"blocks[{i}] holds {len(blob) - after} bytes after its block")
+    if not blocks:
+        return
+    local = local_path(fs, path)
+    if local is None:
+        if fs.exists(path):
+            raise MetadataError(
+                f"cannot append to {path}: {type(fs).__name__} does not support appends, "
+                "so log files on it are written once"
+            )
+        with fs.open(path, "wb") as handle:
+            handle.write(b"".join(blocks))
+        return
+    folder = os.path.dirname(local) or "."
+    os.makedirs(folder, exist_ok=True)
+    existed = os.path.exists(local)
+    if existed:
+        with open(local, "rb") as reader:
+            _check_tail(reader.fileno(), path)
+    with open(local, "ab") as handle:
+        for blob in blocks:
+            handle.write(blob)
+        handle.flush()
+        os.fsync(handle.fileno())
+    if not existed:
+        fsync_dir(folder)
+
+
+def _check_tail(fd: int, path: str) -> None:
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return
+    trailer = os.pread(fd, TOTAL.size, size - TOTAL.size) if size >= TOTAL.size else b""
+    total = TOTAL.unpack(trailer)[0] if len(trailer) == TOTAL.size else 0
+    start = size - total
+    problem: str | None = None
+    if not OVERHEAD <= total <= size:
+        problem = f"its trailer gives an impossible block length {total}"
+    else:
+        try:
+            decode_block(os.pread(fd, total, start), 0, path, with_records=False)
+        except (CorruptLogBlockError, MetadataFormatError) as exc:
+            problem = f"its last block does not decode ({exc})"
+    if problem is not None:
+        raise CorruptLogBlockError(
+            f"the file does not end with a whole block ({problem}); refusing to append after it",
+            path=path,
+            offset=start if OVERHEAD <= total <= size else max(0, size - TOTAL.size),
+        )
