@@ -31,9 +31,11 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
+from lakebraid.metadata.arrow_records import empty_table
 from lakebraid.metadata.commits import WriteStatus
 from lakebraid.metadata.hashing import file_groups_of
 from lakebraid.metadata.reader import MetadataReader
+from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.layout import TableLayout
@@ -117,9 +119,8 @@ def _dedup_tag(
         if ctx.ordering is not None:
             layout = TableLayout(root)
             table = stale_moves(table, fs, layout, ctx.files, ctx.ordering, ctx.key)
-    else:
-        table = table.append_column(OLD_PARTITION, pa.nulls(table.num_rows, pa.string()))
-        table = table.append_column(OLD_FILE_ID, pa.nulls(table.num_rows, pa.string()))
+    else:  # an empty table holds no key: every row is new
+        table = tag(table, empty_table(Partition.RECORD_INDEX))
     yield from plain(table).to_batches()
 
 
