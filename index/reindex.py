@@ -1,5 +1,5 @@
 """Reindex: replace the record index with a given state, as one ``reindex`` instant of the
-metadata timeline (body ``metadata.table.ReindexPlan``, the new group count).
+metadata timeline (body ``timeline.bodies.ReindexPlan``, the new group count).
 
 :func:`reindex_record_index` routes the rows to file groups by the format's hash, writes a full
 base per file group (folding every instant visible when it starts) and completes the instant;
@@ -17,8 +17,8 @@ from lakebraid.metadata.arrow_records import SCHEMAS, index_table
 from lakebraid.metadata.basefile import write_base
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
 from lakebraid.metadata.records import Partition
-from lakebraid.metadata.table import MetadataTable, ReindexPlan
-from lakebraid.timeline.bodies import encode_body
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.bodies import ReindexPlan, encode_body
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
 

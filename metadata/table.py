@@ -32,25 +32,13 @@ from lakebraid.metadata.records import FilesRecord, Partition
 from lakebraid.metadata.slices import FileSlice, ReadPoint
 from lakebraid.metadata.writer import InstantChanges, WrittenLog, write_changes
 from lakebraid.timeline.as_of import parse_as_of
-from lakebraid.timeline.bodies import decode_body, encode_body
+from lakebraid.timeline.bodies import CompactionPlan, ReindexPlan, decode_body, encode_body
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines, as_of_point
 
 P = TypeVar("P", bound=msgspec.Struct)
 BASE_ACTIONS = frozenset({Action.COMPACTION, Action.REINDEX})
-PLAN_VERSION = 1
-
-
-class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
-    version: int = PLAN_VERSION
-    groups: list[str]
-    folded: dict[str, list[str]] = {}  # file group -> instants folded (filled when inflight)
-
-
-class ReindexPlan(msgspec.Struct, frozen=True, kw_only=True):
-    version: int = PLAN_VERSION
-    group_counts: dict[str, int]
 
 
 def default_group_counts(table: TableTimelines) -> dict[str, int]:

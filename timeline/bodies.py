@@ -89,6 +89,21 @@ class CleanPlan(msgspec.Struct, frozen=True, kw_only=True):
     metadata_files: list[str] = []  # relative to the metadata folder
 
 
+class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """A metadata compaction: the file groups it compacts and what each folds."""
+
+    version: int = BODY_VERSION
+    groups: list[str]
+    folded: dict[str, list[str]] = {}  # file group -> instants folded (filled when inflight)
+
+
+class ReindexPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """A reindex: the new file-group count of each metadata partition it rewrites."""
+
+    version: int = BODY_VERSION
+    group_counts: dict[str, int]
+
+
 def encode_body(body: msgspec.Struct) -> bytes:
     return msgspec.json.encode(body)
 
