@@ -18,7 +18,6 @@ import pyarrow as pa
 
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.writer import WrittenLog
-from lakebraid.timeline.bodies import decode_body
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
@@ -89,9 +88,7 @@ def unpack_keys(blob: bytes) -> pa.Array:
 def read_commit(table: TableTimelines, inst: Instant) -> CommitMetadata:
     """The body of a commit instant on the global timeline (version-checked; the error names
     the file)."""
-    where = table.store.path_of(TimelineKind.GLOBAL, inst)
-    data = table.store.read_body(TimelineKind.GLOBAL, inst)
-    return decode_body(data, CommitMetadata, where=where)
+    return table.store.read_typed(TimelineKind.GLOBAL, inst, CommitMetadata)
 
 
 def data_groups(statuses: list[WriteStatus]) -> set[tuple[str, str]]:

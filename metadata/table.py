@@ -32,7 +32,7 @@ from lakebraid.metadata.records import FilesRecord, Partition
 from lakebraid.metadata.slices import FileSlice, ReadPoint
 from lakebraid.metadata.writer import InstantChanges, WrittenLog, write_changes
 from lakebraid.timeline.as_of import parse_as_of
-from lakebraid.timeline.bodies import CompactionPlan, ReindexPlan, decode_body, encode_body
+from lakebraid.timeline.bodies import CompactionPlan, ReindexPlan, encode_body
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines, as_of_point
@@ -91,9 +91,7 @@ class MetadataTable:
     def _plan(self, time: str, action: Action, kind: type[P]) -> P:
         meta = self.table.timeline(TimelineKind.METADATA)
         inst = meta.get(time, action)
-        where = f"{self.layout.timeline_dir(TimelineKind.METADATA)}/{inst}"
-        data = self.table.store.read_body(TimelineKind.METADATA, inst)  # type: ignore[arg-type]
-        return decode_body(data, kind, where=where)
+        return self.table.store.read_typed(TimelineKind.METADATA, inst, kind)  # type: ignore[arg-type]
 
     # ---- writing ---------------------------------------------------------------------
     def write(self, instant: str, changes: InstantChanges) -> list[WrittenLog]:

@@ -23,6 +23,7 @@ import uuid
 
 from fsspec import AbstractFileSystem
 
+from lakebraid.timeline.bodies import B, decode_body
 from lakebraid.timeline.errors import InstantExistsError, InstantFileError
 from lakebraid.timeline.instant import (
     Action,
@@ -121,6 +122,13 @@ class InstantStore:
                 table=self.layout.root,
                 instant=instant.time,
             ) from None
+
+    def read_typed(self, kind: TimelineKind, instant: Instant, body_type: type[B]) -> B:
+        """The body of an instant file as ``body_type``, version-checked (``timeline.bodies``;
+        errors name the file)."""
+        return decode_body(
+            self.read_body(kind, instant), body_type, where=self.path_of(kind, instant)
+        )
 
     # ---- transitions -----------------------------------------------------------------
     def _create(self, kind: TimelineKind, instant: Instant, body: bytes) -> Instant:

@@ -20,7 +20,6 @@ from lakebraid.timeline.bodies import (
     RestoreBody,
     RollbackBody,
     SavepointBody,
-    decode_body,
 )
 from lakebraid.timeline.errors import ConfigError, InstantExistsError
 from lakebraid.timeline.heartbeat import Heartbeat, dead_pending
@@ -110,9 +109,7 @@ class TableTimelines:
         for inst in global_timeline.completed():
             if inst.action in UNDO_ACTIONS:
                 body_type = RollbackBody if inst.action is Action.ROLLBACK else RestoreBody
-                where = f"{self.store.path_of(TimelineKind.GLOBAL, inst)}"
-                data = self.store.read_body(TimelineKind.GLOBAL, inst)
-                bodies[inst.time] = decode_body(data, body_type, where=where)
+                bodies[inst.time] = self.store.read_typed(TimelineKind.GLOBAL, inst, body_type)
         return bodies
 
     def visibility(
@@ -127,9 +124,8 @@ class TableTimelines:
         found = {}
         for inst in visibility.visible:
             if inst.action is Action.SAVEPOINT:
-                where = self.store.path_of(TimelineKind.GLOBAL, inst)
-                data = self.store.read_body(TimelineKind.GLOBAL, inst)
-                found[decode_body(data, SavepointBody, where=where).target] = inst.time
+                body = self.store.read_typed(TimelineKind.GLOBAL, inst, SavepointBody)
+                found[body.target] = inst.time
         return found
 
     def retained_from(self, global_timeline: Timeline, visibility: Visibility) -> str | None:
@@ -138,9 +134,9 @@ class TableTimelines:
         cleans = [i for i in visibility.visible if i.action is Action.CLEAN]
         if not cleans:
             return None
-        where = self.store.path_of(TimelineKind.GLOBAL, cleans[-1])
-        data = self.store.read_body(TimelineKind.GLOBAL, cleans[-1])
-        earliest = decode_body(data, CleanBody, where=where).earliest_retained
+        earliest = self.store.read_typed(
+            TimelineKind.GLOBAL, cleans[-1], CleanBody
+        ).earliest_retained
         kept = global_timeline.get(earliest)
         return kept.completion_time if kept is not None else None
 

@@ -30,7 +30,7 @@ from lakebraid.metadata.commits import (
 from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import InstantChanges
-from lakebraid.timeline.bodies import RestoreBody, decode_body, encode_body
+from lakebraid.timeline.bodies import RestoreBody, encode_body
 from lakebraid.timeline.errors import RetryableError, StateUnknownError
 from lakebraid.timeline.heartbeat import Heartbeat
 from lakebraid.timeline.instant import Action, Instant, State
@@ -174,8 +174,7 @@ class Transaction:
         for inst in table.timeline(G):
             if inst.action in (Action.ROLLBACK, Action.RESTORE) and inst.time >= time:
                 requested = Instant(inst.time, inst.action, State.REQUESTED)
-                where = table.store.path_of(G, requested)
-                plan = decode_body(table.store.read_body(G, requested), RestoreBody, where=where)
+                plan = table.store.read_typed(G, requested, RestoreBody)
                 others.append(
                     conflicts.Other(time=inst.time, action=inst.action, target=plan.target)
                 )

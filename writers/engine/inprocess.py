@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.index.file_groups import current_files
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.lookup import locate, lookup
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
@@ -48,7 +49,6 @@ from lakebraid.writers.write.route import (
     TARGET_FILE_ID,
     WORK_COLUMNS,
     codes,
-    current_files,
     deduplicate,
     insert_counts,
     plan_slots,

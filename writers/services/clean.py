@@ -29,7 +29,7 @@ from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import parse_name
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import config as cfg
-from lakebraid.timeline.bodies import CleanPlan, RestorePlan, RollbackPlan, decode_body, encode_body
+from lakebraid.timeline.bodies import CleanPlan, RestorePlan, RollbackPlan, encode_body
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.services.lifecycle import G, M, complete_all, remove, run_service, start_all
@@ -125,8 +125,7 @@ def sweep_undone(table: TableTimelines) -> None:
         if inst.action not in (Action.ROLLBACK, Action.RESTORE):
             continue
         kind = RollbackPlan if inst.action is Action.ROLLBACK else RestorePlan
-        where = table.store.path_of(G, inst)
-        plan = decode_body(table.store.read_body(G, inst), kind, where=where)
+        plan = table.store.read_typed(G, inst, kind)
         targets = [plan.target] if isinstance(plan, RollbackPlan) else plan.undone
         delete_undone_files(table, plan.data_files, plan.logs, targets)
 

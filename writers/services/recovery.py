@@ -7,7 +7,7 @@ a commit is rolled back. Instants already undone are left alone.
 
 from __future__ import annotations
 
-from lakebraid.timeline.bodies import CleanPlan, RollbackPlan, decode_body
+from lakebraid.timeline.bodies import CleanPlan, RollbackPlan
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.services.clean import execute_clean
@@ -24,8 +24,7 @@ def recover(table: TableTimelines) -> list[str]:
     for inst in table.dead_instants():
         if inst.action is Action.CLEAN:
             requested = Instant(inst.time, Action.CLEAN, State.REQUESTED)
-            data = table.store.read_body(G, requested)
-            plan = decode_body(data, CleanPlan, where=table.store.path_of(G, requested))
+            plan = table.store.read_typed(G, requested, CleanPlan)
             execute_clean(table, inst.time, plan)
             done.append(inst.time)
         elif inst.action is Action.RESTORE:
@@ -33,8 +32,7 @@ def recover(table: TableTimelines) -> list[str]:
             done.append(inst.time)
         elif inst.action is Action.ROLLBACK:
             requested = Instant(inst.time, Action.ROLLBACK, State.REQUESTED)
-            where = table.store.path_of(G, requested)
-            plan = decode_body(table.store.read_body(G, requested), RollbackPlan, where=where)
+            plan = table.store.read_typed(G, requested, RollbackPlan)
             execute_rollback_plan(table, inst.time, plan)
             done.append(inst.time)
         elif inst.action is Action.COMMIT and inst.time not in undone:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.as_of import AsOfError
-from lakebraid.timeline.bodies import RestorePlan, SavepointBody, decode_body, encode_body
+from lakebraid.timeline.bodies import RestorePlan, SavepointBody, encode_body
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import WriteError
@@ -130,7 +130,6 @@ def restore(table: TableTimelines, time: str) -> str:
 def finish_restore(table: TableTimelines, inst: Instant) -> None:
     """Finish a restore whose writer died (from its requested plan)."""
     requested = Instant(inst.time, Action.RESTORE, State.REQUESTED)
-    where = table.store.path_of(G, requested)
-    plan = decode_body(table.store.read_body(G, requested), RestorePlan, where=where)
+    plan = table.store.read_typed(G, requested, RestorePlan)
     body = encode_body(plan)
     execute_undo(table, inst.time, Action.RESTORE, body, plan.data_files, plan.logs, plan.undone)

@@ -8,15 +8,15 @@ Operations: ``insert`` (small file groups first), ``bulk_insert`` (new file grou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.index.file_groups import small_groups
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import existing_rows
 from lakebraid.metadata.reader import MetadataReader
-from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers import settings
 from lakebraid.writers.errors import InputError
@@ -72,18 +72,4 @@ def insert_room(
         return target, {}
     small = min(target, table.options.get(settings.SMALL_FILE_ROWS))
     stats = reader.column_stats(table.config.record_key)
-    return target, rows_per_group(stats, listing, small)
-
-
-def rows_per_group(
-    stats: Sequence[ColumnStatsRecord], listing: Mapping[str, Mapping[str, str]], target: int
-) -> dict[str, dict[str, int]]:
-    """partition -> file id -> rows, for the current file groups under ``target`` rows (the
-    small-file limit)."""
-    current = {(p, name): fid for p, groups in listing.items() for fid, name in groups.items()}
-    small: dict[str, dict[str, int]] = {}
-    for s in stats:
-        fid = current.get((s.partition, s.file))
-        if fid is not None and s.value_count < target:
-            small.setdefault(s.partition, {})[fid] = s.value_count
-    return small
+    return target, small_groups(stats, listing, small)

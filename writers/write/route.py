@@ -23,7 +23,7 @@ from lakebraid.index.keys import RECORD_KEY, key_text
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.arrow_records import first_per_key, flat
 from lakebraid.metadata.hashing import group_order, stable_hashes
-from lakebraid.timeline.layout import TableLayout, parse_data_file_name, partition_path
+from lakebraid.timeline.layout import TableLayout, partition_path
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.write.datafile import read_parquet
 from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT, RewriteTask
@@ -276,19 +276,6 @@ def plain(table: pa.Table) -> pa.Table:
             at = table.schema.get_field_index(name)
             table = table.set_column(at, name, table.column(name).cast(pa.string()))
     return table
-
-
-def current_files(listing: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, str]]:
-    """partition -> file id -> newest file name, from a ``files`` partition listing."""
-    current: dict[str, dict[str, str]] = {}
-    for partition, files in listing.items():
-        groups = current.setdefault(partition, {})
-        for name in files:
-            parsed = parse_data_file_name(name)
-            known = groups.get(parsed.file_id)
-            if known is None or parse_data_file_name(known).instant < parsed.instant:
-                groups[parsed.file_id] = name
-    return current
 
 
 def rewrite_tasks(

@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 from pyspark.sql import functions as F
 
+from lakebraid.index.file_groups import current_files
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.table import TableTimelines
@@ -18,7 +19,6 @@ from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.engine.spark.pipeline import Context, rewrite_frame, route_frame
 from lakebraid.writers.write.inputs import check_input
 from lakebraid.writers.write.operations import insert_room, ordering
-from lakebraid.writers.write.route import current_files
 
 
 def check_frame(frame: Any, table: TableTimelines) -> list[FieldSpec]:
