@@ -1,5 +1,5 @@
-"""How many file groups the record index gets: estimated from a record count as Hudi RFC-8
-proposes, ``ceil(count / records_per_group)`` clamped to ``[min_groups, max_groups]``
+"""How many file groups the record index gets: estimated from a record count,
+``ceil(count / records_per_group)`` clamped to ``[min_groups, max_groups]``
 (:func:`estimate_file_groups`); :func:`estimate_groups` takes the three numbers from a table's
 config keys (``metadata.record_index.records.per.group``, ``.min.groups``, ``.max.groups``).
 """

@@ -15,7 +15,7 @@ LOOKUP_SCAN_FRACTION = cfg.register(
     0.3,
     "A lookup in a base file seeks (reads only the row groups whose key range holds a wanted "
     "key) while those row groups are at most this fraction of the file, else it scans the "
-    "file once and hash-joins (RFC-08: seeking wins below about 30%).",
+    "file once and hash-joins (measured: seeking wins below about 30%).",
     _fraction,
 )
 BASE_ROW_GROUP_ROWS = cfg.register(
@@ -31,7 +31,7 @@ RECORDS_PER_GROUP = cfg.register(
     int,
     1_000_000,
     "Record-index entries per file group when the number of file groups is estimated from a "
-    "record count (RFC-8).",
+    "record count (index.expected.records).",
     cfg.at_least(1),
 )
 MIN_GROUPS = cfg.register(

@@ -1,4 +1,4 @@
-"""The visibility rule (design section 2), as a pure function of the timelines.
+"""The visibility rule, as a pure function of the timelines.
 
 An instant's effects are visible iff it is completed on the **global** timeline and not undone
 by a completed ``rollback`` (its body names the target) or ``restore`` (undoes every instant

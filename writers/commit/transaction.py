@@ -1,4 +1,4 @@
-"""The commit protocol of one write (design section 3), each stage its own step.
+"""The commit protocol of one write, each stage its own step.
 
 ::
 

@@ -1,5 +1,5 @@
 """The validator: rebuild what the metadata table should say from storage and the global
-timeline, and report every difference (design section 4's invariant, checked now).
+timeline, and report every difference (the metadata table must always describe storage).
 
 Rebuild: every data file under the table's partition folders whose instant is a visible
 commit is a version of its file group; a group's current file is its newest visible version,

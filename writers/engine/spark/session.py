@@ -1,7 +1,7 @@
 """The embedded Spark session lakebraid starts when the user brings none.
 
-Settings follow shared/spark-facts.md: Python workers must run this interpreter (so they can
-import pyarrow and lakebraid), the UI and console progress are off, the session time zone is
+Settings: Python workers must run this interpreter (so they can import pyarrow and
+lakebraid), the UI and console progress are off, the session time zone is
 UTC, and the driver gets more than the 1 GiB default heap. Parquet page checksums (which
 lakebraid writes, see ``metadata.integrity``) are verified on every read
 (``parquet.page.verify-checksum.enabled``): a damaged page fails the read, naming the file,
