@@ -4,11 +4,13 @@
 * :class:`RecordKeyError` -- a record key (or a sequence of them) cannot be used: null, of a
   type whose text does not round-trip exactly, not convertible to the table's key type, or a
   bare string where a sequence of keys is expected. Raised before anything is written.
+* :class:`ReindexConflictError` -- a reindex found record-index changes completed after its
+  snapshot; it did not complete (retryable).
 """
 
 from __future__ import annotations
 
-from lakebraid.timeline.errors import LakebraidError
+from lakebraid.timeline.errors import LakebraidError, RetryableError
 
 
 class IndexLayerError(LakebraidError):
@@ -17,3 +19,7 @@ class IndexLayerError(LakebraidError):
 
 class RecordKeyError(IndexLayerError):
     """A record key is unusable; nothing was written."""
+
+
+class ReindexConflictError(IndexLayerError, RetryableError):
+    """A reindex did not complete: changes landed after its snapshot; run it again."""

@@ -1,26 +1,41 @@
-"""Reindex: replace the record index with a given state, as one ``reindex`` instant of the
-metadata timeline (body ``timeline.bodies.ReindexPlan``, the new group count).
+"""Reindex: rewrite the record index into a new number of file groups, as one ``reindex``
+instant of the metadata timeline (body ``timeline.bodies.ReindexPlan``, the new group count).
 
-:func:`reindex_record_index` routes the rows to file groups by the format's hash, writes a full
-base per file group (folding every instant visible when it starts) and completes the instant;
-from its completion on, read points use its group count (``MetadataTable.read_point``).
+:func:`reshard` reads every entry as of a snapshot taken when the instant is requested (under
+the table lock) and :func:`reindex_record_index` takes a given state; both route the rows to
+file groups by the format's hash, write a full base per file group (folding every instant
+visible at the snapshot) and complete the instant under the lock; from its completion on, read
+points use its group count (``MetadataTable.read_point``).
+
+Online: writers keep committing while a reindex runs. A write whose index logs are in the old
+layout never completes once a reindex is running or completed after it chose that layout (the
+conflict rule ``resharded_during``, retryable); a reindex whose heartbeat expired and that
+finds a record-index change completed after its snapshot does not complete
+(:class:`ReindexConflictError`). So no entry is ever left behind in an old layout.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.index.errors import ReindexConflictError
 from lakebraid.index.sizing import estimate_groups
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import SCHEMAS, index_table
 from lakebraid.metadata.basefile import write_base
+from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
+from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
+from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.bodies import ReindexPlan, encode_body
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
 
 
 def reindex_record_index(
@@ -29,20 +44,104 @@ def reindex_record_index(
     """Replace the record index with ``rows`` (columns of ``SCHEMAS[record_index]``, or
     ``key``/``partition``/``file_id``/``instant`` strings), as one reindex instant writing a
     base per file group; ``n_groups`` defaults to an estimate from the row count."""
-    table, layout = metadata_table.table, metadata_table.layout
     partition = Partition.RECORD_INDEX
     schema = SCHEMAS[partition]
     if "file_id" in rows.column_names:
         rows = _index_rows_from_strings(rows)
     rows = rows.select(schema.names).cast(schema)
-    n = n_groups or estimate_groups(table.options, rows.num_rows)
-    point = metadata_table.read_point()
+    n = n_groups or estimate_groups(metadata_table.table.options, rows.num_rows)
+    return _reindex(metadata_table, n, lambda point: rows)
+
+
+def reshard(metadata_table: MetadataTable, groups: int | None = None) -> str:
+    """Change the record index's file-group count online: every entry as of the reindex's
+    request is rewritten into ``groups`` file groups (default: the estimate from the entry
+    count). Writes that commit meanwhile conflict, retryably (``writers.commit.conflicts``);
+    should one complete anyway (this reindex's heartbeat expired while it was paused), the
+    reindex does not complete: :class:`ReindexConflictError`, nothing changed."""
+    table = metadata_table.table
+    if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int)):
+        raise MetadataValueError(f"groups must be a whole number, not {groups!r}", table=table.path)
+    if groups is None:
+        groups = estimate_groups(table.options, _entry_count(metadata_table.reader()))
+    maximum = table.options.get(settings.MAX_GROUPS)
+    if not 1 <= groups <= maximum:
+        raise MetadataValueError(
+            f"groups={groups}: the record index takes 1 to {maximum} file groups "
+            f"({settings.MAX_GROUPS.name})",
+            table=table.path,
+        )
+    return _reindex(metadata_table, groups, lambda point: _all_entries(metadata_table, point))
+
+
+def _reindex(
+    metadata_table: MetadataTable, n: int, entries: Callable[[ReadPoint], pa.Table]
+) -> str:
+    """The reindex instant: requested with its snapshot under the table lock, bases written,
+    completed under the lock unless a record-index change completed since the snapshot."""
+    table = metadata_table.table
     store, meta = table.store, TimelineKind.METADATA
+    plan = encode_body(ReindexPlan(group_counts={str(Partition.RECORD_INDEX): n}))
     with table.lock:
         time = table.next_time()
-        plan = ReindexPlan(group_counts={str(partition): n})
-        store.request(meta, time, Action.REINDEX, encode_body(plan))
-    store.start(meta, time, Action.REINDEX, encode_body(plan))
+        heartbeat = table.heartbeat(time).start()
+        store.request(meta, time, Action.REINDEX, plan)
+        point = metadata_table.read_point()  # every commit completed before the request
+    try:
+        store.start(meta, time, Action.REINDEX, plan)
+        _write_bases(metadata_table, entries(point), n, time, list(point.visible))
+        with table.lock:
+            late = _changed_since(table, time)
+            if late:
+                raise ReindexConflictError(
+                    f"reindex {time}: {late} changed the record index after its snapshot "
+                    "(its heartbeat expired while it ran); nothing changed: run it again",
+                    table=table.path,
+                    instant=time,
+                )
+            store.complete(meta, time, Action.REINDEX, plan)
+    finally:
+        heartbeat.stop()
+    return time
+
+
+def _changed_since(table: TableTimelines, time: str) -> list[str]:
+    """Metadata instants completed after ``time`` that wrote record-index entries."""
+    return [
+        i.time
+        for i in table.timeline(TimelineKind.METADATA).completed()
+        if i.completion_time is not None
+        and i.completion_time > time
+        and i.action in (Action.DELTACOMMIT, Action.REINDEX)
+    ]
+
+
+def _entry_count(reader: MetadataReader) -> int:
+    return sum(
+        reader.group_table(Partition.RECORD_INDEX, i).num_rows
+        for i in range(reader.group_count(Partition.RECORD_INDEX))
+    )
+
+
+def _all_entries(metadata_table: MetadataTable, point: ReadPoint) -> pa.Table:
+    """Every record-index entry as of ``point``, in the base files' columns."""
+    reader = MetadataReader(
+        metadata_table.fs, metadata_table.layout, point, metadata_table.table.options
+    )
+    schema = SCHEMAS[Partition.RECORD_INDEX]
+    parts = [
+        reader.group_table(Partition.RECORD_INDEX, i).select(schema.names).cast(schema)
+        for i in range(reader.group_count(Partition.RECORD_INDEX))
+    ]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _write_bases(
+    metadata_table: MetadataTable, rows: pa.Table, n: int, time: str, folded: list[str]
+) -> None:
+    """One base per new file group of the record index, holding its rows by the format's
+    hash."""
+    table, partition = metadata_table.table, Partition.RECORD_INDEX
     groups = pa.array(file_groups_of(rows.column("key"), n))
     rows = rows.append_column("__group", groups).sort_by([("__group", "ascending")])
     counts = pc.value_counts(groups).to_pylist() if len(groups) else []
@@ -56,16 +155,14 @@ def reindex_record_index(
         group = file_group_id(str(partition), index)
         write_base(
             metadata_table.fs,
-            layout.metadata_base_file(str(partition), group, time),
+            metadata_table.layout.metadata_base_file(str(partition), group, time),
             part,
             partition=str(partition),
             file_group=group,
             instant=time,
-            folded=list(point.visible),
+            folded=folded,
             row_group_rows=row_groups,
         )
-    store.complete(meta, time, Action.REINDEX, encode_body(plan))
-    return time
 
 
 def _index_rows_from_strings(rows: pa.Table) -> pa.Table:

@@ -111,7 +111,9 @@ class MetadataTable:
     ) -> str | None:
         """Fold the visible log files of every file group holding at least ``min_logs`` of
         them or ``min_log_bytes`` of logs (either suffices) into new bases, as one compaction
-        instant. Returns its time (None: no work)."""
+        instant. Returns its time (None: no work, or a reindex ran meanwhile and the new bases
+        are in the old layout: left pending, never read)."""
+        layout_seen = self._reindexes()
         reader = MetadataReader(self.fs, self.layout, self.read_point(), self.table.options)
         work = _due_slices(reader, partitions or list(Partition), min_logs, min_log_bytes)
         if not work:
@@ -136,8 +138,22 @@ class MetadataTable:
         else:
             with ThreadPoolExecutor(threads) as pool:
                 list(pool.map(fold, work))  # list(): re-raise the first failure
-        store.complete(meta, time, Action.COMPACTION, encode_body(inflight))
+        with self.table.lock:
+            if self._reindexes() != layout_seen:  # its bases are in an old layout
+                return None  # left pending: readers never use a pending instant's bases
+            store.complete(meta, time, Action.COMPACTION, encode_body(inflight))
         return time
+
+    def _reindexes(self) -> tuple[frozenset[str], bool]:
+        """The completed reindexes, and whether one is running (its heartbeat is live)."""
+        done, running = set(), False
+        for inst in self.table.timeline(TimelineKind.METADATA):
+            if inst.action is Action.REINDEX:
+                if inst.is_pending:
+                    running = running or self.table.is_alive(inst.time)
+                else:
+                    done.add(inst.time)
+        return frozenset(done), running
 
     def _fold(
         self, folder: str, partition: Partition, piece: FileSlice, time: str, folded: list[str]

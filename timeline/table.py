@@ -22,7 +22,7 @@ from lakebraid.timeline.bodies import (
     SavepointBody,
 )
 from lakebraid.timeline.errors import ConfigError, InstantExistsError
-from lakebraid.timeline.heartbeat import Heartbeat, dead_pending
+from lakebraid.timeline.heartbeat import Heartbeat, dead_pending, now_ms, read_beat
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TableLayout, TimelineKind
 from lakebraid.timeline.lock import TableLock
@@ -176,6 +176,13 @@ class TableTimelines:
 
     def heartbeat(self, instant: str) -> Heartbeat:
         return Heartbeat(self.fs, self.layout, instant, self.options.get(cfg.HEARTBEAT_INTERVAL_MS))
+
+    def is_alive(self, instant: str) -> bool:
+        """Whether the writer of a pending ``instant`` still beats (``heartbeat.expiry.ms``)."""
+        beat = read_beat(self.fs, self.layout, instant)
+        return beat is not None and now_ms() - beat.beat_ms <= self.options.get(
+            cfg.HEARTBEAT_EXPIRY_MS
+        )
 
     def dead_instants(self, at_ms: int | None = None) -> list[Instant]:
         """Pending instants of the global timeline whose writer is gone, minus those a

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from lakebraid.index.keys import check_key_type, key_array, key_texts
 from lakebraid.index.lookup import locations
+from lakebraid.index.reindex import reshard
 from lakebraid.index.sizing import estimate_groups
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.reader import MetadataReader
@@ -113,6 +114,12 @@ class WriteClient:
     def validate(self) -> list[str]:
         """Compare the metadata table with a rebuild from storage; [] when they agree."""
         return validate(self.table)
+
+    def reindex(self, groups: int | None = None) -> str:
+        """Rewrite the record index into ``groups`` file groups (default: estimated from its
+        entry count) while writers keep committing; returns the reindex instant. Writes that
+        overlap it fail with a retryable ``WriteConflictError``; no entry is lost."""
+        return reshard(self.metadata, groups)
 
     def compact_metadata(self) -> str | None:
         """Compact every metadata file group that has log files; returns the instant."""

@@ -101,6 +101,18 @@ def cmd_clean(args: argparse.Namespace) -> int:
     return _service(args, "clean", "clean", "cleaned", "nothing to clean")
 
 
+def cmd_reindex(args: argparse.Namespace) -> int:
+    client = WriteClient.open(args.path)
+    done = client.reindex(groups=args.groups)
+    groups = client.metadata.read_point().group_counts["record_index"]
+    print(
+        json.dumps({"reindex": done, "groups": groups})
+        if args.json
+        else f"reindexed the record index into {groups} file groups as {done}"
+    )
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     problems = _client_call(args, "validate")()  # type: ignore[operator]
     if args.json:
@@ -167,6 +179,18 @@ def build_parser() -> argparse.ArgumentParser:
     fl = _command(sub, "files", "data files, from the metadata table's files partition", cmd_files)
     fl.add_argument("--partition", help="one partition path, such as day=2024-01-01")
     fl.add_argument("--as-of", dest="as_of", help=AS_OF_HELP)
+    ri = _command(
+        sub,
+        "reindex",
+        "change the record index's file-group count (writers keep going)",
+        cmd_reindex,
+    )
+    ri.add_argument(
+        "--groups",
+        type=int,
+        help="file groups (default: estimated from the entry count and "
+        "metadata.record_index.records.per.group)",
+    )
     for name, run, needs_instant, text in (
         ("savepoint", cmd_savepoint, True, "keep a commit's files and make it a restore point"),
         ("restore", cmd_restore, True, "return the table to a savepointed commit"),

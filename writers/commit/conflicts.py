@@ -13,6 +13,10 @@ Rules, in the order they are judged:
    of this write's file groups (copy-on-write would lose its rows).
 4. :func:`overlapping_keys` -- such a commit wrote the index entry of one of this write's
    keys (two writers inserting one new key into different groups).
+5. :func:`resharded_during` -- a reindex of the record index (metadata timeline) completed
+   after this write chose the layout of its index log files, or is running (its writer's
+   heartbeat is live): the reindex did not read this write's entries and they are in the old
+   layout, so the write must not complete (retry it once the reindex is done).
 
 Anything else completed in between (a clean, a compaction, a savepoint, a commit on disjoint
 groups and keys) is no conflict. Keys are asked for only when a commit passed rule 3 (reading
@@ -36,6 +40,7 @@ class Mine(msgspec.Struct, frozen=True, kw_only=True):
     time: str
     read_at: str | None  # completion time of the latest instant its reads saw
     groups: frozenset[Group]
+    reindexes_seen: frozenset[str] = frozenset()  # completed reindexes when it wrote its logs
 
     @property
     def since(self) -> str:
@@ -43,7 +48,8 @@ class Mine(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Other(msgspec.Struct, frozen=True, kw_only=True):
-    """Another instant on the global timeline, as the rules need it."""
+    """Another instant on the global timeline (reindexes: the metadata timeline), as the rules
+    need it."""
 
     time: str
     action: Action
@@ -51,6 +57,7 @@ class Other(msgspec.Struct, frozen=True, kw_only=True):
     visible: bool = False
     groups: frozenset[Group] = frozenset()  # commits: the file groups they rewrote
     target: str | None = None  # rollbacks and restores: their target (from the requested plan)
+    alive: bool = False  # pending instants: their writer's heartbeat is live
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -86,6 +93,14 @@ def overlapping_groups(mine: Mine, other: Other) -> bool:
     return _completed_since(mine, other) and bool(other.groups & mine.groups)
 
 
+def resharded_during(mine: Mine, other: Other) -> bool:
+    if other.action is not Action.REINDEX:
+        return False
+    if other.completion_time is None:
+        return other.alive
+    return other.time not in mine.reindexes_seen
+
+
 def overlapping_keys(mine_keys: frozenset[str], their_keys: frozenset[str]) -> bool:
     return bool(mine_keys & their_keys)
 
@@ -100,7 +115,7 @@ def check(
     for other in others:
         if undone_by_rollback(mine, other) or undone_by_restore(mine, other):
             return Verdict(undone_by=other.time)
-    found: list[str] = []
+    found = [other.time for other in others if resharded_during(mine, other)]
     keys: frozenset[str] | None = None
     for other in others:
         if not _completed_since(mine, other):
