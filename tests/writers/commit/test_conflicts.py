@@ -10,7 +10,7 @@ from lakebraid.writers.commit.conflicts import Mine, Other, Verdict, check
 
 T0, READ, MINE, LATER, LATEST = (f"2026112310000000{i}" for i in range(5))
 G1, G2 = ("day=1", "a" * 8), ("day=2", "b" * 8)
-ME = Mine(time=MINE, read_at=READ, groups=frozenset({G1}))
+ME = Mine(time=MINE, read_at=READ, groups=frozenset({G1}), reindexes_seen=frozenset({T0}))
 MY_KEYS = frozenset({"k1", "k2"})
 
 
@@ -22,6 +22,26 @@ def commit(time: str, done: str, groups=frozenset(), visible=True) -> Other:
 
 SCENARIOS = {
     "nothing happened": ([], {}, Verdict()),
+    "a reindex completed after this write chose its log layout": (
+        [Other(time=LATER, action=Action.REINDEX, completion_time=LATEST)],
+        {},
+        Verdict(conflicts=(LATER,)),
+    ),
+    "a reindex completed before this write chose its log layout": (
+        [Other(time=T0, action=Action.REINDEX, completion_time=READ)],
+        {},
+        Verdict(),
+    ),
+    "a reindex running (its heartbeat is live)": (
+        [Other(time=LATER, action=Action.REINDEX, alive=True)],
+        {},
+        Verdict(conflicts=(LATER,)),
+    ),
+    "a dead reindex (pending, heartbeat expired: never completes)": (
+        [Other(time=LATER, action=Action.REINDEX, alive=False)],
+        {},
+        Verdict(),
+    ),
     "overlapping file group": (
         [commit(LATER, LATEST, frozenset({G1}))],
         {},
