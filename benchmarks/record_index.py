@@ -44,7 +44,7 @@ import pyarrow.compute as pc  # noqa: E402
 from benchlib import Report, clear_process_caches  # noqa: E402
 
 from lakebraid.index import lookup as index_lookup  # noqa: E402
-from lakebraid.index.reindex import reindex_record_index  # noqa: E402
+from lakebraid.index.reindex import reindex_record_index, reshard  # noqa: E402
 from lakebraid.index.sizing import estimate_groups  # noqa: E402
 from lakebraid.metadata.arrow_records import index_table  # noqa: E402
 from lakebraid.metadata.records import Partition, file_id_to_ints, instant_to_int  # noqa: E402
@@ -121,6 +121,7 @@ class Index:
     figures: dict[str, str] = field(default_factory=dict)
     numbers: dict[str, float] = field(default_factory=dict)  # for --json
     checks: dict[str, str] = field(default_factory=dict)
+    probe: tuple[pa.Array, pa.Table, pa.Array] | None = None  # asked, expected, absent
 
 
 def timed(work: Callable[[], T]) -> tuple[T, float]:
@@ -255,6 +256,7 @@ def run_lookups(index: Index, rng: np.random.Generator, *, small: bool) -> None:
     asked = asked.take(pa.array(rng.permutation(len(asked))))  # interleave present / absent
     expected = expected_rows(index, np.sort(positions))
     label = f"{len(positions) // 1000}k+{len(absent) // 1000}k"
+    index.probe = (asked, expected, absent)
 
     cold = lookup_once(index, asked, cold=True)
     status = check_lookup(cold.found, expected, absent)
@@ -322,7 +324,34 @@ def bench(n: int, args: argparse.Namespace, rng: np.random.Generator, *, small: 
     with tempfile.TemporaryDirectory(prefix="lakebraid-ri-", dir=args.dir) as folder:
         index = build_index(n, folder, rng, options)
         run_lookups(index, rng, small=small)
+        if small:
+            run_reshard(index)
         return index
+
+
+def run_reshard(index: Index) -> None:
+    """``WriteClient.reindex``'s work on the built index: 4x the file groups, then the cold
+    lookup of the same keys again."""
+    assert index.probe is not None
+    asked, expected, absent = index.probe
+    meta = MetadataTable(index.table)
+    before = meta.read_point().group_counts["record_index"]
+    after = before * 4
+    _, seconds = timed(lambda: reshard(meta, after))
+    cold = lookup_once(index, asked, cold=True)
+    status = check_lookup(cold.found, expected, absent)
+    print(
+        f"[{index.n:,} keys] reindex {before} -> {after} file groups in {seconds:.2f} s; "
+        f"lookup {index.checks['label']} COLD after it: {cold.wall:.3f} s; {status}"
+    )
+    index.numbers.update({"reshard": seconds, "cold after": cold.wall})
+    index.checks.update({"reshard": f"{before} -> {after}", "cold after": status})
+    index.figures.update(
+        {
+            f"reindex {before} -> {after} groups s": f"{seconds:.2f}",
+            "lookup cold after reindex s": f"{cold.wall:.3f} {status}",
+        }
+    )
 
 
 def print_table(runs: list[Index]) -> None:
@@ -365,6 +394,15 @@ def report(index: Index) -> Report:
     label = checks["label"]
     result.add(f"lookup {label} keys, cold", "s", {"lakebraid": nums["cold"]}, checks["cold"])
     result.add(f"lookup {label} keys, warm", "s", {"lakebraid": nums["warm"]}, checks["warm"])
+    if "reshard" in nums:
+        name = f"reindex {n:,} entries, {checks['reshard']} groups"
+        result.add(name, "s", {"lakebraid": nums["reshard"]})
+        result.add(
+            f"lookup {label} keys, cold, after the reindex",
+            "s",
+            {"lakebraid": nums["cold after"]},
+            checks["cold after"],
+        )
     for size in (100, 1_000):
         if f"cold {size}" in nums:
             result.add(
