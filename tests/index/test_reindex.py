@@ -21,7 +21,7 @@ from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.cli.main import main as cli
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.errors import WriteConflictError
+from lakebraid.writers.errors import WriteConflictError, WriteError
 
 OPTIONS = {"write.merge.mode": "commit_time", "metadata.compact.max.log.files": 3}
 
@@ -169,7 +169,7 @@ WRITER = """
 import json, sys
 import pyarrow as pa
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.errors import WriteConflictError
+from lakebraid.writers.errors import WriteConflictError, WriteError
 path, me = sys.argv[1], int(sys.argv[2])
 c = WriteClient.open(path)
 keys = [f"k-{me * 1000 + i:05d}" for i in range(40)]
@@ -218,3 +218,57 @@ def test_reindex_while_two_writer_processes_upsert(client, run_python) -> None:
     assert reindexes, "no reindex completed"
     print(f"{len(reindexes)} of 4 reindexes completed; {conflicts} of 60 upserts conflicted")
     check(WriteClient.open(client.path), model)
+
+
+def test_undoing_a_commit_a_reindex_folded_is_refused_and_changes_nothing(client) -> None:
+    t1 = client.upsert(rows(keys(0, 30), 1))
+    client.savepoint(t1)
+    t2 = client.upsert(rows(keys(20, 40), 2))
+    client.reindex(groups=3)
+    t3 = client.upsert(rows(keys(35, 50), 3))
+    model = {
+        **dict.fromkeys(keys(0, 30), 1),
+        **dict.fromkeys(keys(20, 40), 2),
+        **dict.fromkeys(keys(35, 50), 3),
+    }
+    before = list(client.timeline())
+    with pytest.raises(WriteError, match=f"cannot roll back {t2}: reindex"):
+        client.rollback(t2)
+    with pytest.raises(WriteError, match=f"cannot restore to {t1}: reindex"):
+        client.restore(t1)
+    assert list(client.timeline()) == before
+    check(client, model)
+    client.rollback(t3)  # completed after the reindex: its logs are in the new layout
+    for k in keys(35, 50):
+        model.pop(k)
+    model.update(dict.fromkeys(keys(35, 40), 2))
+    check(client, model)
+    with pytest.raises(WriteError, match=f"cannot roll back {t2}: reindex"):
+        client.rollback(t2)  # still refused once nothing depends on it
+
+
+def test_a_metadata_compaction_overlapping_a_reindex_is_left_pending(tmp_path, monkeypatch) -> None:
+    options = {**OPTIONS, "metadata.compact.max.log.files": 0}  # no inline compaction
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **options)
+    for i in range(3):
+        client.upsert(rows(keys(i * 10, i * 10 + 40), i))
+    model = {}
+    for i in range(3):
+        model.update(dict.fromkeys(keys(i * 10, i * 10 + 40), i))
+    original = MetadataTable._fold
+
+    def fold_then_reindex(self, *args):
+        original(self, *args)
+        monkeypatch.setattr(MetadataTable, "_fold", original)
+        reindex_module.reshard(MetadataTable(self.table), 4)  # lands while compacting
+
+    monkeypatch.setattr(MetadataTable, "_fold", fold_then_reindex)
+    assert client.compact_metadata() is None
+    pending = [i for i in client.timeline("metadata") if i.is_pending]
+    assert [i.action for i in pending] == ["compaction"], "left pending, never read"
+    assert groups(client) == 4
+    check(client, model)
+    client.upsert(rows(keys(0, 5), 9))
+    model.update(dict.fromkeys(keys(0, 5), 9))
+    assert client.compact_metadata() is not None  # a later compaction completes
+    check(client, model)

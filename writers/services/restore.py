@@ -18,7 +18,7 @@ from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import WriteError
 from lakebraid.writers.services.lifecycle import G, complete_all, run_service, start_all
-from lakebraid.writers.services.rollback import execute_undo, plan_rollback
+from lakebraid.writers.services.rollback import check_not_reindexed, execute_undo, plan_rollback
 
 
 def earliest_restorable(table: TableTimelines) -> str:
@@ -107,6 +107,7 @@ def restore(table: TableTimelines, time: str) -> str:
         for i in table.timeline(G)
         if i.action is Action.COMMIT and i.time > time and i.time not in undone
     ]
+    check_not_reindexed(table, later, f"restore to {time}")
     files: set[str] = set()
     logs: set[str] = set()
     for inst in later:

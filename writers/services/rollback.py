@@ -24,6 +24,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import WriteError
 from lakebraid.writers.services.lifecycle import (
     G,
+    M,
     complete_all,
     open_instant,
     remove,
@@ -108,6 +109,26 @@ def check_retention(table: TableTimelines, target: Instant) -> None:
         )
 
 
+def check_not_reindexed(table: TableTimelines, targets: list[Instant], verb: str) -> None:
+    """Refuse, before changing anything, to undo a completed commit that a later reindex of
+    the record index folded into its new layout: the index could not be rebuilt without it
+    (undoing across a reindex is not supported)."""
+    reindexes = [i.time for i in table.timeline(M).completed() if i.action is Action.REINDEX]
+    for target in targets:
+        if not target.is_completed:
+            continue  # a pending write is never folded
+        folding = [r for r in reindexes if r > target.completion_time]  # type: ignore[operator]
+        if folding:
+            raise WriteError(
+                f"cannot {verb}: reindex {folding[0]} rewrote the record index after commit "
+                f"{target.time} completed, folding its entries into the new layout; undoing "
+                "it would leave the record index unreadable, so nothing was changed (undoing "
+                "across a reindex is not supported: upsert the rows you want instead)",
+                table=table.path,
+                instant=target.time,
+            )
+
+
 def check_previous_files(table: TableTimelines, target: Instant) -> None:
     """Refuse, before changing anything, a rollback that would make a file group's previous
     file current again when that file is gone (the group would be unreadable)."""
@@ -160,6 +181,7 @@ def rollback(
             )
         if target.is_completed:
             check_retention(table, target)
+            check_not_reindexed(table, [target], f"roll back {target.time}")
             check_dependents(table, target)
             check_previous_files(table, target)
         plan = plan_rollback(table, target)
