@@ -49,8 +49,7 @@ def reindex_record_index(
     if "file_id" in rows.column_names:
         rows = _index_rows_from_strings(rows)
     rows = rows.select(schema.names).cast(schema)
-    n = n_groups or estimate_groups(metadata_table.table.options, rows.num_rows)
-    return _reindex(metadata_table, n, lambda point: rows)
+    return _reindex(metadata_table, n_groups, lambda point: rows)
 
 
 def reshard(metadata_table: MetadataTable, groups: int | None = None) -> str:
@@ -62,10 +61,8 @@ def reshard(metadata_table: MetadataTable, groups: int | None = None) -> str:
     table = metadata_table.table
     if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int)):
         raise MetadataValueError(f"groups must be a whole number, not {groups!r}", table=table.path)
-    if groups is None:
-        groups = estimate_groups(table.options, _entry_count(metadata_table.reader()))
     maximum = table.options.get(settings.MAX_GROUPS)
-    if not 1 <= groups <= maximum:
+    if groups is not None and not 1 <= groups <= maximum:
         raise MetadataValueError(
             f"groups={groups}: the record index takes 1 to {maximum} file groups "
             f"({settings.MAX_GROUPS.name})",
@@ -75,21 +72,29 @@ def reshard(metadata_table: MetadataTable, groups: int | None = None) -> str:
 
 
 def _reindex(
-    metadata_table: MetadataTable, n: int, entries: Callable[[ReadPoint], pa.Table]
+    metadata_table: MetadataTable, n: int | None, entries: Callable[[ReadPoint], pa.Table]
 ) -> str:
     """The reindex instant: requested with its snapshot under the table lock, bases written,
-    completed under the lock unless a record-index change completed since the snapshot."""
+    completed under the lock unless a record-index change completed since the snapshot.
+    ``n`` None: estimated from the snapshot's entry count (the requested body then names no
+    count; the inflight and completed ones do)."""
     table = metadata_table.table
     store, meta = table.store, TimelineKind.METADATA
-    plan = encode_body(ReindexPlan(group_counts={str(Partition.RECORD_INDEX): n}))
+
+    def plan(groups: int | None) -> bytes:
+        counts = {} if groups is None else {str(Partition.RECORD_INDEX): groups}
+        return encode_body(ReindexPlan(group_counts=counts))
+
     with table.lock:
         time = table.next_time()
         heartbeat = table.heartbeat(time).start()
-        store.request(meta, time, Action.REINDEX, plan)
+        store.request(meta, time, Action.REINDEX, plan(n))
         point = metadata_table.read_point()  # every commit completed before the request
     try:
-        store.start(meta, time, Action.REINDEX, plan)
-        _write_bases(metadata_table, entries(point), n, time, list(point.visible))
+        rows = entries(point)
+        n = n or estimate_groups(table.options, rows.num_rows)
+        store.start(meta, time, Action.REINDEX, plan(n))
+        _write_bases(metadata_table, rows, n, time, list(point.visible))
         with table.lock:
             late = _changed_since(table, time)
             if late:
@@ -99,7 +104,7 @@ def _reindex(
                     table=table.path,
                     instant=time,
                 )
-            store.complete(meta, time, Action.REINDEX, plan)
+            store.complete(meta, time, Action.REINDEX, plan(n))
     finally:
         heartbeat.stop()
     return time
@@ -114,13 +119,6 @@ def _changed_since(table: TableTimelines, time: str) -> list[str]:
         and i.completion_time > time
         and i.action in (Action.DELTACOMMIT, Action.REINDEX)
     ]
-
-
-def _entry_count(reader: MetadataReader) -> int:
-    return sum(
-        reader.group_table(Partition.RECORD_INDEX, i).num_rows
-        for i in range(reader.group_count(Partition.RECORD_INDEX))
-    )
 
 
 def _all_entries(metadata_table: MetadataTable, point: ReadPoint) -> pa.Table:

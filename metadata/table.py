@@ -18,7 +18,7 @@ as of older instants keep working.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -33,7 +33,7 @@ from lakebraid.metadata.slices import FileSlice, ReadPoint
 from lakebraid.metadata.writer import InstantChanges, WrittenLog, write_changes
 from lakebraid.timeline.as_of import parse_as_of
 from lakebraid.timeline.bodies import CompactionPlan, ReindexPlan, encode_body
-from lakebraid.timeline.instant import Action
+from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines, as_of_point
 
@@ -94,10 +94,13 @@ class MetadataTable:
         return self.table.store.read_typed(TimelineKind.METADATA, inst, kind)  # type: ignore[arg-type]
 
     # ---- writing ---------------------------------------------------------------------
-    def write(self, instant: str, changes: InstantChanges) -> list[WrittenLog]:
+    def write(
+        self, instant: str, changes: InstantChanges, point: ReadPoint | None = None
+    ) -> list[WrittenLog]:
         """Write the log blocks of data-table instant ``instant`` (pending on the metadata
-        timeline as a deltacommit); the group counts are those of the latest read point."""
-        counts = self.read_point().group_counts
+        timeline as a deltacommit) in the layout (group counts) of ``point``, by default the
+        latest read point."""
+        counts = (point or self.read_point()).group_counts
         threads = self.table.options.get(settings.WRITE_THREADS)
         return write_changes(self.fs, self.layout, instant, changes, counts, threads)
 
@@ -113,8 +116,8 @@ class MetadataTable:
         them or ``min_log_bytes`` of logs (either suffices) into new bases, as one compaction
         instant. Returns its time (None: no work, or a reindex ran meanwhile and the new bases
         are in the old layout: left pending, never read)."""
-        layout_seen = self._reindexes()
-        reader = MetadataReader(self.fs, self.layout, self.read_point(), self.table.options)
+        point = self.read_point()
+        reader = MetadataReader(self.fs, self.layout, point, self.table.options)
         work = _due_slices(reader, partitions or list(Partition), min_logs, min_log_bytes)
         if not work:
             return None
@@ -139,21 +142,28 @@ class MetadataTable:
             with ThreadPoolExecutor(threads) as pool:
                 list(pool.map(fold, work))  # list(): re-raise the first failure
         with self.table.lock:
-            if self._reindexes() != layout_seen:  # its bases are in an old layout
+            if self.missed_reindexes(point.bases):  # its bases are in an old layout
                 return None  # left pending: readers never use a pending instant's bases
             store.complete(meta, time, Action.COMPACTION, encode_body(inflight))
         return time
 
-    def _reindexes(self) -> tuple[frozenset[str], bool]:
-        """The completed reindexes, and whether one is running (its heartbeat is live)."""
-        done, running = set(), False
-        for inst in self.table.timeline(TimelineKind.METADATA):
-            if inst.action is Action.REINDEX:
-                if inst.is_pending:
-                    running = running or self.table.is_alive(inst.time)
-                else:
-                    done.add(inst.time)
-        return frozenset(done), running
+    def reindexes(self) -> list[tuple[Instant, bool]]:
+        """The reindex instants of the metadata timeline, each with whether it is running
+        (pending and its writer's heartbeat live; a dead one never completes)."""
+        return [
+            (i, i.is_pending and self.table.is_alive(i.time))
+            for i in self.table.timeline(TimelineKind.METADATA)
+            if i.action is Action.REINDEX
+        ]
+
+    def missed_reindexes(self, seen: Collection[str]) -> list[str]:
+        """The reindexes a layout chosen at a read point whose bases are ``seen`` misses:
+        completed since, or running (what it writes would be in an old layout)."""
+        return [
+            i.time
+            for i, running in self.reindexes()
+            if running or (i.is_completed and i.time not in seen)
+        ]
 
     def _fold(
         self, folder: str, partition: Partition, piece: FileSlice, time: str, folded: list[str]

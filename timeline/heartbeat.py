@@ -62,6 +62,11 @@ def read_beat(fs: AbstractFileSystem, layout: TableLayout, instant: str) -> Beat
         return None
 
 
+def is_beating(beat: Beat | None, expiry_ms: int, at_ms: int) -> bool:
+    """Whether a writer whose last beat is ``beat`` counts as alive at ``at_ms``."""
+    return beat is not None and at_ms - beat.beat_ms <= expiry_ms
+
+
 def remove_beat(fs: AbstractFileSystem, layout: TableLayout, instant: str) -> None:
     try:
         fs.rm_file(layout.heartbeat(instant))
@@ -124,7 +129,6 @@ def dead_pending(
     now = at_ms if at_ms is not None else now_ms()
     dead = []
     for inst in global_timeline.pending():
-        beat = read_beat(fs, layout, inst.time)
-        if beat is None or now - beat.beat_ms > expiry_ms:
+        if not is_beating(read_beat(fs, layout, inst.time), expiry_ms, now):
             dead.append(inst)
     return dead

@@ -22,7 +22,7 @@ from lakebraid.timeline.bodies import (
     SavepointBody,
 )
 from lakebraid.timeline.errors import ConfigError, InstantExistsError
-from lakebraid.timeline.heartbeat import Heartbeat, dead_pending, now_ms, read_beat
+from lakebraid.timeline.heartbeat import Heartbeat, dead_pending, is_beating, now_ms, read_beat
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TableLayout, TimelineKind
 from lakebraid.timeline.lock import TableLock
@@ -180,9 +180,7 @@ class TableTimelines:
     def is_alive(self, instant: str) -> bool:
         """Whether the writer of a pending ``instant`` still beats (``heartbeat.expiry.ms``)."""
         beat = read_beat(self.fs, self.layout, instant)
-        return beat is not None and now_ms() - beat.beat_ms <= self.options.get(
-            cfg.HEARTBEAT_EXPIRY_MS
-        )
+        return is_beating(beat, self.options.get(cfg.HEARTBEAT_EXPIRY_MS), now_ms())
 
     def dead_instants(self, at_ms: int | None = None) -> list[Instant]:
         """Pending instants of the global timeline whose writer is gone, minus those a

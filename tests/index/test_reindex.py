@@ -100,8 +100,8 @@ def test_a_write_whose_logs_a_reindex_missed_conflicts_and_loses_nothing(
     model = dict.fromkeys(keys(0, 200), 1)
     original = MetadataTable.write
 
-    def write_then_reindex(self, instant, changes):
-        logs = original(self, instant, changes)  # old layout chosen
+    def write_then_reindex(self, instant, changes, point=None):
+        logs = original(self, instant, changes, point)  # old layout chosen
         monkeypatch.setattr(MetadataTable, "write", original)
         reindex_module.reshard(MetadataTable(self.table), 5)
         return logs

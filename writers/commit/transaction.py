@@ -123,12 +123,12 @@ class Transaction:
         table.store.start(D, time, Action.COMMIT, encode_body(body))
         table.store.start(M, time, Action.DELTACOMMIT)
         table.store.start(G, time, Action.COMMIT)
-        seen = completed_reindexes(table)  # before the log layout is chosen
-        logs = self.metadata.write(time, changes)
+        layout = self.metadata.read_point()  # the log layout, and the reindexes it saw
+        logs = self.metadata.write(time, changes, layout)
         done = encode_body(msgspec.structs.replace(body, logs=logs))
         with table.lock:
             verdict = self._verdict(
-                data_groups(statuses), lambda: frozenset(index_keys(changes)), seen
+                data_groups(statuses), lambda: frozenset(index_keys(changes)), layout.bases
             )
             if verdict.undone_by is not None:
                 raise WriteConflictError(
@@ -168,7 +168,7 @@ class Transaction:
         self,
         groups: set[tuple[str, str]],
         my_keys: Callable[[], frozenset[str]],
-        reindexes_seen: frozenset[str],
+        reindexes_seen: Sequence[str],
     ) -> conflicts.Verdict:
         """Gather what the conflict rules need (``writers.commit.conflicts``) and judge. Under the
         table lock: commits completed since the read point, rollbacks and restores requested
@@ -176,7 +176,10 @@ class Transaction:
         table, time = self.table, self.time
         assert time is not None
         mine = conflicts.Mine(
-            time=time, read_at=self.read_at, groups=frozenset(groups), reindexes_seen=reindexes_seen
+            time=time,
+            read_at=self.read_at,
+            groups=frozenset(groups),
+            reindexes_seen=frozenset(reindexes_seen),
         )
         visible = {i.time for i in table.visibility().visible}
         others = []
@@ -194,7 +197,12 @@ class Transaction:
                 and inst.completion_time > mine.since
             ):
                 others.append(self._commit_of(inst))
-        others.extend(reindexes(table))
+        others.extend(
+            conflicts.Other(
+                time=i.time, action=i.action, completion_time=i.completion_time, alive=running
+            )
+            for i, running in self.metadata.reindexes()
+        )
         return conflicts.check(mine, others, my_keys, self._keys_of)
 
     def _commit_of(self, inst: Instant) -> conflicts.Other:
@@ -218,26 +226,6 @@ class Transaction:
         if self._heartbeat is not None:
             self._heartbeat.stop(remove=not failed)
             self._heartbeat = None
-
-
-def completed_reindexes(table: TableTimelines) -> frozenset[str]:
-    """The completed reindex instants of the metadata timeline."""
-    meta = table.timeline(M)
-    return frozenset(i.time for i in meta.completed() if i.action is Action.REINDEX)
-
-
-def reindexes(table: TableTimelines) -> list[conflicts.Other]:
-    """Every reindex of the metadata timeline, as the conflict rules see it."""
-    return [
-        conflicts.Other(
-            time=i.time,
-            action=i.action,
-            completion_time=i.completion_time,
-            alive=i.is_pending and table.is_alive(i.time),
-        )
-        for i in table.timeline(M)
-        if i.action is Action.REINDEX
-    ]
 
 
 def run_write(

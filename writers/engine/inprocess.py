@@ -35,6 +35,7 @@ from lakebraid.timeline.store import make_durable
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit.transaction import run_write
+from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.filegroup import (
     OP,
     OP_DELETE,
@@ -210,7 +211,7 @@ def tasks_of(
         listing,
         root=table.fs.unstrip_protocol(table.layout.root),
         time=time,
-        schema=[(f.name, f.type, f.nullable) for f in schema],
+        schema=spec_of(schema),
         record_key=table.config.record_key,
         ordering=ordering(table),
     )

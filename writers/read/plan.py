@@ -41,7 +41,13 @@ from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
-from lakebraid.writers.write.datafile import conform, data_schema, read_parquet, virtual_key
+from lakebraid.writers.write.datafile import (
+    conform,
+    data_schema,
+    read_parquet,
+    spec_of,
+    virtual_key,
+)
 
 Pair = tuple[str, str]  # (partition, data file name)
 Keep = Callable[[list[Pair], list[ColumnStatsRecord]], list[Pair]]
@@ -57,10 +63,6 @@ NAN_SAFE_PARQUET = {
 
 def table_schema(schema: Sequence[FieldSpec]) -> pa.Schema:
     return data_schema(spec_of(schema))
-
-
-def spec_of(schema: Sequence[FieldSpec]) -> list[tuple[str, str, bool]]:
-    return [(f.name, f.type, f.nullable) for f in schema]
 
 
 def read_arrow_files(
@@ -92,15 +94,22 @@ def plan_paths(table: TableTimelines, point: str | None, keep: Keep | None = Non
     return [table.layout.data_file(p, name) for p, name in pairs]
 
 
-def selected_paths(table: TableTimelines, spark: Any, point: str | None, where: Any) -> list[str]:
+def selected_paths(
+    table: TableTimelines,
+    spark: Any,
+    point: str | None,
+    where: Any,
+    schema: pa.Schema | None = None,
+) -> list[str]:
     """Data files to read: all of the read point's (already checked), minus those ``where``
-    (SQL text or a Spark Column, read as ``spark`` reads it) rules out."""
+    (SQL text or a Spark Column, read as ``spark`` reads it) rules out. ``schema``: the read
+    schema at ``point`` when the caller has it."""
     if where is None:
         return plan_paths(table, point)
 
     def keep(pairs: list[tuple[str, str]], stats: list[ColumnStatsRecord]) -> list[Pair]:
-        schema = table_schema(schema_as_of(table, point))
-        text, settings = filter_sql(spark, schema, where)
+        read_schema = schema or table_schema(schema_as_of(table, point))
+        text, settings = filter_sql(spark, read_schema, where)
         return prune(pairs, stats, text, settings)
 
     return plan_paths(table, point, keep)
@@ -159,7 +168,7 @@ def read_spark(table: TableTimelines, spark: Any, point: str | None, where: Any)
     (``TableTimelines.read_point``)."""
     fields = schema_as_of(table, point)
     schema = table_schema(fields)
-    paths = selected_paths(table, spark, point, where)
+    paths = selected_paths(table, spark, point, where, schema)
     if not paths:
         frame = empty_frame(spark, schema)
     else:

@@ -18,7 +18,6 @@ from __future__ import annotations
 from lakebraid.metadata.commits import read_commit
 from lakebraid.metadata.records import Partition
 from lakebraid.timeline.bodies import RollbackPlan, encode_body
-from lakebraid.timeline.heartbeat import read_beat
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import WriteError
@@ -163,7 +162,7 @@ def rollback(
                 table=table.path,
                 instant=time,
             )
-        if recovering and (target.is_completed or _alive(table, time)):
+        if recovering and (target.is_completed or table.is_alive(time)):
             return None
         already = time in table.visibility().undone
         if already and (own or recovering):
@@ -172,7 +171,7 @@ def rollback(
             raise WriteError(
                 f"commit {time} is already rolled back", table=table.path, instant=time
             )
-        if target.is_pending and not (own or recovering) and _alive(table, time):
+        if target.is_pending and not (own or recovering) and table.is_alive(time):
             raise WriteError(
                 f"commit {time} is still being written (its heartbeat is fresh); wait for it "
                 "or for its heartbeat to expire",
@@ -187,14 +186,6 @@ def rollback(
         plan = plan_rollback(table, target)
         undo, heartbeat = open_instant(table, Action.ROLLBACK, encode_body(plan))
     return run_opened(undo, heartbeat, lambda t: execute_rollback_plan(table, t, plan))
-
-
-def _alive(table: TableTimelines, time: str) -> bool:
-    beat = read_beat(table.fs, table.layout, time)
-    if beat is None:
-        return False
-    dead = {i.time for i in table.dead_instants()}
-    return time not in dead
 
 
 def execute_rollback_plan(table: TableTimelines, undo: str, plan: RollbackPlan) -> None:

@@ -34,7 +34,7 @@ from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import CorruptDataFileError
-from lakebraid.writers.write.datafile import column_stats, read_parquet, virtual_key
+from lakebraid.writers.write.datafile import column_stats, read_parquet, spec_of, virtual_key
 
 Listing = dict[str, dict[str, int]]
 Checksums = dict[tuple[str, str], int]  # (partition, file name) -> CRC-32 its commit recorded
@@ -196,7 +196,7 @@ class _Validator:
                     f"column_stats: {partition}/{name} {stat.column}: "
                     f"file says {want}, the metadata table says {got}"
                 )
-        spec = [(f.name, f.type, f.nullable) for f in self.schema]
+        spec = spec_of(self.schema)
         derive = virtual_key(spec, self.table.config.record_key)
         keys = rows.column(RECORD_KEY) if derive is None else rows.column(derive)
         return pc.unique(pc.cast(keys, pa.string())).to_pylist(), columns

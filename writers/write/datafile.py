@@ -29,11 +29,16 @@ from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import ColumnStat
 from lakebraid.metadata.files import open_file
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, check_footer, guarded
-from lakebraid.timeline.table_config import text_to_type
+from lakebraid.timeline.table_config import FieldSpec, text_to_type
 from lakebraid.writers.errors import CorruptDataFileError
 
 COMMIT_TIME = "_braid_commit_time"
 Spec = Sequence[tuple[str, str, bool]]  # (name, type text, nullable) of the table's columns
+
+
+def spec_of(schema: Sequence[FieldSpec]) -> list[tuple[str, str, bool]]:
+    """A table schema as plain (name, type text, nullable) tuples, safe to ship to tasks."""
+    return [(f.name, f.type, f.nullable) for f in schema]
 
 
 def data_schema(schema: Spec) -> pa.Schema:

@@ -90,9 +90,9 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.engine.inprocess import write_rows
 from lakebraid.writers.errors import WriteError
-from lakebraid.writers.read.plan import plan_paths, spec_of, table_schema
+from lakebraid.writers.read.plan import plan_paths, table_schema
 from lakebraid.writers.services.recovery import recover
-from lakebraid.writers.write.datafile import conform, read_parquet, virtual_key
+from lakebraid.writers.write.datafile import conform, read_parquet, spec_of, virtual_key
 from lakebraid.writers.write.operations import resolve_policy
 
 NAME = "lakebraid"

@@ -17,6 +17,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.engine.spark.pipeline import Context, rewrite_frame, route_frame
+from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.inputs import check_input
 from lakebraid.writers.write.operations import insert_room, ordering
 
@@ -70,7 +71,7 @@ def write_frame(
         operation=operation,
         table=table.path,
     )
-    spec = [(f.name, f.type, f.nullable) for f in schema]
+    spec = spec_of(schema)
 
     def write(time: str) -> list[WriteStatus]:
         return rewrite_frame(
