@@ -5,7 +5,9 @@
   type whose text does not round-trip exactly, not convertible to the table's key type, or a
   bare string where a sequence of keys is expected. Raised before anything is written.
 * :class:`ReindexConflictError` -- a reindex found record-index changes completed after its
-  snapshot; it did not complete (retryable).
+  snapshot, or an undo that began before it completed; it did not complete (retryable).
+* :class:`ReindexRunningError` -- a rollback or restore was refused because a reindex is
+  running (it would fold the instants being undone); nothing changed (retryable).
 """
 
 from __future__ import annotations
@@ -23,3 +25,7 @@ class RecordKeyError(IndexLayerError):
 
 class ReindexConflictError(IndexLayerError, RetryableError):
     """A reindex did not complete: changes landed after its snapshot; run it again."""
+
+
+class ReindexRunningError(IndexLayerError, RetryableError):
+    """An undo was refused while a reindex runs; nothing changed: retry after it."""

@@ -11,7 +11,9 @@ Online: writers keep committing while a reindex runs. A write whose index logs a
 layout never completes once a reindex is running or completed after it chose that layout (the
 conflict rule ``resharded_during``, retryable); a reindex whose heartbeat expired and that
 finds a record-index change completed after its snapshot does not complete
-(:class:`ReindexConflictError`). So no entry is ever left behind in an old layout.
+(:class:`ReindexConflictError`). So no entry is ever left behind in an old layout. Nor does a
+reindex complete while a rollback or restore is pending or after one began: an undo corrects
+the bases of the reindexes completed before it (``index.rebase``), never of one running.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from lakebraid.timeline.bodies import ReindexPlan, encode_body
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.visibility import UNDO_ACTIONS
 
 
 def reindex_record_index(
@@ -87,6 +90,7 @@ def _reindex(
 
     with table.lock:
         time = table.next_time()
+        _refuse_undos(table, time, "")
         heartbeat = table.heartbeat(time).start()
         store.request(meta, time, Action.REINDEX, plan(n))
         point = metadata_table.read_point()  # every commit completed before the request
@@ -96,6 +100,7 @@ def _reindex(
         store.start(meta, time, Action.REINDEX, plan(n))
         _write_bases(metadata_table, rows, n, time, list(point.visible))
         with table.lock:
+            _refuse_undos(table, time, " (its heartbeat expired while it ran)")
             late = _changed_since(table, time)
             if late:
                 raise ReindexConflictError(
@@ -108,6 +113,23 @@ def _reindex(
     finally:
         heartbeat.stop()
     return time
+
+
+def _refuse_undos(table: TableTimelines, time: str, why: str) -> None:
+    """A rollback or restore that is pending, or completed after ``time``, may undo an
+    instant this reindex folds without correcting its bases: the reindex must not complete."""
+    undos = [
+        i.time
+        for i in table.timeline(TimelineKind.GLOBAL)
+        if i.action in UNDO_ACTIONS and (i.completion_time is None or i.completion_time > time)
+    ]
+    if undos:
+        raise ReindexConflictError(
+            f"reindex {time}: {undos[0]} (a rollback or restore) is running or completed "
+            f"since it began{why}; nothing changed: run the reindex again once it is done",
+            table=table.path,
+            instant=time,
+        )
 
 
 def _changed_since(table: TableTimelines, time: str) -> list[str]:

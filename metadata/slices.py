@@ -14,6 +14,11 @@ completion order of the compaction or reindex instant that wrote it) that folds 
 instant, plus every log file whose data-table instant is visible and not folded into that
 base, in completion order (the merge order: newest wins). A base that folded an instant later
 rolled back is passed over for an older one, so reads stay exact until it is rewritten.
+
+An undo (rollback or restore) of an instant that a reindex folded writes corrected bases for
+that reindex's layout (``<group>_<base time>.parquet``, the reindex's rows without the undone
+instants; ``ReadPoint.rebased``): they rank as the reindex itself, ahead of its own bases, so
+the reindex's layout stays readable at every point.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class ReadPoint(msgspec.Struct, frozen=True):
     bases: tuple[str, ...]  # compaction / reindex instants whose bases are visible, in order
     group_counts: dict[str, int]  # metadata partition -> number of file groups
     reindexed: dict[str, str] = {}  # metadata partition -> its latest visible reindex instant
+    rebased: dict[str, str] = {}  # corrected base time -> the visible reindex it stands in for
     read_at: str | None = None  # completion time of the latest visible instant
 
 
@@ -89,12 +95,13 @@ def build_slice(
     footer); it is called newest base first until one folds no undone instant."""
     files = list(files)
     base_rank = {t: n for n, t in enumerate(point.bases)}
+    base_rank.update({b: base_rank[r] for b, r in point.rebased.items() if r in base_rank})
     reindex = point.reindexed.get(file_group.rsplit("-", 1)[0])
     floor = base_rank[reindex] if reindex is not None else -1  # older layouts never count
     log_rank = {t: n for n, t in enumerate(point.visible)}
     bases = sorted(
         (f for f in files if f.kind == "base" and base_rank.get(f.instant, -1) >= max(floor, 0)),
-        key=lambda f: base_rank[f.instant],
+        key=lambda f: (base_rank[f.instant], f.instant),  # a correction after its reindex
         reverse=True,
     )
     base, folded = None, frozenset[str]()

@@ -75,6 +75,7 @@ class MetadataTable:
                 plan = self._plan(inst.time, Action.REINDEX, ReindexPlan)
                 counts.update(plan.group_counts)
                 reindexed.update(dict.fromkeys(plan.group_counts, inst.time))
+        seen = {i.time for i in bases}
         return ReadPoint(
             as_of=point,
             visible=tuple(i.time for i in visibility.visible),
@@ -82,6 +83,7 @@ class MetadataTable:
             bases=tuple(i.time for i in bases),
             group_counts=counts,
             reindexed=reindexed,
+            rebased={b: r for b, r in visibility.rebased.items() if r in seen},
             read_at=visibility.visible[-1].completion_time if visibility.visible else None,
         )
 

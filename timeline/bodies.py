@@ -13,6 +13,11 @@ bodies that decide visibility, read from *completed* rollback and restore files:
   time lies strictly between ``target`` and ``t`` is undone, except rollbacks, restores and
   savepoints.
 
+Both may carry ``"rebased": {"<reindex time>": "<base time>"}``: for each reindex that folded
+an instant the undo removes, the time of the corrected record-index bases the undo wrote
+(``<group>_<base time>.parquet``, the reindex's bases without the undone instants); from the
+undo's completion on they stand in for that reindex's bases (``metadata.slices``).
+
 and the ones that bound what a read point may reach (``timeline.as_of``):
 
 * ``<t>_<c>.savepoint``: ``{"version": 1, "target": "<instant time>"}`` -- the cleaner keeps
@@ -41,11 +46,13 @@ class RollbackBody(msgspec.Struct, frozen=True, kw_only=True):
     version: int = BODY_VERSION
     target: str
     target_action: Action
+    rebased: dict[str, str] = {}  # reindex time -> time of its corrected bases
 
 
 class RestoreBody(msgspec.Struct, frozen=True, kw_only=True):
     version: int = BODY_VERSION
     target: str
+    rebased: dict[str, str] = {}
 
 
 class SavepointBody(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,6 +75,7 @@ class RollbackPlan(msgspec.Struct, frozen=True, kw_only=True):
     target_action: Action
     data_files: list[str] = []  # paths relative to the table root
     logs: list[str] = []  # paths relative to the metadata folder
+    rebased: dict[str, str] = {}  # reindex time -> time of its corrected bases
 
 
 class RestorePlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,6 +86,7 @@ class RestorePlan(msgspec.Struct, frozen=True, kw_only=True):
     undone: list[str] = []  # the commits after it
     data_files: list[str] = []
     logs: list[str] = []
+    rebased: dict[str, str] = {}
 
 
 class CleanPlan(msgspec.Struct, frozen=True, kw_only=True):

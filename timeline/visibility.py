@@ -12,6 +12,8 @@ times are issued under the table lock and exceed every earlier time). Undo is ju
 whole timeline: an instant rolled back later is invisible at every point, because its files
 are gone. Rollback and restore instants are themselves visible (they may carry compensating
 metadata records); a restore does not undo the rollbacks or savepoints within its range.
+Likewise an undo's corrected record-index bases (``rebased``) count at every point once the
+undo completed: they replace bases that folded what it undid.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Visibility(msgspec.Struct, frozen=True):
     as_of: str | None
     visible: tuple[Instant, ...]  # completion order
     undone: frozenset[str]  # instant times undone by completed rollbacks/restores
+    rebased: dict[str, str] = {}  # corrected base time -> the reindex whose bases it replaces
 
     @property
     def times(self) -> frozenset[str]:
@@ -76,4 +79,10 @@ def resolve(
     visible = tuple(
         inst for inst in global_timeline.by_completion(as_of) if inst.time not in undone
     )
-    return Visibility(as_of, visible, frozenset(undone))
+    rebased = {
+        base: reindex
+        for inst in global_timeline.completed()
+        if inst.action in UNDO_ACTIONS
+        for reindex, base in undo_bodies[inst.time].rebased.items()
+    }
+    return Visibility(as_of, visible, frozenset(undone), rebased)

@@ -118,7 +118,9 @@ class WriteClient:
     def reindex(self, groups: int | None = None) -> str:
         """Rewrite the record index into ``groups`` file groups (default: estimated from its
         entry count) while writers keep committing; returns the reindex instant. Writes that
-        overlap it fail with a retryable ``WriteConflictError``; no entry is lost."""
+        overlap it fail with a retryable ``WriteConflictError``; no entry is lost. Dead
+        writes and undos are finished first (a pending undo would stop the reindex)."""
+        recover(self.table)
         return reshard(self.metadata, groups)
 
     def compact_metadata(self) -> str | None:

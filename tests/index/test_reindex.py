@@ -22,7 +22,7 @@ from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.cli.main import main as cli
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.errors import WriteConflictError, WriteError
+from lakebraid.writers.errors import WriteConflictError
 
 OPTIONS = {"write.merge.mode": "commit_time", "metadata.compact.max.log.files": 3}
 
@@ -219,33 +219,6 @@ def test_reindex_while_two_writer_processes_upsert(client, run_python) -> None:
     assert reindexes, "no reindex completed"
     print(f"{len(reindexes)} of 4 reindexes completed; {conflicts} of 60 upserts conflicted")
     check(WriteClient.open(client.path), model)
-
-
-def test_undoing_a_commit_a_reindex_folded_is_refused_and_changes_nothing(client) -> None:
-    t1 = client.upsert(rows(keys(0, 30), 1))
-    client.savepoint(t1)
-    t2 = client.upsert(rows(keys(20, 40), 2))
-    client.reindex(groups=3)
-    t3 = client.upsert(rows(keys(35, 50), 3))
-    model = {
-        **dict.fromkeys(keys(0, 30), 1),
-        **dict.fromkeys(keys(20, 40), 2),
-        **dict.fromkeys(keys(35, 50), 3),
-    }
-    before = list(client.timeline())
-    with pytest.raises(WriteError, match=f"cannot roll back {t2}: reindex"):
-        client.rollback(t2)
-    with pytest.raises(WriteError, match=f"cannot restore to {t1}: reindex"):
-        client.restore(t1)
-    assert list(client.timeline()) == before
-    check(client, model)
-    client.rollback(t3)  # completed after the reindex: its logs are in the new layout
-    for k in keys(35, 50):
-        model.pop(k)
-    model.update(dict.fromkeys(keys(35, 40), 2))
-    check(client, model)
-    with pytest.raises(WriteError, match=f"cannot roll back {t2}: reindex"):
-        client.rollback(t2)  # still refused once nothing depends on it
 
 
 def test_a_metadata_compaction_overlapping_a_reindex_is_left_pending(tmp_path, monkeypatch) -> None:

@@ -6,19 +6,28 @@
   after ``t`` (visible or pending) and the files and log files a rollback of each would
   delete (``writers.services.rollback.plan_rollback``); executing it deletes them all, and its
   completion undoes every instant between ``t`` and itself for every reader (the visibility
-  rule), except rollbacks, restores and savepoints. Re-entrant like a rollback.
+  rule), except rollbacks, restores and savepoints. Re-entrant like a rollback. A reindex
+  that folded one of those commits gets corrected record-index bases (``index.rebase``).
 """
 
 from __future__ import annotations
 
+from lakebraid.index.rebase import plan_rebase
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.as_of import AsOfError
 from lakebraid.timeline.bodies import RestorePlan, SavepointBody, encode_body
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import WriteError
-from lakebraid.writers.services.lifecycle import G, complete_all, run_service, start_all
-from lakebraid.writers.services.rollback import check_not_reindexed, execute_undo, plan_rollback
+from lakebraid.writers.services.lifecycle import (
+    G,
+    complete_all,
+    open_instant,
+    run_opened,
+    run_service,
+    start_all,
+)
+from lakebraid.writers.services.rollback import execute_undo, plan_rollback
 
 
 def earliest_restorable(table: TableTimelines) -> str:
@@ -101,36 +110,42 @@ def restore(table: TableTimelines, time: str) -> str:
             instant=time,
         )
     check_restorable(table, time, "restore to")
+    with table.lock:  # the plan and the corrected bases' times, then the instant, at once
+        plan = plan_restore(table, time)
+        undo, heartbeat = open_instant(table, Action.RESTORE, encode_body(plan))
+
+    def work(at: str) -> None:
+        execute_undo(table, at, Action.RESTORE, plan, plan.undone)
+
+    return run_opened(undo, heartbeat, work)
+
+
+def plan_restore(table: TableTimelines, time: str) -> RestorePlan:
+    """Every commit after ``time`` that is not undone, the files a rollback of each would
+    delete, and corrected bases for the reindexes that folded one of them."""
     undone = table.visibility().undone
     later = [
         i
         for i in table.timeline(G)
         if i.action is Action.COMMIT and i.time > time and i.time not in undone
     ]
-    check_not_reindexed(table, later, f"restore to {time}")
     files: set[str] = set()
     logs: set[str] = set()
     for inst in later:
         part = plan_rollback(table, inst)
         files.update(part.data_files)
         logs.update(part.logs)
-    plan = RestorePlan(
+    return RestorePlan(
         target=time,
         undone=[i.time for i in later],
         data_files=sorted(files),
         logs=sorted(logs),
+        rebased=plan_rebase(table, later, f"restore to {time}"),
     )
-    body = encode_body(plan)
-
-    def work(undo: str) -> None:
-        execute_undo(table, undo, Action.RESTORE, body, plan.data_files, plan.logs, plan.undone)
-
-    return run_service(table, Action.RESTORE, body, work)
 
 
 def finish_restore(table: TableTimelines, inst: Instant) -> None:
     """Finish a restore whose writer died (from its requested plan)."""
     requested = Instant(inst.time, Action.RESTORE, State.REQUESTED)
     plan = table.store.read_typed(G, requested, RestorePlan)
-    body = encode_body(plan)
-    execute_undo(table, inst.time, Action.RESTORE, body, plan.data_files, plan.logs, plan.undone)
+    execute_undo(table, inst.time, Action.RESTORE, plan, plan.undone)

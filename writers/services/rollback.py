@@ -4,6 +4,8 @@ A rollback is its own instant ``r`` on all three timelines::
 
     lock:   r = next instant time; requested on global, data, metadata (body: RollbackPlan)
     inflight on global, data, metadata
+    when a completed reindex folded the target: its corrected record-index bases
+            (``index.rebase``; the plan's ``rebased`` names their time)
     lock:   completed on data, metadata, then global (body: the plan, a superset of
             ``timeline.bodies.RollbackBody``): from here the target is undone for every reader
     delete the target's data files (from its markers and its write statuses), its metadata
@@ -15,15 +17,18 @@ Every step is idempotent, so a rollback whose writer died is finished by
 
 from __future__ import annotations
 
+import msgspec
+
+from lakebraid.index.rebase import plan_rebase, write_rebased
 from lakebraid.metadata.commits import read_commit
 from lakebraid.metadata.records import Partition
-from lakebraid.timeline.bodies import RollbackPlan, encode_body
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.bodies import RestorePlan, RollbackPlan, encode_body
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import WriteError
 from lakebraid.writers.services.lifecycle import (
     G,
-    M,
     complete_all,
     open_instant,
     remove,
@@ -108,26 +113,6 @@ def check_retention(table: TableTimelines, target: Instant) -> None:
         )
 
 
-def check_not_reindexed(table: TableTimelines, targets: list[Instant], verb: str) -> None:
-    """Refuse, before changing anything, to undo a completed commit that a later reindex of
-    the record index folded into its new layout: the index could not be rebuilt without it
-    (undoing across a reindex is not supported)."""
-    reindexes = [i.time for i in table.timeline(M).completed() if i.action is Action.REINDEX]
-    for target in targets:
-        if not target.is_completed:
-            continue  # a pending write is never folded
-        folding = [r for r in reindexes if r > target.completion_time]  # type: ignore[operator]
-        if folding:
-            raise WriteError(
-                f"cannot {verb}: reindex {folding[0]} rewrote the record index after commit "
-                f"{target.time} completed, folding its entries into the new layout; undoing "
-                "it would leave the record index unreadable, so nothing was changed (undoing "
-                "across a reindex is not supported: upsert the rows you want instead)",
-                table=table.path,
-                instant=target.time,
-            )
-
-
 def check_previous_files(table: TableTimelines, target: Instant) -> None:
     """Refuse, before changing anything, a rollback that would make a file group's previous
     file current again when that file is gone (the group would be unreadable)."""
@@ -180,36 +165,37 @@ def rollback(
             )
         if target.is_completed:
             check_retention(table, target)
-            check_not_reindexed(table, [target], f"roll back {target.time}")
             check_dependents(table, target)
             check_previous_files(table, target)
-        plan = plan_rollback(table, target)
+        rebased = plan_rebase(table, [target], f"roll back {time}")
+        plan = msgspec.structs.replace(plan_rollback(table, target), rebased=rebased)
         undo, heartbeat = open_instant(table, Action.ROLLBACK, encode_body(plan))
     return run_opened(undo, heartbeat, lambda t: execute_rollback_plan(table, t, plan))
 
 
 def execute_rollback_plan(table: TableTimelines, undo: str, plan: RollbackPlan) -> None:
-    execute_undo(
-        table, undo, Action.ROLLBACK, encode_body(plan), plan.data_files, plan.logs, [plan.target]
-    )
+    execute_undo(table, undo, Action.ROLLBACK, plan, [plan.target])
 
 
 def execute_undo(
     table: TableTimelines,
     undo: str,
     action: Action,
-    body: bytes,
-    data_files: list[str],
-    logs: list[str],
+    plan: RollbackPlan | RestorePlan,
     targets: list[str],
 ) -> None:
-    """Inflight, complete, then delete: each step skipped when already done (re-entrant).
+    """Inflight, corrected record-index bases (``index.rebase``, when the undo crosses a
+    reindex), complete, then delete: each step skipped when already done (re-entrant).
     Shared by rollback and restore. The files go only once the undo is complete (its commit
     point), so no reader ever meets a visible commit with files missing; a crash after the
     completion leaves invisible files that :func:`delete_undone_files` (the cleaner) removes."""
+    body = encode_body(plan)
     start_all(table, undo, action, body)
+    done = table.timeline(G).get(undo, action)
+    if plan.rebased and not (done is not None and done.is_completed):
+        write_rebased(MetadataTable(table), plan.rebased, targets)
     complete_all(table, undo, action, body)
-    delete_undone_files(table, data_files, logs, targets)
+    delete_undone_files(table, plan.data_files, plan.logs, targets)
 
 
 def delete_undone_files(

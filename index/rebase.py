@@ -1,0 +1,174 @@
+"""Undo across a reindex: corrected record-index bases.
+
+A reindex folds every instant visible at its snapshot into full bases of a new layout, so
+that layout has no older base to fall back to when one of those instants is undone. A
+rollback or restore that undoes such an instant therefore writes, for each reindex that
+folded one, corrected bases ``<group>_<b>.parquet`` at a fresh time ``b``: the reindex's rows
+of every key the undone instants did not touch, and for the keys they touched (read from
+their record-index log files, in whatever layout they were written) the entries as of the
+reindex's snapshot without them, read in the layout before the reindex. The footer folds
+the reindex's instants minus the undone ones. The undo's body maps the reindex to ``b``
+(``timeline.bodies.RollbackBody.rebased``); from the undo's completion on, read points rank
+the corrected bases as the reindex itself (``metadata.slices``), so reads as of every point
+since the reindex stay exact.
+
+Order of events: :func:`plan_rebase` runs under the table lock with the undo's plan and
+refuses while a reindex runs; :func:`write_rebased` runs after the undo is inflight and
+before it completes. A reindex that requested before the undo completed never completes
+(``index.reindex``), so no reindex ever folds an instant undone behind its back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakebraid.index.errors import IndexLayerError, ReindexRunningError
+from lakebraid.index.lookup import lookup
+from lakebraid.metadata import settings
+from lakebraid.metadata.arrow_records import KEY, SCHEMAS
+from lakebraid.metadata.basefile import base_info, read_base, write_base
+from lakebraid.metadata.hashing import file_groups_of
+from lakebraid.metadata.logblock import read_log_file
+from lakebraid.metadata.reader import MetadataReader, index_log_table
+from lakebraid.metadata.records import Partition
+from lakebraid.metadata.slices import ReadPoint
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.instant import Action, Instant
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
+
+INDEX = Partition.RECORD_INDEX
+
+
+def folding_reindexes(table: TableTimelines, targets: Sequence[Instant]) -> list[Instant]:
+    """The completed reindexes that folded a completed target (a reindex folds every
+    instant completed before it was requested), oldest first."""
+    done = [t.completion_time for t in targets if t.completion_time is not None]
+    if not done:
+        return []
+    first = min(done)
+    return [
+        i
+        for i in table.timeline(TimelineKind.METADATA).completed()
+        if i.action is Action.REINDEX and i.time > first
+    ]
+
+
+def plan_rebase(table: TableTimelines, targets: Sequence[Instant], verb: str) -> dict[str, str]:
+    """Call under the table lock: for each reindex that folded a target, a fresh time for
+    its corrected bases. Refuses while a reindex is running if a target is completed (the
+    reindex folds it; a pending target is never folded)."""
+    if all(t.completion_time is None for t in targets):
+        return {}
+    running = [
+        i.time
+        for i in table.timeline(TimelineKind.METADATA)
+        if i.action is Action.REINDEX and i.is_pending and table.is_alive(i.time)
+    ]
+    if running:
+        raise ReindexRunningError(
+            f"cannot {verb} while reindex {running[0]} is running (it folds every visible "
+            "commit into a new record-index layout); wait for it to finish, then retry",
+            table=table.path,
+            instant=running[0],
+        )
+    return {r.time: table.next_time() for r in folding_reindexes(table, targets)}
+
+
+def write_rebased(
+    metadata_table: MetadataTable, rebased: dict[str, str], undone: Collection[str]
+) -> None:
+    """Write the corrected bases of every reindex in ``rebased`` (oldest first), for an
+    undo of the instants ``undone``. Re-entrant: rewriting gives the same files."""
+    if not rebased:
+        return
+    undone = frozenset(undone)
+    keys = touched_keys(metadata_table, undone)
+    mine: dict[str, str] = {}  # corrections already written by this undo
+    for reindex, base in sorted(rebased.items()):
+        _rebase(metadata_table, reindex, base, undone, keys, mine)
+        mine[base] = reindex
+
+
+def touched_keys(metadata_table: MetadataTable, instants: frozenset[str]) -> pa.Array:
+    """Every record key whose index entry one of ``instants`` wrote or deleted, from their
+    record-index log files (any layout)."""
+    fs, folder = metadata_table.fs, metadata_table.layout.metadata_partition_dir(str(INDEX))
+    try:
+        names = fs.ls(folder, detail=False)
+    except FileNotFoundError:
+        names = []
+    suffixes = tuple(f"_{t}.log" for t in instants)
+    parts = [
+        index_log_table(read_log_file(fs, path)).column(KEY)
+        for path in names
+        if path.endswith(suffixes)
+    ]
+    if not parts:
+        return pa.array([], pa.string())
+    return pc.unique(pa.chunked_array(parts).combine_chunks())
+
+
+def _rebase(
+    metadata_table: MetadataTable,
+    reindex: str,
+    base: str,
+    undone: frozenset[str],
+    keys: pa.Array,
+    mine: dict[str, str],
+) -> None:
+    """The corrected bases of one reindex, one file group at a time."""
+    table = metadata_table.table
+    inst = table.timeline(TimelineKind.METADATA).get(reindex, Action.REINDEX)
+    if inst is None or inst.completion_time is None:
+        raise IndexLayerError(
+            f"reindex {reindex} is not a completed reindex; its bases cannot be corrected",
+            table=table.path,
+            instant=reindex,
+        )
+    at_reindex = metadata_table.read_point(inst.completion_time)  # its bases, not yet undone
+    reader = MetadataReader(metadata_table.fs, metadata_table.layout, at_reindex, table.options)
+    before = _with_undone(metadata_table.read_point(reindex), undone, mine)
+    old = MetadataReader(metadata_table.fs, metadata_table.layout, before, table.options)
+    schema = SCHEMAS[INDEX]
+    prior = lookup(old, keys, unique=True).select(schema.names).cast(schema)
+    n = reader.group_count(INDEX)
+    key_groups = pa.array(file_groups_of(keys, n))
+    prior_groups = pa.array(file_groups_of(prior.column(KEY), n))
+    folder = reader.folder(INDEX)
+    for index in range(n):
+        piece = reader.slice(INDEX, index)
+        if piece.base is None:
+            continue  # the reindex wrote no rows here: nothing to correct
+        path = f"{folder}/{piece.base}"
+        rows = read_base(metadata_table.fs, path).select(schema.names).cast(schema)
+        gone = keys.filter(pc.equal(key_groups, index))
+        rows = rows.filter(pc.invert(pc.is_in(rows.column(KEY), value_set=gone)))
+        rows = pa.concat_tables([rows, prior.filter(pc.equal(prior_groups, index))])
+        folded = set(base_info(metadata_table.fs, path).folded) - undone
+        write_base(
+            metadata_table.fs,
+            metadata_table.layout.metadata_base_file(str(INDEX), piece.file_group, base),
+            rows,
+            partition=str(INDEX),
+            file_group=piece.file_group,
+            instant=base,
+            folded=sorted(folded),
+            row_group_rows=table.options.get(settings.BASE_ROW_GROUP_ROWS),
+        )
+
+
+def _with_undone(point: ReadPoint, undone: frozenset[str], mine: dict[str, str]) -> ReadPoint:
+    """``point`` as it will read once the undo of ``undone`` completes, with the corrected
+    bases this undo already wrote."""
+    rebased = {**point.rebased, **{b: r for b, r in mine.items() if r in point.bases}}
+    return msgspec.structs.replace(
+        point,
+        visible=tuple(t for t in point.visible if t not in undone),
+        undone=point.undone | undone,
+        rebased=rebased,
+    )
