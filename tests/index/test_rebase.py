@@ -4,6 +4,7 @@ commit. Expected states come from a plain model of what each commit wrote."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pyarrow as pa
@@ -11,7 +12,7 @@ import pytest
 
 from lakebraid.index import reindex as reindex_module
 from lakebraid.index.errors import ReindexConflictError, ReindexRunningError
-from lakebraid.timeline.bodies import ReindexPlan, encode_body
+from lakebraid.timeline.bodies import ReindexPlan, RollbackPlan, encode_body
 from lakebraid.timeline.heartbeat import write_beat
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
@@ -69,10 +70,10 @@ class History:
         return sorted({k for _, changes in self.commits for k in changes})
 
 
-def check(client: WriteClient, history: History) -> None:
-    """Lookups and reads equal the model now and as of every visible commit; validate is
-    clean."""
-    points = [None, *(t for t, _ in history.commits if t not in history.undone)]
+def check(client: WriteClient, history: History, since: str = "") -> None:
+    """Lookups and reads equal the model now and as of every visible commit (from ``since``
+    on); validate is clean."""
+    points = [None, *(t for t, _ in history.commits if t not in history.undone and t >= since)]
     asked = history.everything()
     for point in points:
         model = history.state(point)
@@ -198,3 +199,28 @@ def test_a_crashed_undo_across_a_reindex_is_finished_by_recovery(tmp_path, monke
     assert client.recover()  # finishes it from its plan
     h.undone.add(t2)
     check(client, h)
+
+
+def test_the_cleaner_drops_corrected_bases_once_no_retained_point_reads_them(tmp_path) -> None:
+    options = {**OPTIONS, "clean.retain.commits": 2}
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **options)
+    h = History()
+    h.upsert(client, keys(0, 30), 1)
+    t2 = h.upsert(client, keys(20, 40), 2)
+    client.reindex(groups=3)
+    client.rollback(t2)
+    h.undone.add(t2)
+    folder = f"{client.path}/.braid/metadata/record_index"
+    body = client.table.store.read_typed(TimelineKind.GLOBAL, client.timeline()[-1], RollbackPlan)
+    (base,) = body.rebased.values()
+    corrected = [n for n in os.listdir(folder) if n.endswith(f"_{base}.parquet")]
+    assert len(corrected) == 3
+    client.clean()  # the corrected bases are what every retained point reads
+    assert all(os.path.exists(f"{folder}/{n}") for n in corrected)
+    check(client, h)
+    for i in range(3):
+        h.upsert(client, keys(40 + i * 10, 50 + i * 10), 3 + i)
+        client.compact_metadata()
+    client.clean()
+    assert not any(os.path.exists(f"{folder}/{n}") for n in corrected)
+    check(client, h, since=h.commits[-2][0])  # what the retention keeps readable

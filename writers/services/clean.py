@@ -86,6 +86,8 @@ def plan_clean(table: TableTimelines) -> CleanPlan | None:
         for i in table.timeline(M).by_completion(earliest.completion_time)
         if i.action in (Action.COMPACTION, Action.REINDEX)
     }
+    # an undo's corrected bases stand in for their reindex's (``index.rebase``)
+    meta_done.update(b for b, r in visibility.rebased.items() if r in meta_done)
     stale_meta = []
     for partition in Partition:
         folder = table.layout.metadata_partition_dir(str(partition))
