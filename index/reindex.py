@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.index.errors import ReindexConflictError
-from lakebraid.index.sizing import estimate_groups
+from lakebraid.index.sizing import estimate_groups, resize_target
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import SCHEMAS, index_table
-from lakebraid.metadata.basefile import write_base
+from lakebraid.metadata.basefile import base_info, write_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
 from lakebraid.metadata.reader import MetadataReader
@@ -72,6 +72,23 @@ def reshard(metadata_table: MetadataTable, groups: int | None = None) -> str:
             table=table.path,
         )
     return _reindex(metadata_table, groups, lambda point: _all_entries(metadata_table, point))
+
+
+def resize_if_due(metadata_table: MetadataTable) -> str | None:
+    """The automatic resize (an inline service): reshard to the estimate when the entries
+    of the record index's current bases, per file group, pass the growth factor
+    (``index.sizing.resize_target``). Returns the reindex instant, or None. Counts come from
+    the bases' footers; entries still in logs count at the next compaction."""
+    reader = metadata_table.reader()
+    folder = reader.folder(Partition.RECORD_INDEX)
+    slices = reader.slices(Partition.RECORD_INDEX)
+    entries = sum(
+        base_info(metadata_table.fs, f"{folder}/{piece.base}").num_rows
+        for piece in slices
+        if piece.base is not None
+    )
+    target = resize_target(metadata_table.table.options, entries, len(slices))
+    return None if target is None else reshard(metadata_table, target)
 
 
 def _reindex(

@@ -2,6 +2,8 @@
 ``ceil(count / records_per_group)`` clamped to ``[min_groups, max_groups]``
 (:func:`estimate_file_groups`); :func:`estimate_groups` takes the three numbers from a table's
 config keys (``metadata.record_index.records.per.group``, ``.min.groups``, ``.max.groups``).
+:func:`resize_target` is the automatic resize's rule: grow to the estimate once entries per
+group pass ``records.per.group`` times ``metadata.record_index.resize.factor``.
 """
 
 from __future__ import annotations
@@ -41,3 +43,15 @@ def estimate_groups(options: cfg.Options, record_count: int) -> int:
         options.get(settings.MIN_GROUPS),
         options.get(settings.MAX_GROUPS),
     )
+
+
+def resize_target(options: cfg.Options, entries: int, groups: int) -> int | None:
+    """The group count the automatic resize moves to, or None: off, not past the growth
+    factor, or the estimate is no larger (at the max.groups bound)."""
+    if not options.get(settings.AUTO_RESIZE) or groups < 1:
+        return None
+    limit = options.get(settings.RECORDS_PER_GROUP) * options.get(settings.RESIZE_FACTOR)
+    if entries / groups <= limit:
+        return None
+    target = estimate_groups(options, entries)
+    return target if target > groups else None

@@ -48,6 +48,22 @@ MAX_GROUPS = cfg.register(
     "Most record-index file groups an estimate may give.",
     cfg.at_least(1),
 )
+AUTO_RESIZE = cfg.register(
+    "metadata.record_index.auto.resize",
+    bool,
+    True,
+    "After an inline metadata compaction, reshard the record index when its entries per file "
+    "group pass records.per.group times metadata.record_index.resize.factor (a reindex "
+    "instant; writers that overlap it retry).",
+)
+RESIZE_FACTOR = cfg.register(
+    "metadata.record_index.resize.factor",
+    float,
+    2.0,
+    "How far entries per record-index file group may grow past records.per.group before the "
+    "automatic resize reshards to the estimate for the current entry count.",
+    lambda value: None if value >= 1.0 else "must be at least 1.0",
+)
 LOOKUP_THREADS = cfg.register(
     "metadata.lookup.threads",
     int,

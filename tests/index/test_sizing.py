@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakebraid.index.sizing import estimate_file_groups, estimate_groups
+from lakebraid.index.sizing import estimate_file_groups, estimate_groups, resize_target
 from lakebraid.timeline import config as cfg
 
 
@@ -40,3 +40,22 @@ def test_estimate_groups_reads_the_config_keys() -> None:
     assert estimate_groups(options, 35) == 4
     assert estimate_groups(options, 95) == 8
     assert estimate_groups(options, 5) == 2
+
+
+def test_resize_target_grows_only_past_the_factor() -> None:
+    keys = {"metadata.record_index.records.per.group": 100}
+    options = cfg.Options(keys)
+    assert resize_target(options, 200, 1) is None  # at the factor (2.0): not past it
+    assert resize_target(options, 201, 1) == 3  # past it: the estimate, ceil(201 / 100)
+    assert resize_target(options, 1_000, 4) == 10
+    assert resize_target(options, 50, 4) is None  # never shrinks
+    assert resize_target(options, 0, 0) is None
+    tight = cfg.Options({**keys, "metadata.record_index.max.groups": 4})
+    assert resize_target(tight, 5_000, 4) is None  # the estimate is no larger
+    assert resize_target(tight, 5_000, 2) == 4
+    off = cfg.Options({**keys, "metadata.record_index.auto.resize": False})
+    assert resize_target(off, 10_000, 1) is None
+    eager = cfg.Options({**keys, "metadata.record_index.resize.factor": 1.0})
+    assert resize_target(eager, 101, 1) == 2
+    with pytest.raises(cfg.ConfigError, match=r"at least 1\.0"):
+        cfg.Options({"metadata.record_index.resize.factor": 0.5})

@@ -39,6 +39,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit import conflicts
 from lakebraid.writers.errors import ConflictDetected, WriteConflictError
+from lakebraid.writers.services.inline import run_inline
 from lakebraid.writers.services.markers import sweep_markers
 from lakebraid.writers.services.rollback import rollback
 
@@ -238,8 +239,8 @@ def run_write(
 ) -> str:
     """The envelope of every write, whichever engine runs ``write`` (instant time -> write
     statuses): begin, write, commit; on a conflict roll this write back and raise
-    :class:`WriteConflictError`; on any other failure roll it back at once. Then metadata
-    compaction when due. Returns the instant time."""
+    :class:`WriteConflictError`; on any other failure roll it back at once. Then the inline
+    services when due (``writers.services.inline``). Returns the instant time."""
     tx = Transaction(table, metadata, operation, read_at)
     time = tx.begin()
     try:
@@ -248,7 +249,7 @@ def run_write(
     except BaseException as exc:
         _abandon(tx, exc)
         raise
-    metadata.compact_if_due()
+    run_inline(metadata)  # never fails the write: a failed service is logged, retried later
     return time
 
 

@@ -1,0 +1,44 @@
+"""Inline table services: what a write runs after its commit point, each only when due.
+
+1. Metadata compaction (``metadata.compact.max.log.files`` / ``metadata.compact.max.log.bytes``):
+   file groups with enough log files or log bytes fold into new bases.
+2. The record index's automatic resize (``metadata.record_index.auto.resize``,
+   ``metadata.record_index.resize.factor``), checked when a compaction ran (the bases then hold
+   the entry counts): a reindex to the estimate for the current entry count.
+
+Each service is its own instant. A service that fails never fails or undoes the write that
+ran it: the failure is logged (logger ``lakebraid``) and tried again when next due (the
+resize at the next inline compaction).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from lakebraid.index.reindex import resize_if_due
+from lakebraid.metadata.table import MetadataTable
+
+LOG = logging.getLogger("lakebraid")
+
+
+def run_inline(metadata: MetadataTable) -> dict[str, str]:
+    """Run the due inline services; returns ``{service: instant}`` of those that ran."""
+    ran: dict[str, str] = {}
+    compaction = _attempt(metadata, "metadata compaction", metadata.compact_if_due)
+    if compaction is None:
+        return ran
+    ran["compaction"] = compaction
+    resized = _attempt(metadata, "record-index resize", lambda: resize_if_due(metadata))
+    if resized is not None:
+        ran["reindex"] = resized
+    return ran
+
+
+def _attempt(metadata: MetadataTable, name: str, service: Callable[[], str | None]) -> str | None:
+    """``service()``, or None (logged) if it failed: the write that ran it already committed."""
+    try:
+        return service()
+    except Exception as exc:
+        LOG.warning("%s: inline %s failed (the write stands): %s", metadata.table.path, name, exc)
+        return None
