@@ -18,6 +18,7 @@ threads), as wall times on a shared machine follow its load. Run from the repo r
     .venv/bin/python benchmarks/record_index.py            # 10M keys (under a minute)
     .venv/bin/python benchmarks/record_index.py --quick    # 1M keys
     .venv/bin/python benchmarks/record_index.py --row-group-rows 2048   # another row group size
+    .venv/bin/python benchmarks/record_index.py --keep /tmp/ri   # build once, reuse after
 """
 
 from __future__ import annotations
@@ -131,6 +132,9 @@ def timed(work: Callable[[], T]) -> tuple[T, float]:
 
 
 def build_index(n: int, folder: str, rng: np.random.Generator, options: dict[str, object]) -> Index:
+    """The index of ``n`` keys in ``folder/table``; a table already there (``--keep``) is
+    reused: the keys and locations come again from the same seed, only the reindex is
+    skipped."""
     keys, t_keys = timed(lambda: uuid4_strings(n, rng))
     check_uuid4(keys)
     file_ids = [str(uuid.UUID(bytes=rng.bytes(16), version=4)) for _ in range(FILE_IDS)]
@@ -142,13 +146,18 @@ def build_index(n: int, folder: str, rng: np.random.Generator, options: dict[str
         ids = pa.DictionaryArray.from_arrays(pa.array(file_idx), pa.array(file_ids))
         return index_table(keys, partitions, ids, INSTANT)
 
-    table, t_rows = timed(rows)
-    lake = new_table(f"{folder}/table", options)
-    meta = MetadataTable(lake)
-    start = time.perf_counter()
-    reindex_record_index(meta, table)
-    t_build = time.perf_counter() - start
-    del table
+    reuse = os.path.isdir(f"{folder}/table/.braid")
+    if reuse:
+        lake, t_rows, t_build = TableTimelines.open(f"{folder}/table"), 0.0, float("nan")
+        meta = MetadataTable(lake)
+    else:
+        table, t_rows = timed(rows)
+        lake = new_table(f"{folder}/table", options)
+        meta = MetadataTable(lake)
+        start = time.perf_counter()
+        reindex_record_index(meta, table)
+        t_build = time.perf_counter() - start
+        del table
     index = Index(n, lake, keys, part_idx, file_idx, file_ids)
     groups = meta.reader().group_count(Partition.RECORD_INDEX)
     folder_ri = meta.reader().folder(Partition.RECORD_INDEX)
@@ -161,7 +170,8 @@ def build_index(n: int, folder: str, rng: np.random.Generator, options: dict[str
     index.numbers.update({"build": t_build, "bytes": per_entry})
     print(
         f"[{n:,} keys] keys generated in {t_keys:.2f} s, rows built in {t_rows:.2f} s, "
-        f"reindex (write {len(sizes)} bases) in {t_build:.2f} s; {groups} file groups "
+        f"reindex (write {len(sizes)} bases) in "
+        f"{'(reused: ' + folder + ')' if reuse else f'{t_build:.2f} s'}; {groups} file groups "
         f"(estimate {estimate_groups(lake.options, n)}); {sum(sizes) / 2**20:.1f} MiB on disk = "
         f"{per_entry:.2f} bytes per entry"
     )
@@ -321,6 +331,12 @@ def bench(n: int, args: argparse.Namespace, rng: np.random.Generator, *, small: 
     options: dict[str, object] = {}
     if args.row_group_rows:
         options["metadata.base.row.group.rows"] = args.row_group_rows
+    if args.keep:  # built once, reused by later runs of the same size and options
+        folder = os.path.join(args.keep, f"{n}-{args.row_group_rows}-{args.seed}")
+        os.makedirs(folder, exist_ok=True)
+        index = build_index(n, folder, rng, options)
+        run_lookups(index, rng, small=small)
+        return index  # no reshard: it would change the kept index
     with tempfile.TemporaryDirectory(prefix="lakebraid-ri-", dir=args.dir) as folder:
         index = build_index(n, folder, rng, options)
         run_lookups(index, rng, small=small)
@@ -425,6 +441,12 @@ def main(argv: list[str] | None = None) -> int:
         "--row-group-rows", type=int, default=0, help="metadata.base.row.group.rows (0: default)"
     )
     parser.add_argument("--dir", default=None, help="parent folder of the temporary tables")
+    parser.add_argument(
+        "--keep",
+        default=None,
+        help="folder that keeps the built indexes: later runs of the same size, row group "
+        "size and seed reuse them (no reindex timing, no reshard)",
+    )
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     args = parser.parse_args(argv)

@@ -38,22 +38,20 @@ def lookup(
 ) -> pa.Table:
     """Record-index rows (key, partition, file_id_hi, file_id_lo, instant) of the keys
     that exist; absent keys have no row. One task per file group holding wanted keys.
-    ``unique=True``: the caller guarantees no key repeats (skips a hash of them all)."""
-    wanted = _as_array(keys)
-    if not unique:
-        wanted = pc.unique(wanted)
-    return _lookup(reader, wanted, positions=False)[0]
+    ``unique=True``: the caller guarantees no key repeats (else each group's task drops
+    repeats from its keys once sorted, cheaper than a hash of them all)."""
+    return _lookup(reader, _as_array(keys), positions=False, unique=unique)[0]
 
 
 def locate(reader: MetadataReader, keys: pa.Array | pa.ChunkedArray) -> tuple[pa.Table, pa.Array]:
     """:func:`lookup` of unique ``keys``, and for every key the row of the result that
     holds it (int64, null when absent): each file group's task also matches its keys
     against its rows, so the caller needs no join of its own."""
-    return _lookup(reader, _as_array(keys), positions=True)
+    return _lookup(reader, _as_array(keys), positions=True, unique=True)
 
 
 def _lookup(
-    reader: MetadataReader, wanted: pa.Array, *, positions: bool
+    reader: MetadataReader, wanted: pa.Array, *, positions: bool, unique: bool
 ) -> tuple[pa.Table, pa.Array]:
     partition = Partition.RECORD_INDEX
     n = reader.group_count(partition)
@@ -70,7 +68,7 @@ def _lookup(
     def one(j: int) -> tuple[pa.Table, pa.Array | None]:
         group, start, end = bounds[j]
         asked = wanted[start:end]
-        rows = reader.group_table(partition, group, asked, inner, unique=True)
+        rows = reader.group_table(partition, group, asked, inner, unique=unique)
         return rows, pc.index_in(asked, value_set=rows.column(KEY)) if positions else None
 
     done = reader.map_groups(one, range(len(bounds)))

@@ -1,44 +1,44 @@
 """Metadata base files: Parquet, sorted by ``key``, one per (file group, compaction instant).
 
-Format version 2 (version 1 files are still read). A base file is a Parquet file whose first
-column ``key`` (string, unique, ascending by UTF-8 bytes) is the record key of its metadata
-partition; the other columns are the partition's record fields (``metadata.arrow_records`` owns
-their layout). Written with zstd compression, column statistics, page indexes and page
-checksums, in row groups of at most ``row_group_rows`` rows so a lookup of a few keys reads few
-row groups. The Parquet key-value metadata holds::
+Format version 3 (versions 1 and 2 are still read). The first column ``key`` (unique, ascending
+by UTF-8 bytes) is the record key: a string column, or (version 3) when every key of the file
+has one UTF-8 length ``w``, a ``fixed_size_binary`` column: the keys' hex digits packed two to a
+byte when they fit a ``lakebraid.key_hex`` template (``metadata.keyorder.HexKeys``: UUIDs,
+hashes, zero-padded numbers), else their ``w`` bytes. Readers hand back strings. The other
+columns are the partition's record fields (``metadata.arrow_records``).
+Zstd, column statistics, page indexes and page checksums, row groups of at most
+``row_group_rows`` rows. The Parquet key-value metadata holds::
 
-    lakebraid.base.version   "2"
+    lakebraid.base.version   "3"
     lakebraid.partition      metadata partition name (files / column_stats / record_index)
     lakebraid.file_group     file group id
     lakebraid.instant        the compaction (or initialisation) instant that wrote it
     lakebraid.folded         JSON list of the instant times whose log blocks it folds in
     lakebraid.row_groups     JSON [[rows...], [least key...], [greatest key...]], one entry per
                              non-empty row group (new in version 2)
+    lakebraid.key_hex        JSON [template key, [byte positions of hex digits]] (version 3,
+                             packed keys only)
     lakebraid.crc32          decimal CRC-32 (zlib) of every other lakebraid.* entry in key
                              order, each as b"<len>:<key><len>:<value>" (new in version 2)
 
-Integrity (version 2): a damaged ``folded`` list or key bound would silently hide keys, so
-readers check ``lakebraid.crc32``, that the recorded row counts are the footer's, the footer
-schema (``metadata.integrity``), page checksums, and that every row group read decodes to its
-row count; seeks use the recorded key bounds, never Parquet statistics (unchecked, and dropped
-by pyarrow for keys over 4 KiB). Any failure raises ``CorruptBaseFileError`` naming the file.
-The writer checks the footer before the rename. Version 1 files take their bounds from the key
-statistics, unchecked.
+Integrity (version 2 on): readers check ``lakebraid.crc32``, that the recorded row counts are
+the footer's, the footer schema (``metadata.integrity``), the key column type against the
+packing, page checksums, and that every row group read decodes to its row count; seeks use
+the recorded key bounds, never Parquet statistics (unchecked, dropped by pyarrow over 4 KiB).
+Any failure raises ``CorruptBaseFileError`` naming the file. The writer checks the footer
+before the rename. Version 1 files take their bounds from the key statistics, unchecked.
 
-Encodings (any Parquet reader reads them): ``key`` PLAIN, every other column dictionary
-encoded, all zstd level 1. Measured on a record index of 1M random UUID4 keys (16,384-row
-groups, pyarrow 26): 21.3 bytes per entry on disk (key 18.3) and about 62 ms to decode the key
-column; DELTA_BYTE_ARRAY keys give 20.4-20.7 bytes but decode in about 100 ms, zstd level 3
-compresses these hex strings no better than level 1 and writes slower, uncompressed keys cost
-43 bytes. Lookups are bound by decoding keys, so the faster decode wins the byte.
+Encodings (any Parquet reader reads them): a fixed-width ``key`` BYTE_STREAM_SPLIT and zstd
+level 1, a string ``key`` PLAIN and zstd, other columns dictionary encoded, zstd but for the
+record-index locations (:data:`UNCOMPRESSED`). Measured on 1M random UUID4 keys (16,384-row
+groups, pyarrow 26), bytes per entry and decode time of the key column: packed 13.9 and 16 ms,
+split text 13.6 and 45 ms, PLAIN strings 18.3 and 67 ms. Lookups of many keys decode every
+key (1% of them asked touches every row group), so packed keys win.
 
-Lookups of M keys choose by themselves: **seek** (read only the row groups whose key range
-holds a wanted key, found with the recorded key bounds) when those row groups are at
-most ``scan_fraction`` of the file, else **scan** (read the file once). Either way the rows are
-decoded ``BATCH_ROWS`` at a time (the working set stays in the CPU caches and the allocator
-reuses its memory) and matched by binary search when the batch's keys have one width (UUIDs,
-hashes), else by a hash join; only the matching rows are kept. Textual dictionary columns are
-read as Arrow dictionaries and decoded after the rows are taken.
+Lookups choose by themselves: **seek** (read only the row groups whose recorded key bounds
+hold a wanted key) when those are at most ``scan_fraction`` of the file, else **scan**. Rows
+are decoded ``BATCH_ROWS`` at a time and matched by binary search over fixed-width byte views
+(wanted keys packed like the file's) or else by a hash join; only matching rows are kept.
 """
 
 from __future__ import annotations
@@ -68,18 +68,32 @@ from lakebraid.metadata.integrity import (
     check_footer,
     guarded,
 )
-from lakebraid.metadata.keyorder import KeyMatcher, sort_order
+from lakebraid.metadata.keyorder import (
+    HexKeys,
+    KeyMatcher,
+    check_key_type,
+    sort_order,
+    stored_keys,
+    string_key_schema,
+    with_string_keys,
+)
 from lakebraid.timeline.lock import is_local
 from lakebraid.timeline.store import make_durable
 
-BASE_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # version 1: no row-group note (bounds from Parquet statistics)
+BASE_VERSION = 3
+# version 1: no row-group note (bounds from Parquet statistics); 2: string keys only
+READABLE_VERSIONS = (1, 2, 3)
 ROW_GROUPS = b"lakebraid.row_groups"
+KEY_HEX = b"lakebraid.key_hex"
 CRC_KEY = b"lakebraid.crc32"
 Groups = tuple[list[int], list[str], list[str]]  # per row group: rows, least key, greatest key
 KEY = "key"
-KEY_ENCODING = "PLAIN"  # see the module docstring for the measured trade-off
+KEY_ENCODING = "PLAIN"  # string keys; see the module docstring for the measured trade-off
+FIXED_KEY_ENCODING = "BYTE_STREAM_SPLIT"  # keys of one width
 ZSTD_LEVEL = 1
+# record-index locations: dictionary indices of few values, which zstd does not shrink
+# (measured: 2.55 bytes per entry either way) but decompresses at some 25 us a page
+UNCOMPRESSED = {"record_index": frozenset({"partition", "file_id_hi", "file_id_lo", "instant"})}
 BATCH_ROWS = 65_536  # rows a lookup decodes at a time: they stay in the CPU caches
 
 
@@ -93,6 +107,7 @@ class BaseInfo(msgspec.Struct, frozen=True):
     num_rows: int
     row_group_min: tuple[str, ...]
     row_group_max: tuple[str, ...]
+    key_hex: HexKeys | None = None  # how the keys are packed (None: not packed)
 
 
 FOOTERS: Lru[str, tuple[pq.FileMetaData, BaseInfo]] = Lru(512)  # footers of base files
@@ -126,7 +141,12 @@ def write_base(
         b"lakebraid.folded": msgspec.json.encode(sorted(folded)),
         ROW_GROUPS: _row_groups_note(keys, max(1, row_group_rows)),
     }
+    fixed, codec = stored_keys(keys)
+    if codec is not None:
+        meta[KEY_HEX] = msgspec.json.encode(codec)
     meta[CRC_KEY] = str(_kv_crc(meta)).encode()
+    if fixed is not None:
+        table = table.set_column(0, table.schema.field(KEY).with_type(fixed.type), fixed)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
     if folder:
@@ -137,12 +157,11 @@ def write_base(
             table,
             handle,
             row_group_size=max(1, row_group_rows),
-            compression="zstd",
-            compression_level=ZSTD_LEVEL,
             use_dictionary=[c for c in table.schema.names if c != KEY],
-            column_encoding={KEY: KEY_ENCODING},
+            column_encoding={KEY: KEY_ENCODING if fixed is None else FIXED_KEY_ENCODING},
             write_statistics=True,
             write_page_index=True,
+            **_compression(partition, table.schema.names),
             **WRITE_OPTIONS,
         )
     _footer(fs, tmp)  # the note matches the row groups pyarrow wrote (else no reader could)
@@ -150,6 +169,12 @@ def write_base(
     fs.mv(tmp, path)
     make_durable(fs, path)  # the rename: the folder entry
     return int(fs.size(path))
+
+
+def _compression(partition: str, columns: list[str]) -> dict[str, dict[str, object]]:
+    zstd = [c for c in columns if c not in UNCOMPRESSED.get(partition, ())]
+    codecs = {c: "zstd" if c in zstd else "none" for c in columns}
+    return {"compression": codecs, "compression_level": dict.fromkeys(zstd, ZSTD_LEVEL)}
 
 
 def _remote(fs: AbstractFileSystem) -> bool:
@@ -218,6 +243,8 @@ def _footer(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInf
             )
         if version > 1 and CRC_KEY not in kv:
             raise MetadataValueError(f"a version {version} base file without {CRC_KEY.decode()}")
+        codec = msgspec.json.decode(kv[KEY_HEX], type=HexKeys) if KEY_HEX in kv else None
+        check_key_type(meta.schema.to_arrow_schema().field(KEY).type, codec, version)
         _, mins, maxs = _bounds(meta, kv)
         info = BaseInfo(
             path=path,
@@ -229,6 +256,7 @@ def _footer(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInf
             num_rows=meta.num_rows,
             row_group_min=tuple(mins),
             row_group_max=tuple(maxs),
+            key_hex=codec,
         )
     return meta, info
 
@@ -257,7 +285,7 @@ def read_base(fs: AbstractFileSystem, path: str, columns: list[str] | None = Non
         if table.num_rows != info.num_rows:
             raise MetadataValueError(f"read {table.num_rows} rows, the footer says {info.num_rows}")
         check_decoded(table)
-        return table
+        return with_string_keys(table, KEY, info.key_hex, validate=True)
 
 
 def row_groups_for(info: BaseInfo, sorted_keys: np.ndarray) -> list[int]:
@@ -284,16 +312,16 @@ def lookup_base(
     once (one file handle each)."""
     meta, info = _open(fs, path)
     with guarded(path, CorruptBaseFileError):
-        schema = meta.schema.to_arrow_schema()
+        schema = string_key_schema(meta.schema.to_arrow_schema(), KEY)
     if len(keys) == 0 or info.num_rows == 0:
         return schema.empty_table(), "seek"
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
     if keys.type != schema.field(KEY).type:
         keys = keys.cast(schema.field(KEY).type)
-    if not unique:
-        keys = pc.unique(keys)  # a key asked twice is still one row
     keys = keys.take(sort_order(keys))
+    if not unique and len(keys) > 1:  # a key asked twice is still one row
+        keys = keys.filter(pa.concat_arrays([pa.array([True]), pc.not_equal(keys[1:], keys[:-1])]))
     total = len(info.row_group_min)
     groups: list[int] = []
     seek = total > 0 and len(keys) <= scan_fraction * info.num_rows
@@ -306,9 +334,11 @@ def lookup_base(
     chosen = groups if seek else list(range(meta.num_row_groups))
     runs = [r.tolist() for r in np.array_split(chosen, max(1, min(threads, len(chosen))))]
 
+    stored = keys if info.key_hex is None else info.key_hex.pack(keys)[0]  # as in the file
+
     def scan(run: list[int]) -> list[pa.RecordBatch]:
         with guarded(path, CorruptBaseFileError):
-            return _scan(fs, path, meta, dictionary, keys, run)
+            return _scan(fs, path, meta, dictionary, stored, run)
 
     if len(runs) <= 1:
         parts = scan(chosen)
@@ -317,7 +347,9 @@ def lookup_base(
             parts = [batch for found in pool.map(scan, runs) for batch in found]
     if not parts:
         return schema.empty_table(), "seek" if seek else "scan"
-    return pa.Table.from_batches(parts).cast(schema), "seek" if seek else "scan"
+    found = pa.Table.from_batches(parts)  # keys as wanted: no UTF-8 check
+    found = with_string_keys(found, KEY, info.key_hex, validate=False)
+    return found.cast(schema), "seek" if seek else "scan"
 
 
 def _scan(
