@@ -22,21 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.index.errors import IndexLayerError, ReindexRunningError
 from lakebraid.index.lookup import lookup
+from lakebraid.index.secondary_rebase import rebase_secondary
+from lakebraid.index.undo_points import touched_keys, with_undone
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import KEY, SCHEMAS
 from lakebraid.metadata.basefile import base_info, read_base, write_base
 from lakebraid.metadata.hashing import file_groups_of
-from lakebraid.metadata.logblock import read_log_file
-from lakebraid.metadata.reader import MetadataReader, index_log_table
+from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
-from lakebraid.metadata.slices import ReadPoint
-from lakebraid.metadata.table import MetadataTable
+from lakebraid.metadata.table import REWRITES, MetadataTable
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
@@ -54,7 +53,7 @@ def folding_reindexes(table: TableTimelines, targets: Sequence[Instant]) -> list
     return [
         i
         for i in table.timeline(TimelineKind.METADATA).completed()
-        if i.action is Action.REINDEX and i.time > first
+        if i.action in REWRITES and i.time > first
     ]
 
 
@@ -67,12 +66,12 @@ def plan_rebase(table: TableTimelines, targets: Sequence[Instant], verb: str) ->
     running = [
         i.time
         for i in table.timeline(TimelineKind.METADATA)
-        if i.action is Action.REINDEX and i.is_pending and table.is_alive(i.time)
+        if i.action in REWRITES and i.is_pending and table.is_alive(i.time)
     ]
     if running:
         raise ReindexRunningError(
-            f"cannot {verb} while reindex {running[0]} is running (it folds every visible "
-            "commit into a new record-index layout); wait for it to finish, then retry",
+            f"cannot {verb} while {running[0]} (a reindex or index build) is running (it "
+            "folds every visible commit into new bases); wait for it to finish, then retry",
             table=table.path,
             instant=running[0],
         )
@@ -89,28 +88,14 @@ def write_rebased(
     undone = frozenset(undone)
     keys = touched_keys(metadata_table, undone)
     mine: dict[str, str] = {}  # corrections already written by this undo
-    for reindex, base in sorted(rebased.items()):
-        _rebase(metadata_table, reindex, base, undone, keys, mine)
-        mine[base] = reindex
-
-
-def touched_keys(metadata_table: MetadataTable, instants: frozenset[str]) -> pa.Array:
-    """Every record key whose index entry one of ``instants`` wrote or deleted, from their
-    record-index log files (any layout)."""
-    fs, folder = metadata_table.fs, metadata_table.layout.metadata_partition_dir(str(INDEX))
-    try:
-        names = fs.ls(folder, detail=False)
-    except FileNotFoundError:
-        names = []
-    suffixes = tuple(f"_{t}.log" for t in instants)
-    parts = [
-        index_log_table(read_log_file(fs, path)).column(KEY)
-        for path in names
-        if path.endswith(suffixes)
-    ]
-    if not parts:
-        return pa.array([], pa.string())
-    return pc.unique(pa.chunked_array(parts).combine_chunks())
+    meta = metadata_table.table.timeline(TimelineKind.METADATA)
+    for rewrite, base in sorted(rebased.items()):
+        inst = meta.get(rewrite)
+        if inst is not None and inst.action is Action.INDEX:
+            rebase_secondary(metadata_table, inst, base, undone, keys, mine)
+        else:
+            _rebase(metadata_table, rewrite, base, undone, keys, mine)
+        mine[base] = rewrite
 
 
 def _rebase(
@@ -132,7 +117,7 @@ def _rebase(
         )
     at_reindex = metadata_table.read_point(inst.completion_time)  # its bases, not yet undone
     reader = MetadataReader(metadata_table.fs, metadata_table.layout, at_reindex, table.options)
-    before = _with_undone(metadata_table.read_point(reindex), undone, mine)
+    before = with_undone(metadata_table.read_point(reindex), undone, mine)
     old = MetadataReader(metadata_table.fs, metadata_table.layout, before, table.options)
     schema = SCHEMAS[INDEX]
     prior = lookup(old, keys, unique=True).select(schema.names).cast(schema)
@@ -160,15 +145,3 @@ def _rebase(
             folded=sorted(folded),
             row_group_rows=table.options.get(settings.BASE_ROW_GROUP_ROWS),
         )
-
-
-def _with_undone(point: ReadPoint, undone: frozenset[str], mine: dict[str, str]) -> ReadPoint:
-    """``point`` as it will read once the undo of ``undone`` completes, with the corrected
-    bases this undo already wrote."""
-    rebased = {**point.rebased, **{b: r for b, r in mine.items() if r in point.bases}}
-    return msgspec.structs.replace(
-        point,
-        visible=tuple(t for t in point.visible if t not in undone),
-        undone=point.undone | undone,
-        rebased=rebased,
-    )

@@ -107,7 +107,7 @@ def _reindex(
 
     with table.lock:
         time = table.next_time()
-        _refuse_undos(table, time, "")
+        refuse_undos(table, time, "")
         heartbeat = table.heartbeat(time).start()
         store.request(meta, time, Action.REINDEX, plan(n))
         point = metadata_table.read_point()  # every commit completed before the request
@@ -117,7 +117,7 @@ def _reindex(
         store.start(meta, time, Action.REINDEX, plan(n))
         _write_bases(metadata_table, rows, n, time, list(point.visible))
         with table.lock:
-            _refuse_undos(table, time, " (its heartbeat expired while it ran)")
+            refuse_undos(table, time, " (its heartbeat expired while it ran)")
             late = _changed_since(table, time)
             if late:
                 raise ReindexConflictError(
@@ -132,7 +132,7 @@ def _reindex(
     return time
 
 
-def _refuse_undos(table: TableTimelines, time: str, why: str) -> None:
+def refuse_undos(table: TableTimelines, time: str, why: str) -> None:
     """A rollback or restore that is pending, or completed after ``time``, may undo an
     instant this reindex folds without correcting its bases: the reindex must not complete."""
     undos = [

@@ -39,6 +39,7 @@ from lakebraid.metadata.records import (
     MetadataRecord,
     Partition,
     RecordIndexRecord,
+    SecondaryIndexRecord,
     decode_stat_value,
     encode_stat_value,
     file_id_to_ints,
@@ -73,6 +74,7 @@ SCHEMAS: dict[Partition, pa.Schema] = {
             ("instant", pa.int64()),
         ]
     ),
+    Partition.SECONDARY_INDEX: pa.schema([(KEY, pa.string())]),
 }
 # the record index's log rows as columns: a base file's columns, then ``deleted`` (tombstones)
 INDEX_LOG_SCHEMA = SCHEMAS[Partition.RECORD_INDEX].append(pa.field("deleted", pa.bool_()))
@@ -106,6 +108,8 @@ def records_to_table(partition: Partition | str, records: Sequence[MetadataRecor
             [r.value_count for r in stats],
             [r.total_size for r in stats],
         ]
+    elif partition is Partition.SECONDARY_INDEX:
+        columns = [[r.key for r in records]]
     else:
         index: Sequence[RecordIndexRecord] = records  # type: ignore[assignment]
         columns = [
@@ -142,6 +146,8 @@ def table_to_records(partition: Partition | str, table: pa.Table) -> list[Metada
             )
             for r in rows
         ]
+    if partition is Partition.SECONDARY_INDEX:
+        return [SecondaryIndexRecord(r[KEY]) for r in rows]
     return [
         RecordIndexRecord(r[KEY], r["partition"], r["file_id_hi"], r["file_id_lo"], r["instant"])
         for r in rows

@@ -18,6 +18,7 @@ partition          record array
                    value_count: int, total_size: int, deleted: bool]``
 ``record_index``   ``[key: str, partition: str, file_id_hi: int64, file_id_lo: int64,
                    instant: int64, deleted: bool]``
+``secondary_index`` ``[key: str, deleted: bool]``
 =================  ==========================================================================
 
 **files.** ``key`` is the partition path (``""`` for an unpartitioned table). ``added`` maps
@@ -50,6 +51,11 @@ two signed int64 (:func:`file_id_to_ints` / :func:`ints_to_file_id`), the instan
 (17-digit ``yyyyMMddHHmmssSSS``) as an int64 (:func:`instant_to_int` / :func:`int_to_instant`).
 Merge: newest wins, tombstones (``deleted=True``) give ``None``.
 
+**secondary_index.** ``key`` is ``column + "\\x00" + value + "\\x00" + record key`` (the value's
+and the record key's canonical text, ``index.keys``; none may contain ``"\\x00"``), so one
+column's entries of one value are a contiguous key range. Merge: newest wins, tombstones give
+``None``.
+
 ``merge`` is a left fold from the base (``older`` already holds everything before ``newer``).
 To fold log blocks among themselves before applying them to a base, pass
 ``keep_tombstones=True`` so a tombstone survives as a record and still deletes the base's value.
@@ -79,6 +85,7 @@ class Partition(enum.StrEnum):
     FILES = "files"
     COLUMN_STATS = "column_stats"
     RECORD_INDEX = "record_index"
+    SECONDARY_INDEX = "secondary_index"
 
 
 class FilesRecord(msgspec.Struct, frozen=True, array_like=True):
@@ -183,12 +190,22 @@ class RecordIndexRecord(msgspec.Struct, frozen=True, array_like=True, gc=False):
     merge = staticmethod(_newest_wins)
 
 
-MetadataRecord = FilesRecord | ColumnStatsRecord | RecordIndexRecord
+class SecondaryIndexRecord(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """One (column, value, record key) entry of a secondary index, all in ``key``."""
+
+    key: str
+    deleted: bool = False
+
+    merge = staticmethod(_newest_wins)
+
+
+MetadataRecord = FilesRecord | ColumnStatsRecord | RecordIndexRecord | SecondaryIndexRecord
 
 RECORD_TYPES: dict[Partition, type[MetadataRecord]] = {
     Partition.FILES: FilesRecord,
     Partition.COLUMN_STATS: ColumnStatsRecord,
     Partition.RECORD_INDEX: RecordIndexRecord,
+    Partition.SECONDARY_INDEX: SecondaryIndexRecord,
 }
 
 

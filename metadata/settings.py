@@ -64,6 +64,14 @@ RESIZE_FACTOR = cfg.register(
     "automatic resize reshards to the estimate for the current entry count.",
     lambda value: None if value >= 1.0 else "must be at least 1.0",
 )
+SECONDARY_GROUPS = cfg.register(
+    "metadata.secondary_index.file.groups",
+    int,
+    4,
+    "File groups of the secondary_index partition, fixed by the first index build (later "
+    "builds keep the count writers route by).",
+    cfg.at_least(1),
+)
 LOOKUP_THREADS = cfg.register(
     "metadata.lookup.threads",
     int,

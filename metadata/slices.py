@@ -40,6 +40,7 @@ class ReadPoint(msgspec.Struct, frozen=True):
     group_counts: dict[str, int]  # metadata partition -> number of file groups
     reindexed: dict[str, str] = {}  # metadata partition -> its latest visible reindex instant
     rebased: dict[str, str] = {}  # corrected base time -> the visible reindex it stands in for
+    secondary: dict[str, str] = {}  # indexed column -> the index build instant
     read_at: str | None = None  # completion time of the latest visible instant
 
 

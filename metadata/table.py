@@ -10,6 +10,9 @@ msgspec JSON, version 1):
   ``lakebraid.index.reindex``: a full base for every file group of a partition from a given
   state, folding every visible instant; from its completion on, :meth:`MetadataTable.read_point`
   gives its group counts.
+* ``index`` -- body :class:`IndexPlan`, written by ``lakebraid.index.secondary``: a build or
+  drop of a secondary index, as full bases of the ``secondary_index`` partition (like a
+  reindex); from its completion on, read points list the column (``ReadPoint.secondary``).
 
 A base is visible to a read point when its compaction or reindex instant completed on the
 metadata timeline at or before the read point; old bases and logs stay until cleaned, so reads
@@ -32,13 +35,14 @@ from lakebraid.metadata.records import FilesRecord, Partition
 from lakebraid.metadata.slices import FileSlice, ReadPoint
 from lakebraid.metadata.writer import InstantChanges, WrittenLog, write_changes
 from lakebraid.timeline.as_of import parse_as_of
-from lakebraid.timeline.bodies import CompactionPlan, ReindexPlan, encode_body
+from lakebraid.timeline.bodies import CompactionPlan, IndexPlan, ReindexPlan, encode_body
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines, as_of_point
 
 P = TypeVar("P", bound=msgspec.Struct)
-BASE_ACTIONS = frozenset({Action.COMPACTION, Action.REINDEX})
+BASE_ACTIONS = frozenset({Action.COMPACTION, Action.REINDEX, Action.INDEX})
+REWRITES = frozenset({Action.REINDEX, Action.INDEX})  # bases of a whole partition, new layout
 
 
 def default_group_counts(table: TableTimelines) -> dict[str, int]:
@@ -47,6 +51,7 @@ def default_group_counts(table: TableTimelines) -> dict[str, int]:
         str(Partition.FILES): index.files_file_groups,
         str(Partition.COLUMN_STATS): index.column_stats_file_groups,
         str(Partition.RECORD_INDEX): index.record_index_file_groups,
+        str(Partition.SECONDARY_INDEX): 1,  # until an index build names its count
     }
 
 
@@ -70,11 +75,19 @@ class MetadataTable:
         bases = [i for i in meta.by_completion(point) if i.action in BASE_ACTIONS]
         counts = default_group_counts(self.table)
         reindexed: dict[str, str] = {}
+        secondary: dict[str, str] = {}
         for inst in bases:
             if inst.action is Action.REINDEX:
                 plan = self._plan(inst.time, Action.REINDEX, ReindexPlan)
                 counts.update(plan.group_counts)
                 reindexed.update(dict.fromkeys(plan.group_counts, inst.time))
+            elif inst.action is Action.INDEX:
+                built = self._plan(inst.time, Action.INDEX, IndexPlan)
+                counts.update(built.group_counts)
+                reindexed[str(Partition.SECONDARY_INDEX)] = inst.time
+                secondary.pop(built.column, None)
+                if built.op == "build":
+                    secondary[built.column] = inst.time
         seen = {i.time for i in bases}
         return ReadPoint(
             as_of=point,
@@ -84,6 +97,7 @@ class MetadataTable:
             group_counts=counts,
             reindexed=reindexed,
             rebased={b: r for b, r in visibility.rebased.items() if r in seen},
+            secondary=secondary,
             read_at=visibility.visible[-1].completion_time if visibility.visible else None,
         )
 
@@ -144,26 +158,27 @@ class MetadataTable:
             with ThreadPoolExecutor(threads) as pool:
                 list(pool.map(fold, work))  # list(): re-raise the first failure
         with self.table.lock:
-            if self.missed_reindexes(point.bases):  # its bases are in an old layout
+            if self.missed_rewrites(point.bases):  # its bases are in an old layout
                 return None  # left pending: readers never use a pending instant's bases
             store.complete(meta, time, Action.COMPACTION, encode_body(inflight))
         return time
 
-    def reindexes(self) -> list[tuple[Instant, bool]]:
-        """The reindex instants of the metadata timeline, each with whether it is running
-        (pending and its writer's heartbeat live; a dead one never completes)."""
+    def rewrites(self) -> list[tuple[Instant, bool]]:
+        """The reindex and index instants of the metadata timeline (each rewrites a whole
+        partition), each with whether it is running (pending and its writer's heartbeat
+        live; a dead one never completes)."""
         return [
             (i, i.is_pending and self.table.is_alive(i.time))
             for i in self.table.timeline(TimelineKind.METADATA)
-            if i.action is Action.REINDEX
+            if i.action in REWRITES
         ]
 
-    def missed_reindexes(self, seen: Collection[str]) -> list[str]:
-        """The reindexes a layout chosen at a read point whose bases are ``seen`` misses:
-        completed since, or running (what it writes would be in an old layout)."""
+    def missed_rewrites(self, seen: Collection[str]) -> list[str]:
+        """The rewrites a layout chosen at a read point whose bases are ``seen`` misses:
+        completed since, or running (bases folded from it would be in an old layout)."""
         return [
             i.time
-            for i, running in self.reindexes()
+            for i, running in self.rewrites()
             if running or (i.is_completed and i.time not in seen)
         ]
 

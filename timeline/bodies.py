@@ -2,10 +2,11 @@
 
 Every body is a JSON object with a ``version`` field. This module holds every body type
 made of plain values: the services' full plans (:class:`RollbackPlan`, :class:`RestorePlan`,
-:class:`CleanPlan`, :class:`CompactionPlan`, :class:`ReindexPlan`) and the views of them the
-timeline layer reads. Only the commit bodies, which carry write statuses and metadata log
-files, live with those types (``metadata.commits``). The timeline layer itself needs the
-bodies that decide visibility, read from *completed* rollback and restore files:
+:class:`CleanPlan`, :class:`CompactionPlan`, :class:`ReindexPlan`, :class:`IndexPlan`) and the
+views of them the timeline layer reads. Only the commit bodies, which carry write statuses
+and metadata log files, live with those types (``metadata.commits``). The timeline layer
+itself needs the bodies that decide visibility, read from *completed* rollback and restore
+files:
 
 * ``<t>_<c>.rollback``: ``{"version": 1, "target": "<instant time>", "target_action": "commit"}``
   -- the target instant is undone.
@@ -111,6 +112,17 @@ class ReindexPlan(msgspec.Struct, frozen=True, kw_only=True):
 
     version: int = BODY_VERSION
     group_counts: dict[str, int]
+
+
+class IndexPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """An index build or drop (metadata timeline): which index, and the file-group count of
+    the partition its bases rewrite."""
+
+    version: int = BODY_VERSION
+    op: str  # "build" | "drop"
+    kind: str  # "secondary"
+    column: str
+    group_counts: dict[str, int] = {}
 
 
 def encode_body(body: msgspec.Struct) -> bytes:

@@ -41,6 +41,7 @@ class Action(enum.StrEnum):
     SAVEPOINT = "savepoint"
     COMPACTION = "compaction"
     REINDEX = "reindex"
+    INDEX = "index"
 
 
 class State(enum.StrEnum):

@@ -21,6 +21,7 @@ import pyarrow as pa
 from lakebraid.index.keys import check_key_type, key_array, key_texts
 from lakebraid.index.lookup import locations
 from lakebraid.index.reindex import reshard
+from lakebraid.index.secondary_build import build_index, drop_index
 from lakebraid.index.sizing import estimate_groups
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.reader import MetadataReader
@@ -122,6 +123,26 @@ class WriteClient:
         writes and undos are finished first (a pending undo would stop the reindex)."""
         recover(self.table)
         return reshard(self.metadata, groups)
+
+    def create_index(self, column: str, kind: str = "secondary") -> str:
+        """Build a secondary index (value -> record keys) of ``column`` on the live table,
+        while writers keep committing; returns the index instant. Reads with ``col = v`` or
+        ``col in (...)`` then open only the files holding those values."""
+        if kind != "secondary":
+            raise WriteError(
+                f"index kind {kind!r} is not supported (kinds: 'secondary')", table=self.path
+            )
+        recover(self.table)
+        return build_index(self.metadata, column)
+
+    def drop_index(self, column: str) -> str:
+        """Drop the secondary index of ``column``; returns the instant."""
+        recover(self.table)
+        return drop_index(self.metadata, column)
+
+    def indexes(self, as_of: object = None) -> dict[str, str]:
+        """The secondary indexes as of a read point: column -> the instant that built it."""
+        return dict(self._reader(as_of).point.secondary)
 
     def compact_metadata(self) -> str | None:
         """Compact every metadata file group that has log files; returns the instant."""

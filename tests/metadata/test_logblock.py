@@ -31,6 +31,7 @@ from lakebraid.metadata.records import (
     FilesRecord,
     Partition,
     RecordIndexRecord,
+    SecondaryIndexRecord,
 )
 
 FAST = settings(
@@ -81,10 +82,12 @@ stats_records = st.builds(
 index_records = st.builds(
     RecordIndexRecord, text, text, INT64, INT64, st.integers(0, 10**17 - 1), st.booleans()
 )
+secondary_records = st.builds(SecondaryIndexRecord, text, st.booleans())
 STRATEGIES = {
     Partition.FILES: files_records,
     Partition.COLUMN_STATS: stats_records,
     Partition.RECORD_INDEX: index_records,
+    Partition.SECONDARY_INDEX: secondary_records,
 }
 
 
@@ -319,7 +322,7 @@ def reframe(blob: bytes, **changes: Any) -> bytes:
 
 
 @pytest.mark.parametrize(
-    "changes", [{"schema_version": 2}, {"codec": "lz5"}, {"partition": "secondary_index"}]
+    "changes", [{"schema_version": 2}, {"codec": "lz5"}, {"partition": "vector_index"}]
 )
 def test_well_formed_blocks_of_unsupported_formats(changes: dict[str, Any]) -> None:
     blob = _encode(Partition.FILES, [FilesRecord("p", {"a": 1}, [])])

@@ -290,7 +290,12 @@ def test_merge_refuses_other_keys_and_types() -> None:
 
 def test_record_types_cover_every_partition() -> None:
     assert set(RECORD_TYPES) == set(Partition)
-    assert [str(p) for p in Partition] == ["files", "column_stats", "record_index"]
+    assert [str(p) for p in Partition] == [
+        "files",
+        "column_stats",
+        "record_index",
+        "secondary_index",
+    ]
 
 
 def test_codec_refuses_foreign_records_and_unknown_schema_versions() -> None:

@@ -422,7 +422,7 @@ def bases_of(table: TableTimelines, time: str) -> dict[str, tuple[str, ...]]:
     found = {}
     for partition in Partition:
         folder = table.layout.metadata_partition_dir(str(partition))
-        for name in sorted(os.listdir(folder)):
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
             if name.endswith(f"_{time}.parquet"):
                 path = posixpath.join(folder, name)
                 found[path] = base_info(table.fs, path).folded

@@ -113,6 +113,46 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_index_build(args: argparse.Namespace) -> int:
+    done = WriteClient.open(args.path).create_index(args.secondary)
+    text = f"built the secondary index of {args.secondary!r} as {done}"
+    print(json.dumps({"index": done, "column": args.secondary}) if args.json else text)
+    return 0
+
+
+def cmd_index_drop(args: argparse.Namespace) -> int:
+    done = WriteClient.open(args.path).drop_index(args.column)
+    text = f"dropped the secondary index of {args.column!r} as {done}"
+    print(json.dumps({"index": done, "column": args.column}) if args.json else text)
+    return 0
+
+
+def cmd_index_list(args: argparse.Namespace) -> int:
+    indexes = WriteClient.open(args.path).indexes(as_of=args.as_of)
+    if args.json:
+        print(json.dumps(indexes))
+    else:
+        for column, built in sorted(indexes.items()):
+            print(f"{column}\tsecondary\tbuilt {built}")
+    return 0
+
+
+def _index_commands(sub: Any) -> None:
+    text = "build, drop or list a table's secondary indexes (writers keep going)"
+    group = sub.add_parser("index", help=text, description=text)
+    inner = group.add_subparsers(
+        dest="index_command", required=True, metavar="ACTION", help="build, drop or list"
+    )
+    build = _command(inner, "build", "build a secondary index on a live table", cmd_index_build)
+    build.add_argument("--secondary", required=True, metavar="COLUMN", help="the column to index")
+    drop = _command(inner, "drop", "drop a secondary index", cmd_index_drop)
+    drop.add_argument("column", help="the indexed column")
+    listed = _command(inner, "list", "the secondary indexes", cmd_index_list)
+    listed.add_argument("--as-of", dest="as_of", help=AS_OF_HELP)
+    for cmd in inner.choices.values():
+        cmd.add_argument("--json", action="store_true", help=JSON_HELP)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     problems = _client_call(args, "validate")()  # type: ignore[operator]
     if args.json:
@@ -203,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("instant", help=INSTANT_HELP)
     for cmd in sub.choices.values():
         cmd.add_argument("--json", action="store_true", help=JSON_HELP)
+    _index_commands(sub)
     return parser
 
 

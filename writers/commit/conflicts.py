@@ -17,6 +17,10 @@ Rules, in the order they are judged:
    after this write chose the layout of its index log files, or is running (its writer's
    heartbeat is live): the reindex did not read this write's entries and they are in the old
    layout, so the write must not complete (retry it once the reindex is done).
+6. :func:`indexed_during` -- a secondary-index build or drop (``index`` on the metadata
+   timeline) that is running or completed and that this write did not see when it chose its
+   layout: the write did not keep that index's entries (``index.secondary_build``), so it must
+   not complete (retry it: the retry keeps them).
 
 Anything else completed in between (a clean, a compaction, a savepoint, a commit on disjoint
 groups and keys) is no conflict. Keys are asked for only when a commit passed rule 3 (reading
@@ -41,6 +45,7 @@ class Mine(msgspec.Struct, frozen=True, kw_only=True):
     read_at: str | None  # completion time of the latest instant its reads saw
     groups: frozenset[Group]
     reindexes_seen: frozenset[str] = frozenset()  # completed reindexes when it wrote its logs
+    builds_seen: frozenset[str] = frozenset()  # running index builds/drops it kept entries for
 
     @property
     def since(self) -> str:
@@ -101,6 +106,14 @@ def resharded_during(mine: Mine, other: Other) -> bool:
     return other.time not in mine.reindexes_seen
 
 
+def indexed_during(mine: Mine, other: Other) -> bool:
+    if other.action is not Action.INDEX:
+        return False
+    if other.completion_time is None and not other.alive:
+        return False  # a dead build never completes
+    return other.time not in mine.reindexes_seen and other.time not in mine.builds_seen
+
+
 def overlapping_keys(mine_keys: frozenset[str], their_keys: frozenset[str]) -> bool:
     return bool(mine_keys & their_keys)
 
@@ -115,7 +128,11 @@ def check(
     for other in others:
         if undone_by_rollback(mine, other) or undone_by_restore(mine, other):
             return Verdict(undone_by=other.time)
-    found = [other.time for other in others if resharded_during(mine, other)]
+    found = [
+        other.time
+        for other in others
+        if resharded_during(mine, other) or indexed_during(mine, other)
+    ]
     keys: frozenset[str] | None = None
     for other in others:
         if not _completed_since(mine, other):

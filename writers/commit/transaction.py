@@ -5,7 +5,8 @@
     lock:   t = next instant time; requested on global, data, metadata (body: CommitPlan)
     write data files (tasks; each creates its marker first) -> write statuses
     inflight on data (body: CommitMetadata), metadata, global
-    metadata log blocks at instant t (files, column_stats, record_index)
+    metadata log blocks at instant t (files, column_stats, record_index; secondary_index for
+            the indexes visible or being built at the layout's read point)
     lock:   completed on data, metadata, then global (THE COMMIT POINT), one completion time
 
 Instant bodies are msgspec JSON, version 1. The completed data and global files hold the
@@ -20,6 +21,8 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from lakebraid.index.record_index import entries_of, index_keys, logged_keys
+from lakebraid.index.secondary import entry_changes, write_logs
+from lakebraid.index.secondary_build import maintained
 from lakebraid.metadata.commits import (
     CommitMetadata,
     CommitPlan,
@@ -126,10 +129,19 @@ class Transaction:
         table.store.start(G, time, Action.COMMIT)
         layout = self.metadata.read_point()  # the log layout, and the reindexes it saw
         logs = self.metadata.write(time, changes, layout)
+        indexed, n, builds = maintained(self.metadata, layout)
+        if indexed:
+            added, gone = entry_changes(
+                table.fs, table.layout, statuses, indexed, table.config.record_key
+            )
+            logs += write_logs(table.fs, table.layout, time, added, gone, n)
         done = encode_body(msgspec.structs.replace(body, logs=logs))
         with table.lock:
             verdict = self._verdict(
-                data_groups(statuses), lambda: frozenset(index_keys(changes)), layout.bases
+                data_groups(statuses),
+                lambda: frozenset(index_keys(changes)),
+                layout.bases,
+                builds,
             )
             if verdict.undone_by is not None:
                 raise WriteConflictError(
@@ -170,6 +182,7 @@ class Transaction:
         groups: set[tuple[str, str]],
         my_keys: Callable[[], frozenset[str]],
         reindexes_seen: Sequence[str],
+        builds_seen: set[str],
     ) -> conflicts.Verdict:
         """Gather what the conflict rules need (``writers.commit.conflicts``) and judge. Under the
         table lock: commits completed since the read point, rollbacks and restores requested
@@ -181,6 +194,7 @@ class Transaction:
             read_at=self.read_at,
             groups=frozenset(groups),
             reindexes_seen=frozenset(reindexes_seen),
+            builds_seen=frozenset(builds_seen),
         )
         visible = {i.time for i in table.visibility().visible}
         others = []
@@ -202,7 +216,7 @@ class Transaction:
             conflicts.Other(
                 time=i.time, action=i.action, completion_time=i.completion_time, alive=running
             )
-            for i, running in self.metadata.reindexes()
+            for i, running in self.metadata.rewrites()
         )
         return conflicts.check(mine, others, my_keys, self._keys_of)
 

@@ -34,10 +34,11 @@ from fsspec import AbstractFileSystem
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from lakebraid.index.column_stats import SqlSettings, prune
+from lakebraid.index.column_stats import Condition, SqlSettings, keep_files, parse_conditions
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.secondary import matching_groups
 from lakebraid.metadata.commits import schema_as_of
-from lakebraid.metadata.records import ColumnStatsRecord
+from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
@@ -50,7 +51,7 @@ from lakebraid.writers.write.datafile import (
 )
 
 Pair = tuple[str, str]  # (partition, data file name)
-Keep = Callable[[list[Pair], list[ColumnStatsRecord]], list[Pair]]
+Keep = Callable[[list[Pair], MetadataReader], list[Pair]]
 
 # parquet-mr's row-group filters (see the module docstring): off for reads with float columns
 NAN_SAFE_PARQUET = {
@@ -90,8 +91,24 @@ def plan_paths(table: TableTimelines, point: str | None, keep: Keep | None = Non
     reader = MetadataTable(table).reader(point)
     pairs = [(p, name) for p, files in sorted(reader.files().items()) for name in sorted(files)]
     if keep is not None and pairs:
-        pairs = keep(pairs, reader.column_stats())
+        pairs = keep(pairs, reader)
     return [table.layout.data_file(p, name) for p, name in pairs]
+
+
+def keep_matching(conditions: Sequence[Condition], schema: pa.Schema) -> Keep:
+    """The pruning of a read's conditions: the secondary indexes first (only the file groups
+    whose rows hold a wanted value; ``index.secondary``), then column statistics."""
+
+    def keep(pairs: list[Pair], reader: MetadataReader) -> list[Pair]:
+        if not conditions:
+            return pairs
+        types = {f.name: f.type for f in schema}
+        groups = matching_groups(reader, conditions, types)
+        if groups is not None:
+            pairs = [(p, name) for p, name in pairs if (p, name[:36]) in groups]
+        return keep_files(pairs, reader.column_stats(), conditions) if pairs else pairs
+
+    return keep
 
 
 def selected_paths(
@@ -107,12 +124,10 @@ def selected_paths(
     if where is None:
         return plan_paths(table, point)
 
-    def keep(pairs: list[tuple[str, str]], stats: list[ColumnStatsRecord]) -> list[Pair]:
-        read_schema = schema or table_schema(schema_as_of(table, point))
-        text, settings = filter_sql(spark, read_schema, where)
-        return prune(pairs, stats, text, settings)
-
-    return plan_paths(table, point, keep)
+    read_schema = schema or table_schema(schema_as_of(table, point))
+    text, settings = filter_sql(spark, read_schema, where)
+    conditions = parse_conditions(text, settings) if text is not None else []
+    return plan_paths(table, point, keep_matching(conditions, read_schema))
 
 
 def empty_frame(spark: Any, schema: pa.Schema) -> Any:

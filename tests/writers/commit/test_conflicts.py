@@ -10,7 +10,13 @@ from lakebraid.writers.commit.conflicts import Mine, Other, Verdict, check
 
 T0, READ, MINE, LATER, LATEST = (f"2026112310000000{i}" for i in range(5))
 G1, G2 = ("day=1", "a" * 8), ("day=2", "b" * 8)
-ME = Mine(time=MINE, read_at=READ, groups=frozenset({G1}), reindexes_seen=frozenset({T0}))
+ME = Mine(
+    time=MINE,
+    read_at=READ,
+    groups=frozenset({G1}),
+    reindexes_seen=frozenset({T0}),
+    builds_seen=frozenset({READ}),
+)
 MY_KEYS = frozenset({"k1", "k2"})
 
 
@@ -22,6 +28,31 @@ def commit(time: str, done: str, groups=frozenset(), visible=True) -> Other:
 
 SCENARIOS = {
     "nothing happened": ([], {}, Verdict()),
+    "an index build began after this write chose its layout (it lacks the entries)": (
+        [Other(time=LATER, action=Action.INDEX, alive=True)],
+        {},
+        Verdict(conflicts=(LATER,)),
+    ),
+    "an index build completed after this write chose its layout": (
+        [Other(time=LATER, action=Action.INDEX, completion_time=LATEST)],
+        {},
+        Verdict(conflicts=(LATER,)),
+    ),
+    "an index build running when this write chose its layout (it kept the entries)": (
+        [Other(time=READ, action=Action.INDEX, completion_time=LATEST)],
+        {},
+        Verdict(),
+    ),
+    "an index build completed before this write chose its layout": (
+        [Other(time=T0, action=Action.INDEX, completion_time=READ)],
+        {},
+        Verdict(),
+    ),
+    "a dead index build (never completes)": (
+        [Other(time=LATER, action=Action.INDEX, alive=False)],
+        {},
+        Verdict(),
+    ),
     "a reindex completed after this write chose its log layout": (
         [Other(time=LATER, action=Action.REINDEX, completion_time=LATEST)],
         {},

@@ -81,7 +81,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import DoubleType, FloatType, StructType
 
-from lakebraid.index.column_stats import Condition, keep_files
+from lakebraid.index.column_stats import Condition
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.errors import ConfigError
@@ -90,7 +90,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.engine.inprocess import write_rows
 from lakebraid.writers.errors import WriteError
-from lakebraid.writers.read.plan import plan_paths, table_schema
+from lakebraid.writers.read.plan import keep_matching, plan_paths, table_schema
 from lakebraid.writers.services.recovery import recover
 from lakebraid.writers.write.datafile import conform, read_parquet, spec_of, virtual_key
 from lakebraid.writers.write.operations import resolve_policy
@@ -215,7 +215,8 @@ def plan_files(
     out (``writers.read.plan.plan_paths``; no data file is opened)."""
     table = _open(root, options or {})
     point = table.read_point(as_of)
-    keep = (lambda pairs, stats: keep_files(pairs, stats, conditions)) if conditions else None
+    schema = table_schema(schema_as_of(table, point))
+    keep = keep_matching(conditions, schema) if conditions else None
     return [table.fs.unstrip_protocol(p) for p in plan_paths(table, point, keep)]
 
 

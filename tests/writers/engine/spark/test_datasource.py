@@ -26,10 +26,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from lakebraid.index.column_stats import keep_files
 from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine.spark import datasource
-from lakebraid.writers.engine.spark.datasource import keep_files, plan_files, to_condition
+from lakebraid.writers.engine.spark.datasource import plan_files, to_condition
 from lakebraid.writers.read.plan import table_schema
 
 pytestmark = pytest.mark.xdist_group("spark")

@@ -1,0 +1,273 @@
+"""Secondary indexes: value -> record keys of a chosen column, in the metadata partition
+``secondary_index`` (record ``metadata.records.SecondaryIndexRecord``).
+
+An entry's key is ``column + "\\x00" + escaped value + "\\x00" + record key``. The value is its
+canonical text (``index.keys``: the rules of record keys, so ``7`` and ``"7"`` meet in an
+integer column), escaped so it holds no NUL (``"\\x01"`` -> ``"\\x01\\x02"``, ``"\\x00"`` ->
+``"\\x01\\x01"``): the key is unambiguous and one value's entries are the contiguous range of
+keys that start with ``column \\x00 value \\x00`` (its *prefix*). Null values are not indexed.
+Entries are routed to file groups by the hash of their prefix, so one value lives in one file
+group.
+
+Entries derive from data files alone: a data file of a table with an index on ``c`` holds the
+entries ``prefix(c, row's value) + row's key`` of its rows. A commit that replaced file ``old``
+by ``new`` in a file group adds the entries of ``new`` that ``old`` lacks and deletes the
+others (:func:`entry_changes`), whichever engine wrote the files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
+
+from lakebraid.index.column_stats import Condition
+from lakebraid.index.keys import RECORD_KEY, key_text, key_type_problem
+from lakebraid.index.lookup import lookup
+from lakebraid.metadata.arrow_records import KEY
+from lakebraid.metadata.basefile import read_base
+from lakebraid.metadata.commits import WriteStatus
+from lakebraid.metadata.files import open_file
+from lakebraid.metadata.hashing import file_group_id, file_groups_of
+from lakebraid.metadata.logblock import BlockType
+from lakebraid.metadata.logwrite import append_blocks, encode_block
+from lakebraid.metadata.reader import LOGS, MetadataReader, fold_logs
+from lakebraid.metadata.records import Partition, SecondaryIndexRecord, ints_to_file_id
+from lakebraid.metadata.writer import WrittenLog
+from lakebraid.timeline.layout import TableLayout
+
+INDEX = Partition.SECONDARY_INDEX
+SEP = "\x00"
+
+
+def value_problem(data_type: pa.DataType) -> str | None:
+    """Why a column of ``data_type`` cannot be indexed (None: it can)."""
+    return key_type_problem(data_type)
+
+
+def value_texts(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The escaped canonical text of values (nulls stay null)."""
+    text = key_text(values)
+    if isinstance(text, pa.ChunkedArray):
+        text = text.combine_chunks()
+    text = pc.replace_substring(text, "\x01", "\x01\x02")
+    return pc.replace_substring(text, SEP, "\x01\x01")
+
+
+def prefixes(column: str, texts: pa.Array) -> pa.Array:
+    """``column \\x00 text \\x00`` of escaped value texts."""
+    return pc.binary_join_element_wise(pa.scalar(column), texts, pa.scalar(""), SEP)
+
+
+def groups_of(column: str, texts: pa.Array, n: int) -> np.ndarray:
+    """The file group of each value: the hash of its prefix."""
+    return file_groups_of(prefixes(column, texts), n)
+
+
+def file_keys(fs: AbstractFileSystem, path: str, record_key: str) -> pa.Array:
+    """The record keys (canonical text) of one data file's rows."""
+    with open_file(fs, path) as handle:
+        parquet = pq.ParquetFile(handle)
+        key_column = RECORD_KEY if RECORD_KEY in parquet.schema_arrow.names else record_key
+        keys = key_text(parquet.read(columns=[key_column]).column(key_column))
+    return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+
+
+def file_entries(
+    fs: AbstractFileSystem, path: str, columns: Sequence[str], record_key: str
+) -> dict[str, pa.Array]:
+    """``{column: entry keys}`` of one data file (rows with a null value have none)."""
+    with open_file(fs, path) as handle:
+        parquet = pq.ParquetFile(handle)
+        names = set(parquet.schema_arrow.names)
+        key_column = RECORD_KEY if RECORD_KEY in names else record_key
+        table = parquet.read(columns=[*dict.fromkeys([*columns, key_column])])
+    keys = key_text(table.column(key_column))
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    found = {}
+    for column in columns:
+        texts = value_texts(table.column(column))
+        prefix = prefixes(column, texts)
+        entries = pc.binary_join_element_wise(prefix, keys, "")
+        found[column] = entries.filter(pc.is_valid(texts))
+    return found
+
+
+def entry_changes(
+    fs: AbstractFileSystem,
+    layout: TableLayout,
+    statuses: Sequence[WriteStatus],
+    columns: Sequence[str],
+    record_key: str,
+    threads: int = 2,
+) -> tuple[pa.Array, pa.Array]:
+    """The entries a commit adds and deletes for indexes on ``columns``, from the files its
+    write statuses replaced and wrote."""
+    paths = []
+    for s in statuses:
+        old = layout.data_file(s.partition, s.old_file) if s.old_file else None
+        new = layout.data_file(s.partition, s.file_name) if s.file_name else None
+        paths.append((old, new))
+
+    def one(pair: tuple[str | None, str | None]) -> tuple[pa.Array, pa.Array]:
+        old, new = (_entries(fs, p, columns, record_key) for p in pair)
+        added = new.filter(pc.invert(pc.is_in(new, value_set=old)))
+        gone = old.filter(pc.invert(pc.is_in(old, value_set=new)))
+        return added, gone
+
+    with ThreadPoolExecutor(max(1, min(threads, len(paths)))) as pool:
+        done = list(pool.map(one, paths))
+    added = _concat([a for a, _ in done])
+    gone = _concat([g for _, g in done])
+    # a key that moved between file groups with its value: added in one, gone from another
+    return added, gone.filter(pc.invert(pc.is_in(gone, value_set=added)))
+
+
+def _entries(
+    fs: AbstractFileSystem, path: str | None, columns: Sequence[str], record_key: str
+) -> pa.Array:
+    if path is None:
+        return pa.array([], pa.string())
+    return _concat(list(file_entries(fs, path, columns, record_key).values()))
+
+
+def _concat(arrays: Iterable[pa.Array]) -> pa.Array:
+    arrays = [a for a in arrays if len(a)]
+    return pa.concat_arrays(arrays) if arrays else pa.array([], pa.string())
+
+
+def group_of_entries(entries: pa.Array, n: int) -> np.ndarray:
+    """The file group of each entry key (by its prefix: up to the second NUL)."""
+    cut = pc.extract_regex(entries, r"^(?P<p>[^\x00]*\x00[^\x00]*\x00)")
+    return file_groups_of(pc.struct_field(cut, "p"), n)
+
+
+def write_logs(
+    fs: AbstractFileSystem,
+    layout: TableLayout,
+    instant: str,
+    added: pa.Array,
+    gone: pa.Array,
+    n: int,
+) -> list[WrittenLog]:
+    """The log files of ``instant`` in the secondary-index partition: one data block per
+    file group holding its added entries and tombstones of the gone ones."""
+    if len(added) + len(gone) == 0:
+        return []
+    keys = pa.concat_arrays([added.cast(pa.string()), gone.cast(pa.string())])
+    deleted = np.concatenate([np.zeros(len(added), bool), np.ones(len(gone), bool)])
+    groups = group_of_entries(keys, n)
+    written = []
+    for index in np.unique(groups).tolist():
+        mask = groups == index
+        part_keys = keys.filter(pa.array(mask)).to_pylist()
+        part_deleted = deleted[mask].tolist()
+        records = sorted(
+            (SecondaryIndexRecord(k, d) for k, d in zip(part_keys, part_deleted, strict=True)),
+            key=lambda r: r.key,
+        )
+        group = file_group_id(str(INDEX), int(index))
+        blob = encode_block(
+            BlockType.DATA, instant=instant, partition=INDEX, file_group=group, records=records
+        )
+        path = layout.metadata_log_file(str(INDEX), group, instant)
+        append_blocks(fs, path, [blob])
+        name = path.rsplit("/", 1)[-1]
+        written.append(WrittenLog(str(INDEX), group, name, len(blob), len(records)))
+    return written
+
+
+def keys_for(reader: MetadataReader, column: str, values: pa.Array) -> pa.Array:
+    """The record keys whose ``column`` holds one of ``values`` (in the column's type) as of
+    the reader's point; the index on ``column`` must be visible there."""
+    texts = pc.unique(value_texts(values).drop_null())
+    if len(texts) == 0:
+        return pa.array([], pa.string())
+    wanted = prefixes(column, texts)
+    n = reader.group_count(INDEX)
+    groups = groups_of(column, texts, n)
+    parts = []
+    for index in np.unique(groups).tolist():
+        mine = wanted.filter(pa.array(groups == index)).to_pylist()
+        parts.append(_group_keys(reader, index, mine))
+    return pc.unique(_concat(parts))
+
+
+def _group_keys(reader: MetadataReader, index: int, wanted: list[str]) -> pa.Array:
+    """Record keys of the entries under any of the ``wanted`` prefixes in one file group:
+    the base's row groups that may hold them, then the slice's logs (newest wins)."""
+    piece = reader.slice(INDEX, index)
+    folder, fs = reader.folder(INDEX), reader.fs
+    found: dict[str, bool] = {}
+    if piece.base is not None:
+        for key in _base_range(fs, f"{folder}/{piece.base}", wanted):
+            found[key] = True
+    blocks = [b for name in piece.logs for b in LOGS.blocks(fs, f"{folder}/{name}")]
+    for key, record in fold_logs(INDEX, blocks).items():
+        if key.startswith(tuple(wanted)):
+            found[key] = record is not None and not record.deleted  # type: ignore[union-attr]
+    live = [k for k, alive in found.items() if alive]
+    return pa.array([k[k.index(SEP, k.index(SEP) + 1) + 1 :] for k in live], pa.string())
+
+
+def _base_range(fs: AbstractFileSystem, path: str, wanted: list[str]) -> list[str]:
+    """Entry keys of a base file under the ``wanted`` prefixes (keys are sorted, so each
+    prefix is one range; the base's own reader decodes its key column)."""
+    keys = read_base(fs, path, columns=[KEY]).column(KEY).combine_chunks().cast(pa.string())
+    found = []
+    for prefix in wanted:
+        lo = bisect_left(keys, prefix)
+        hi = bisect_left(keys, prefix[:-1] + "\x01", lo)
+        found.extend(keys[lo:hi].to_pylist())
+    return found
+
+
+def bisect_left(keys: pa.Array, value: str, lo: int = 0) -> int:
+    """The first position in sorted ``keys`` (from ``lo``) not below ``value``."""
+    hi = len(keys)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if keys[mid].as_py() < value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def matching_groups(
+    reader: MetadataReader, conditions: Sequence[Condition], types: dict[str, pa.DataType]
+) -> set[tuple[str, str]] | None:
+    """The (partition, file id) of every file group holding a row that an equality or
+    ``in`` condition on an indexed column allows (value -> record keys -> record index), or
+    None when no condition can use an index (a value not of the column's type: none)."""
+    found: set[tuple[str, str]] | None = None
+    for cond in conditions:
+        if cond.op not in ("=", "in") or cond.column not in reader.point.secondary:
+            continue
+        try:
+            values = pa.array(list(cond.values), types[cond.column])
+        except (pa.ArrowException, KeyError, TypeError, ValueError, OverflowError):
+            continue  # a literal Arrow reads differently than Spark: leave it to the filter
+        keys = keys_for(reader, cond.column, values)
+        groups = groups_of_keys(reader, keys)
+        found = groups if found is None else found & groups
+    return found
+
+
+def groups_of_keys(reader: MetadataReader, keys: pa.Array) -> set[tuple[str, str]]:
+    """The (partition, file id) of the file groups holding ``keys`` (record index)."""
+    rows = lookup(reader, keys, unique=True)
+    pairs = set(
+        zip(
+            rows.column("partition").to_pylist(),
+            rows.column("file_id_hi").to_pylist(),
+            rows.column("file_id_lo").to_pylist(),
+            strict=True,
+        )
+    )
+    return {(part, ints_to_file_id(hi, lo)) for part, hi, lo in pairs}
