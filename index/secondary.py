@@ -86,11 +86,12 @@ def file_entries(
         parquet = pq.ParquetFile(handle)
         names = set(parquet.schema_arrow.names)
         key_column = RECORD_KEY if RECORD_KEY in names else record_key
-        table = parquet.read(columns=[*dict.fromkeys([*columns, key_column])])
+        present = [c for c in columns if c in names]  # a file from before a column existed
+        table = parquet.read(columns=[*dict.fromkeys([*present, key_column])])
     keys = key_text(table.column(key_column))
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-    found = {}
-    for column in columns:
+    found = {c: pa.array([], pa.string()) for c in columns}
+    for column in present:
         texts = value_texts(table.column(column))
         prefix = prefixes(column, texts)
         entries = pc.binary_join_element_wise(prefix, keys, "")
@@ -237,6 +238,18 @@ def bisect_left(keys: pa.Array, value: str, lo: int = 0) -> int:
         else:
             hi = mid
     return lo
+
+
+def all_entries(reader: MetadataReader, columns: Sequence[str]) -> pa.Array:
+    """Every entry of the indexes on ``columns`` as of the reader's point (validation)."""
+    parts = []
+    for index in range(reader.group_count(INDEX)):
+        keys = reader.group_table(INDEX, index).column(KEY).combine_chunks().cast(pa.string())
+        hit = pc.starts_with(keys, columns[0] + SEP)
+        for column in columns[1:]:
+            hit = pc.or_(hit, pc.starts_with(keys, column + SEP))
+        parts.append(keys.filter(hit))
+    return _concat(parts)
 
 
 def matching_groups(

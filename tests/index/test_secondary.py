@@ -15,11 +15,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakebraid.index import secondary_build
+from lakebraid.index.column_stats import Condition
 from lakebraid.index.errors import IndexLayerError
+from lakebraid.index.secondary import write_logs
 from lakebraid.index.secondary_build import build_index
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.writers.cli.main import main as cli
 from lakebraid.writers.client import WriteClient
+from lakebraid.writers.engine.spark.datasource import plan_files
 from lakebraid.writers.errors import WriteConflictError, WriteError
 
 SMALL = {"write.target.file.rows": 8, "write.small.file.rows": 4, "write.merge.mode": "commit_time"}
@@ -165,6 +168,7 @@ WRITER = """
 import json, sys
 import pyarrow as pa
 from lakebraid.writers.client import WriteClient
+from lakebraid.writers.engine.spark.datasource import plan_files
 from lakebraid.writers.errors import WriteConflictError
 path = sys.argv[1]
 c = WriteClient.open(path)
@@ -264,4 +268,39 @@ def test_rollback_and_restore_across_an_index_build(client) -> None:
     check(client, {**history[t1], "k004": ("d0", 9)}, [0, 9])
     client.compact_metadata()
     check(client, {**history[t1], "k004": ("d0", 9)}, [0, 9])
+    assert client.validate() == []
+
+
+def test_validate_reports_a_damaged_index(client) -> None:
+    client.upsert(data({f"k{i}": ("d0", i % 3) for i in range(12)}, 0))
+    client.create_index("v")
+    assert client.validate() == []
+    t = client.upsert(data({"k1": ("d0", 1)}, 1))
+    gone = pa.array(["v\x000\x00k0"])  # a stray write, as a bug would leave
+    write_logs(client.table.fs, client.table.layout, t, pa.array(["v\x007\x00zz"]), gone, 4)
+    problems = client.validate()
+    assert "secondary_index: column 'v' value '0' key 'k0' is missing" in problems
+    assert "secondary_index: column 'v' value '7' key 'zz' is in no current file" in problems
+
+
+@pytest.mark.slow
+def test_the_spark_engine_keeps_the_index_and_the_data_source_prunes_by_it(tmp_path, spark) -> None:
+    options = {**SMALL, "write.inprocess.max.rows": 0}  # every write runs as Spark tasks
+    client = WriteClient.create(str(tmp_path / "k"), "id", ["day"], "ts", spark=spark, **options)
+    model: Model = {f"k{i:03d}": (f"d{i % 2}", i % 5) for i in range(40)}
+    client.upsert(spark.createDataFrame(data(model, 0).to_pandas()))
+    client.create_index("v")
+    change: Model = {f"k{i:03d}": ("d1", 7) for i in range(0, 40, 6)}
+    client.upsert(spark.createDataFrame(data(change, 1).to_pandas()))
+    model.update(change)
+    client.delete(spark.createDataFrame(pa.table({"id": ["k001", "k002"]}).to_pandas()))
+    del model["k001"], model["k002"]
+    check(client, model, [1, 2, 7])
+    root = client.table.fs.unstrip_protocol(client.path)
+    pruned = plan_files(root, None, [Condition("v", "=", (7,))])
+    assert {p.removeprefix("file://") for p in pruned} == holding(client, 7)
+    frame = spark.read.format("lakebraid").option("pushdown", "true").load(client.path)
+    ids = sorted(r.id for r in frame.where("v = 7").select("id").collect())
+    assert ids == sorted(k for k, (_, v) in model.items() if v == 7)
+    assert frame.where("v = 7").rdd.getNumPartitions() == len(holding(client, 7))
     assert client.validate() == []

@@ -6,7 +6,8 @@ commit is a version of its file group; a group's current file is its newest visi
 unless a later visible commit emptied the group (its write status names no new file). From
 the current files: the listing (name, size), the column statistics (recomputed from the
 rows) and each key's location (partition, file id). The instant a key was inserted is not
-derivable from files, so locations are compared on partition and file id.
+derivable from files, so locations are compared on partition and file id. The entries of every
+visible secondary index are compared with those of the current files.
 
 Integrity: each current file's CRC-32 is compared with the one its commit's write status
 recorded (statuses written before ``crc32`` existed have none: not checked). A damaged or
@@ -25,6 +26,7 @@ import pyarrow.parquet as pq
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.lookup import locations
+from lakebraid.index.secondary import all_entries, file_entries
 from lakebraid.metadata.commits import WriteStatus, read_commit, schema_as_of
 from lakebraid.metadata.integrity import file_crc32, guarded
 from lakebraid.metadata.records import Partition, RecordLocation
@@ -143,7 +145,28 @@ class _Validator:
                     f"column_stats: {extra[0]}/{extra[1]} {extra[2]} has no visible file"
                 )
         self.attempt("record_index", self.compare_index)
+        self.attempt("secondary_index", self.compare_secondary)
         return self.problems
+
+    def compare_secondary(self) -> None:
+        """The entries of every visible secondary index against those of the current files."""
+        columns = sorted(self.reader.point.secondary)
+        if not columns:
+            return
+        table, want = self.table, set()
+        for partition, files in sorted(self.expected.items()):
+            for name in sorted(files):
+                if (partition, parse_data_file_name(name).file_id) in self.damaged:
+                    continue
+                path = table.layout.data_file(partition, name)
+                found = file_entries(table.fs, path, columns, table.config.record_key)
+                for entries in found.values():
+                    want.update(entries.to_pylist())
+        have = set(all_entries(self.reader, columns).to_pylist())
+        for entry in sorted(want - have)[:20]:
+            self.problems.append(f"secondary_index: {_entry_text(entry)} is missing")
+        for entry in sorted(have - want)[:20]:
+            self.problems.append(f"secondary_index: {_entry_text(entry)} is in no current file")
 
     def compare_listing(self) -> None:
         actual = self.reader.files()
@@ -219,6 +242,11 @@ class _Validator:
             extra = [k for k in extra if _place(where_of.get(k)) not in self.damaged]
         for key in extra:
             self.problems.append(f"record_index: key {key!r} is indexed but in no visible file")
+
+
+def _entry_text(entry: str) -> str:
+    column, value, key = entry.split("\x00", 2)
+    return f"column {column!r} value {value!r} key {key!r}"
 
 
 def _place(location: RecordLocation | None) -> tuple[str, str] | None:
