@@ -34,12 +34,14 @@ RUNS = {
     "upsert-10m": ["upsert.py", "--rows", "10000000", "--skip-iceberg"],
     "listing": ["listing.py", "--partitions", "5000"],
     "skipping": ["skipping.py", "--rows", "2000000", "--files", "100"],
+    "secondary": ["secondary.py", "--rows", "10000000"],
 }
 QUICK = {
     "record_index": ["record_index.py", "--keys", "300000", "--scale-keys", "0"],
     "upsert": ["upsert.py", "--rows", "50000"],
     "listing": ["listing.py", "--partitions", "200", "--runs", "3"],
     "skipping": ["skipping.py", "--rows", "100000", "--files", "20"],
+    "secondary": ["secondary.py", "--rows", "200000", "--file-rows", "10000"],
 }
 PACKAGES = ["pyspark", "pyarrow", "deltalake", "pyiceberg", "fsspec", "msgspec", "numpy"]
 

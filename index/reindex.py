@@ -12,8 +12,9 @@ layout never completes once a reindex is running or completed after it chose tha
 conflict rule ``resharded_during``, retryable); a reindex whose heartbeat expired and that
 finds a record-index change completed after its snapshot does not complete
 (:class:`ReindexConflictError`). So no entry is ever left behind in an old layout. Nor does a
-reindex complete while a rollback or restore is pending or after one began: an undo corrects
-the bases of the reindexes completed before it (``index.rebase``), never of one running.
+reindex complete while a rollback or restore of an instant it folds is pending or after one
+began: an undo corrects the bases of the reindexes completed before it (``index.rebase``),
+never of one running.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pyarrow.compute as pc
 
 from lakebraid.index.errors import ReindexConflictError
 from lakebraid.index.sizing import estimate_groups, resize_target
+from lakebraid.index.undo_points import refuse_undos
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import SCHEMAS, index_table
 from lakebraid.metadata.basefile import base_info, write_base
@@ -38,7 +40,6 @@ from lakebraid.timeline.bodies import ReindexPlan, encode_body
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.timeline.visibility import UNDO_ACTIONS
 
 
 def reindex_record_index(
@@ -107,17 +108,17 @@ def _reindex(
 
     with table.lock:
         time = table.next_time()
-        refuse_undos(table, time, "")
+        point = metadata_table.read_point()  # every commit completed before the request
+        refuse_undos(table, time, point.visible, "")
         heartbeat = table.heartbeat(time).start()
         store.request(meta, time, Action.REINDEX, plan(n))
-        point = metadata_table.read_point()  # every commit completed before the request
     try:
         rows = entries(point)
         n = n or estimate_groups(table.options, rows.num_rows)
         store.start(meta, time, Action.REINDEX, plan(n))
         _write_bases(metadata_table, rows, n, time, list(point.visible))
         with table.lock:
-            refuse_undos(table, time, " (its heartbeat expired while it ran)")
+            refuse_undos(table, time, point.visible, " (its heartbeat expired while it ran)")
             late = _changed_since(table, time)
             if late:
                 raise ReindexConflictError(
@@ -130,23 +131,6 @@ def _reindex(
     finally:
         heartbeat.stop()
     return time
-
-
-def refuse_undos(table: TableTimelines, time: str, why: str) -> None:
-    """A rollback or restore that is pending, or completed after ``time``, may undo an
-    instant this reindex folds without correcting its bases: the reindex must not complete."""
-    undos = [
-        i.time
-        for i in table.timeline(TimelineKind.GLOBAL)
-        if i.action in UNDO_ACTIONS and (i.completion_time is None or i.completion_time > time)
-    ]
-    if undos:
-        raise ReindexConflictError(
-            f"reindex {time}: {undos[0]} (a rollback or restore) is running or completed "
-            f"since it began{why}; nothing changed: run the reindex again once it is done",
-            table=table.path,
-            instant=time,
-        )
 
 
 def _changed_since(table: TableTimelines, time: str) -> list[str]:

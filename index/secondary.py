@@ -30,10 +30,13 @@ from lakebraid.index.column_stats import Condition
 from lakebraid.index.keys import RECORD_KEY, key_text, key_type_problem
 from lakebraid.index.lookup import lookup
 from lakebraid.metadata.arrow_records import KEY
-from lakebraid.metadata.basefile import read_base
+from lakebraid.metadata.basefile import base_info
 from lakebraid.metadata.commits import WriteStatus
+from lakebraid.metadata.errors import CorruptBaseFileError, MetadataValueError
 from lakebraid.metadata.files import open_file
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
+from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, guarded
+from lakebraid.metadata.keyorder import with_string_keys
 from lakebraid.metadata.logblock import BlockType
 from lakebraid.metadata.logwrite import append_blocks, encode_block
 from lakebraid.metadata.reader import LOGS, MetadataReader, fold_logs
@@ -217,27 +220,34 @@ def _group_keys(reader: MetadataReader, index: int, wanted: list[str]) -> pa.Arr
 
 
 def _base_range(fs: AbstractFileSystem, path: str, wanted: list[str]) -> list[str]:
-    """Entry keys of a base file under the ``wanted`` prefixes (keys are sorted, so each
-    prefix is one range; the base's own reader decodes its key column)."""
-    keys = read_base(fs, path, columns=[KEY]).column(KEY).combine_chunks().cast(pa.string())
+    """Entry keys of a base file under the ``wanted`` prefixes: each prefix is the key range
+    ``[prefix, prefix[:-1] + "\\x01")``; only the row groups whose key range (footer) meets one
+    are read, their whole key column checked."""
+    ranges = [(p, p[:-1] + "\x01") for p in wanted]
+    info = base_info(fs, path)
+    bounds = zip(info.row_group_min, info.row_group_max, strict=True)
+    picked = [
+        i
+        for i, (first, last) in enumerate(bounds)
+        if any(a <= last and first < b for a, b in ranges)
+    ]
+    if not picked:
+        return []
+    with guarded(path, CorruptBaseFileError), open_file(fs, path) as handle:
+        parquet = pq.ParquetFile(handle, **READ_OPTIONS)
+        table = parquet.read_row_groups(picked, columns=[KEY])
+        expected = sum(parquet.metadata.row_group(i).num_rows for i in picked)
+        if table.num_rows != expected:
+            raise MetadataValueError(f"row groups {picked}: {table.num_rows} rows, {expected} due")
+        check_decoded(table)
+        keys = with_string_keys(table, KEY, info.key_hex, validate=True).column(KEY)
+    keys = keys.combine_chunks()
     found = []
-    for prefix in wanted:
-        lo = bisect_left(keys, prefix)
-        hi = bisect_left(keys, prefix[:-1] + "\x01", lo)
-        found.extend(keys[lo:hi].to_pylist())
+    for lo, hi in ranges:
+        found.extend(
+            keys.filter(pc.and_(pc.greater_equal(keys, lo), pc.less(keys, hi))).to_pylist()
+        )
     return found
-
-
-def bisect_left(keys: pa.Array, value: str, lo: int = 0) -> int:
-    """The first position in sorted ``keys`` (from ``lo``) not below ``value``."""
-    hi = len(keys)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if keys[mid].as_py() < value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 def all_entries(reader: MetadataReader, columns: Sequence[str]) -> pa.Array:

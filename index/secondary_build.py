@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.index.errors import IndexLayerError, ReindexRunningError
-from lakebraid.index.reindex import refuse_undos
 from lakebraid.index.secondary import INDEX, SEP, file_entries, group_of_entries, value_problem
+from lakebraid.index.undo_points import refuse_undos
 from lakebraid.metadata import settings
 from lakebraid.metadata.basefile import write_base
 from lakebraid.metadata.commits import schema_as_of
@@ -113,8 +113,8 @@ def _rewrite(metadata_table: MetadataTable, plan: IndexPlan) -> str:
                 instant=running[0],
             )
         time = table.next_time()
-        refuse_undos(table, time, "")
         point = metadata_table.read_point()
+        refuse_undos(table, time, point.visible, "")
         n = _group_count(metadata_table, point)
         plan = msgspec.structs.replace(plan, group_counts={str(INDEX): n})
         heartbeat = table.heartbeat(time).start()
@@ -124,7 +124,7 @@ def _rewrite(metadata_table: MetadataTable, plan: IndexPlan) -> str:
         store.start(M, time, Action.INDEX, encode_body(plan))
         _write_bases(metadata_table, entries, n, time, list(point.visible))
         with table.lock:
-            refuse_undos(table, time, " (its heartbeat expired while it ran)")
+            refuse_undos(table, time, point.visible, " (its heartbeat expired while it ran)")
             store.complete(M, time, Action.INDEX, encode_body(plan))
     finally:
         heartbeat.stop()

@@ -18,7 +18,9 @@ from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.client import WriteClient
+from lakebraid.writers.commit.transaction import Transaction
 from lakebraid.writers.services import lifecycle
+from lakebraid.writers.services.rollback import rollback
 
 OPTIONS = {"write.merge.mode": "commit_time", "metadata.compact.max.log.files": 3}
 
@@ -172,7 +174,7 @@ def test_a_reindex_does_not_complete_once_an_undo_began(client, monkeypatch) -> 
         client.rollback(t2)
 
     monkeypatch.setattr(reindex_module, "_write_bases", paused)
-    with pytest.raises(ReindexConflictError, match="rollback or restore"):
+    with pytest.raises(ReindexConflictError, match=f"a rollback\\) undoes {t2}"):
         client.reindex(groups=4)
     monkeypatch.undo()
     h.undone.add(t2)
@@ -227,3 +229,25 @@ def test_the_cleaner_drops_corrected_bases_once_no_retained_point_reads_them(tmp
     client.clean()
     assert not any(os.path.exists(f"{folder}/{n}") for n in corrected)
     check(client, h, since=h.commits[-2][0])  # what the retention keeps readable
+
+
+def test_a_writer_undoing_its_own_pending_write_does_not_stop_a_reindex(
+    client, monkeypatch
+) -> None:
+    h = History()
+    h.upsert(client, keys(0, 40), 1)
+    original = reindex_module._write_bases
+
+    def paused(metadata_table, *args):
+        original(metadata_table, *args)
+        # meanwhile a writer lost a conflict and rolls back its own pending write
+        tx = Transaction(client.table, client.metadata, "upsert")
+        pending = tx.begin()
+        rollback(client.table, pending, own=True)
+        tx.close()
+
+    monkeypatch.setattr(reindex_module, "_write_bases", paused)
+    done = client.reindex(groups=4)
+    monkeypatch.undo()
+    assert client.metadata.read_point().reindexed["record_index"] == done
+    check(client, h)
