@@ -72,6 +72,15 @@ SECONDARY_GROUPS = cfg.register(
     "builds keep the count writers route by).",
     cfg.at_least(1),
 )
+STATS_MAX_COLUMNS = cfg.register(
+    "metadata.column_stats.max.columns",
+    int,
+    32,
+    "Column statistics are recorded in the metadata table for the first this many columns of "
+    "the table's schema (wide tables keep their metadata small; reads prune only by those "
+    "columns, keeping every file for the others).",
+    cfg.at_least(0),
+)
 LOOKUP_THREADS = cfg.register(
     "metadata.lookup.threads",
     int,

@@ -16,7 +16,7 @@ written and the table schema after this commit, so rollback and readers need not
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import msgspec
 
@@ -45,13 +45,18 @@ from lakebraid.writers.errors import ConflictDetected, WriteConflictError
 from lakebraid.writers.services.inline import run_inline
 from lakebraid.writers.services.markers import sweep_markers
 from lakebraid.writers.services.rollback import rollback
+from lakebraid.writers.write.datafile import stats_columns
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
 
 
-def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> InstantChanges:
-    """The metadata changes of a set of write statuses: files, column stats and the record
-    index entries (``index.record_index.entries_of``)."""
+def changes_of(
+    statuses: Sequence[WriteStatus], columns: Sequence[str], recorded: Collection[str] | None = None
+) -> InstantChanges:
+    """The metadata changes of a set of write statuses: files, column stats (of the
+    ``recorded`` columns; None: all) and the record index entries
+    (``index.record_index.entries_of``). A replaced file's statistics are removed for every
+    column of ``columns`` (whatever an older limit recorded)."""
     added: dict[str, dict[str, int]] = {}
     deleted: dict[str, list[str]] = {}
     stats: list[ColumnStatsRecord] = []
@@ -70,6 +75,7 @@ def changes_of(statuses: Sequence[WriteStatus], columns: Sequence[str]) -> Insta
                     c.total_size,
                 )
                 for c in s.stats
+                if recorded is None or c.column in recorded
             )
         if s.old_file is not None:
             deleted.setdefault(s.partition, []).append(s.old_file)
@@ -121,7 +127,7 @@ class Transaction:
         assert self.time is not None, "begin() first"
         table, time = self.table, self.time
         columns = [f.name for f in schema]
-        changes = changes_of(statuses, columns)
+        changes = changes_of(statuses, columns, set(stats_columns(schema, table.options)))
         summary = [msgspec.structs.replace(s, keys_added=b"", keys_removed=b"") for s in statuses]
         body = CommitMetadata(operation=self.operation, statuses=summary, schema=list(schema))
         table.store.start(D, time, Action.COMMIT, encode_body(body))

@@ -36,7 +36,13 @@ from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import CorruptDataFileError
-from lakebraid.writers.write.datafile import column_stats, read_parquet, spec_of, virtual_key
+from lakebraid.writers.write.datafile import (
+    column_stats,
+    read_parquet,
+    spec_of,
+    stats_columns,
+    virtual_key,
+)
 
 Listing = dict[str, dict[str, int]]
 Checksums = dict[tuple[str, str], int]  # (partition, file name) -> CRC-32 its commit recorded
@@ -206,7 +212,8 @@ class _Validator:
         rows = read_parquet(self.table.fs, path)
         with guarded(path, CorruptDataFileError), self.table.fs.open(path, "rb") as handle:
             meta = pq.ParquetFile(handle).metadata
-        present = [f.name for f in self.schema if f.name in rows.column_names]
+        recorded = stats_columns(self.schema, self.table.options)
+        present = [name for name in recorded if name in rows.column_names]
         columns = []
         for stat in column_stats(rows, meta, present):
             columns.append(stat.column)

@@ -26,9 +26,11 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.metadata import settings
 from lakebraid.metadata.commits import ColumnStat
 from lakebraid.metadata.files import open_file
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, check_footer, guarded
+from lakebraid.timeline import config as cfg
 from lakebraid.timeline.table_config import FieldSpec, text_to_type
 from lakebraid.writers.errors import CorruptDataFileError
 
@@ -118,6 +120,12 @@ def _read_checked(
     table = parquet.read(columns=columns, use_threads=threads)
     check_decoded(table)
     return table
+
+
+def stats_columns(schema: Sequence[FieldSpec], options: cfg.Options) -> list[str]:
+    """The columns whose statistics the metadata table records: the first
+    ``metadata.column_stats.max.columns`` of the schema."""
+    return [f.name for f in schema][: options.get(settings.STATS_MAX_COLUMNS)]
 
 
 def column_stats(table: pa.Table, meta: pq.FileMetaData, columns: list[str]) -> list[ColumnStat]:
