@@ -304,3 +304,49 @@ def test_the_spark_engine_keeps_the_index_and_the_data_source_prunes_by_it(tmp_p
     assert ids == sorted(k for k, (_, v) in model.items() if v == 7)
     assert frame.where("v = 7").rdd.getNumPartitions() == len(holding(client, 7))
     assert client.validate() == []
+
+
+def test_undo_across_a_reindex_and_a_build_together(client) -> None:
+    model: Model = {f"k{i:03d}": (f"d{i % 3}", i % 4) for i in range(40)}
+    t1 = client.upsert(data(model, 0))
+    client.savepoint(t1)
+    change = {f"k{i:03d}": (f"d{(i + 1) % 3}", 8) for i in range(0, 40, 3)}  # moves, new value
+    t2 = client.upsert(data(change, 1))
+    after_t2 = {**model, **change}
+    client.reindex(groups=3)
+    client.create_index("v")
+    client.reindex(groups=5)
+    t3 = client.delete(["k001", "k004"])
+    after_t3 = {k: v for k, v in after_t2.items() if k not in ("k001", "k004")}
+    check(client, after_t3, [1, 8])
+    client.rollback(t3)  # folded by nothing: logs only
+    check(client, after_t2, [0, 1, 8])
+    client.rollback(t2)  # folded by two reindexes and the build
+    check(client, model, [0, 1, 2, 3, 8])
+    assert {k: loc.partition for k, loc in client.lookup(sorted(model)).items()} == {
+        k: f"day={d}" for k, (d, _) in model.items()
+    }
+    client.restore(t1)  # nothing left to undo but a restore still works
+    check(client, model, [0, 3, 8])
+    assert client.validate() == []
+
+
+def test_a_failed_build_leaves_nothing_visible_and_can_be_run_again(client, monkeypatch) -> None:
+    model: Model = {f"k{i:03d}": ("d0", i % 5) for i in range(30)}
+    client.upsert(data(model, 0))
+    original = secondary_build._write_bases
+
+    def crash(metadata_table, entries, n, time, folded):
+        raise OSError("disk full while writing the index bases")
+
+    monkeypatch.setattr(secondary_build, "_write_bases", crash)
+    with pytest.raises(OSError, match="disk full"):
+        client.create_index("v")
+    monkeypatch.setattr(secondary_build, "_write_bases", original)
+    assert client.indexes() == {}
+    change: Model = {"k001": ("d0", 4), "n001": ("d0", 1)}
+    client.upsert(data(change, 1))  # the dead build stops nobody
+    model.update(change)
+    check(client, model, [1, 4])
+    client.create_index("v")
+    check(client, model, [0, 1, 4])
