@@ -35,7 +35,7 @@ from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.bodies import IndexPlan, encode_body
-from lakebraid.timeline.instant import Action
+from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import text_to_type
@@ -50,11 +50,13 @@ def maintained(metadata_table: MetadataTable, point: ReadPoint) -> tuple[list[st
     columns = set(point.secondary)
     n = point.group_counts[str(INDEX)]
     seen: set[str] = set()
-    for inst, running in metadata_table.rewrites():
-        if inst.action is not Action.INDEX or not running:
+    table = metadata_table.table
+    for time in point.pending_indexes:  # listed by the read point: no listing here
+        if not table.is_alive(time):
             continue
-        plan = metadata_table.table.store.read_typed(M, inst, IndexPlan)
-        seen.add(inst.time)
+        requested = Instant(time, Action.INDEX, State.REQUESTED)
+        plan = table.store.read_typed(M, requested, IndexPlan)
+        seen.add(time)
         n = plan.group_counts.get(str(INDEX), n)
         if plan.op == "build":
             columns.add(plan.column)

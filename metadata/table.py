@@ -98,6 +98,9 @@ class MetadataTable:
             reindexed=reindexed,
             rebased={b: r for b, r in visibility.rebased.items() if r in seen},
             secondary=secondary,
+            pending_indexes=tuple(
+                i.time for i in meta if i.action is Action.INDEX and i.is_pending
+            ),
             read_at=visibility.visible[-1].completion_time if visibility.visible else None,
         )
 
