@@ -30,15 +30,14 @@ before the rename. Version 1 files take their bounds from the key statistics, un
 
 Encodings (any Parquet reader reads them): a fixed-width ``key`` BYTE_STREAM_SPLIT and zstd
 level 1, a string ``key`` PLAIN and zstd, other columns dictionary encoded, zstd but for the
-record-index locations (:data:`UNCOMPRESSED`). Measured on 1M random UUID4 keys (16,384-row
-groups, pyarrow 26), bytes per entry and decode time of the key column: packed 13.9 and 16 ms,
-split text 13.6 and 45 ms, PLAIN strings 18.3 and 67 ms. Lookups of many keys decode every
-key (1% of them asked touches every row group), so packed keys win.
+record-index locations (:data:`UNCOMPRESSED`). On 1M random UUID4 keys (16,384-row groups,
+pyarrow 26), bytes per entry and key decode time: packed 13.9 and 16 ms, split text 13.6 and
+45 ms, PLAIN strings 18.3 and 67 ms. Lookups of many keys decode every key, so packed wins.
 
-Lookups choose by themselves: **seek** (read only the row groups whose recorded key bounds
-hold a wanted key) when those are at most ``scan_fraction`` of the file, else **scan**. Rows
-are decoded ``BATCH_ROWS`` at a time and matched by binary search over fixed-width byte views
-(wanted keys packed like the file's) or else by a hash join; only matching rows are kept.
+Lookups **seek** (the row groups whose key bounds hold a wanted key) when those are at most
+``scan_fraction`` of the file, else **scan** all: the key column of about ``BATCH_ROWS`` rows
+at once, matched (``KeyMatcher``: a merge of sorted keys, wanted ones packed like the file's),
+then the other columns of just the row groups with matches, and the matching rows kept.
 """
 
 from __future__ import annotations
@@ -75,6 +74,7 @@ from lakebraid.metadata.keyorder import (
     sort_order,
     stored_keys,
     string_key_schema,
+    wanted_keys,
     with_string_keys,
 )
 from lakebraid.timeline.lock import is_local
@@ -94,7 +94,7 @@ ZSTD_LEVEL = 1
 # record-index locations: dictionary indices of few values, which zstd does not shrink
 # (measured: 2.55 bytes per entry either way) but decompresses at some 25 us a page
 UNCOMPRESSED = {"record_index": frozenset({"partition", "file_id_hi", "file_id_lo", "instant"})}
-BATCH_ROWS = 65_536  # rows a lookup decodes at a time: they stay in the CPU caches
+BATCH_ROWS = 1 << 17  # rows a lookup decodes at a time: a read of the key column
 
 
 class BaseInfo(msgspec.Struct, frozen=True):
@@ -290,8 +290,6 @@ def read_base(fs: AbstractFileSystem, path: str, columns: list[str] | None = Non
 
 def row_groups_for(info: BaseInfo, sorted_keys: np.ndarray) -> list[int]:
     """Row groups whose [min, max] key range holds at least one of ``sorted_keys``."""
-    if len(sorted_keys) == 0:
-        return []
     lo = np.searchsorted(sorted_keys, np.array(info.row_group_min, dtype=object), side="left")
     hi = np.searchsorted(sorted_keys, np.array(info.row_group_max, dtype=object), side="right")
     return [i for i in range(len(lo)) if hi[i] > lo[i]]
@@ -306,49 +304,43 @@ def lookup_base(
     threads: int = 1,
     unique: bool = False,
 ) -> tuple[pa.Table, str]:
-    """Rows of the base file whose key is in ``keys`` (strings; ``unique=True``: the caller
-    guarantees none repeats); also returns "seek" or "scan", the way it read them. Rows come
-    in key order. ``threads`` > 1: a scan reads that many contiguous runs of row groups at
-    once (one file handle each)."""
+    """Rows of the base file whose key is in ``keys`` (strings; ``unique``: none repeats), in
+    key order, and "seek" or "scan", the way it read them. ``threads`` > 1: that many runs
+    of row groups are read at once (one file handle each)."""
     meta, info = _open(fs, path)
     with guarded(path, CorruptBaseFileError):
         schema = string_key_schema(meta.schema.to_arrow_schema(), KEY)
     if len(keys) == 0 or info.num_rows == 0:
         return schema.empty_table(), "seek"
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks()
-    if keys.type != schema.field(KEY).type:
-        keys = keys.cast(schema.field(KEY).type)
-    keys = keys.take(sort_order(keys))
-    if not unique and len(keys) > 1:  # a key asked twice is still one row
-        keys = keys.filter(pa.concat_arrays([pa.array([True]), pc.not_equal(keys[1:], keys[:-1])]))
-    total = len(info.row_group_min)
-    groups: list[int] = []
+    keys = wanted_keys(keys, schema.field(KEY).type, unique=unique)
+    chosen, total = list(range(meta.num_row_groups)), len(info.row_group_min)
     seek = total > 0 and len(keys) <= scan_fraction * info.num_rows
     if seek:  # else most row groups are hit anyway
         groups = row_groups_for(info, keys.to_numpy(zero_copy_only=False))
         seek = len(groups) <= scan_fraction * total
-    if seek and not groups:
+        chosen = groups if seek else chosen
+    if not chosen:
         return schema.empty_table(), "seek"
     dictionary = _dictionary_columns(meta, schema)
-    chosen = groups if seek else list(range(meta.num_row_groups))
     runs = [r.tolist() for r in np.array_split(chosen, max(1, min(threads, len(chosen))))]
+    # wanted keys as the file stores them; back: their indices in keys (packed: those that fit)
+    stored, back = (keys, None) if info.key_hex is None else info.key_hex.pack(keys)
+    matcher = KeyMatcher(stored)
 
-    stored = keys if info.key_hex is None else info.key_hex.pack(keys)[0]  # as in the file
-
-    def scan(run: list[int]) -> list[pa.RecordBatch]:
+    def scan(run: list[int]) -> list[tuple[np.ndarray, pa.Table]]:
         with guarded(path, CorruptBaseFileError):
-            return _scan(fs, path, meta, dictionary, stored, run)
+            return _scan(fs, path, meta, dictionary, matcher, run, schema.names[1:])
 
     if len(runs) <= 1:
         parts = scan(chosen)
     else:
         with ThreadPoolExecutor(len(runs)) as pool:
-            parts = [batch for found in pool.map(scan, runs) for batch in found]
+            parts = [part for found in pool.map(scan, runs) for part in found]
     if not parts:
         return schema.empty_table(), "seek" if seek else "scan"
-    found = pa.Table.from_batches(parts)  # keys as wanted: no UTF-8 check
-    found = with_string_keys(found, KEY, info.key_hex, validate=False)
+    wanted = np.concatenate([hit for hit, _ in parts])
+    found = pa.concat_tables([rows for _, rows in parts])  # the keys: those wanted that matched
+    found = found.add_column(0, KEY, keys.take(pa.array(wanted if back is None else back[wanted])))
     return found.cast(schema), "seek" if seek else "scan"
 
 
@@ -357,42 +349,52 @@ def _scan(
     path: str,
     meta: pq.FileMetaData,
     dictionary: list[str],
-    keys: pa.Array,
+    matcher: KeyMatcher,
     run: list[int],
-) -> list[pa.RecordBatch]:
-    """The rows of row groups ``run`` whose key is in ``keys`` (sorted, unique). Every row of
-    the groups is decoded and counted: fewer or more than the footer says is corruption."""
-    matcher, found, seen = KeyMatcher(keys), [], 0
+    columns: list[str],
+) -> list[tuple[np.ndarray, pa.Table]]:
+    """For row groups ``run``, about ``BATCH_ROWS`` rows at a time: the key column decoded
+    and matched, then ``columns`` of just the groups with matches, the matching rows kept;
+    each part with the indices of the wanted keys it holds."""
+    counts = np.array([meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
+    window = (np.cumsum(counts[run]) - counts[run]) // BATCH_ROWS
+    found, options = [], {"pre_buffer": _remote(fs), "read_dictionary": dictionary}
     with open_file(fs, path) as handle:
-        parquet = pq.ParquetFile(
-            handle,
-            metadata=meta,
-            pre_buffer=_remote(fs),
-            read_dictionary=dictionary,
-            **READ_OPTIONS,
-        )
-        batches = parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=run, use_threads=False)
-        for batch in batches:
-            seen += batch.num_rows
-            hits = matcher.positions(batch.column(0))
-            if len(hits):
-                found.append(batch.take(pa.array(hits)))
-                check_decoded(found[-1])
-    expected = sum(meta.row_group(i).num_rows for i in run)
-    if seen != expected:
-        raise MetadataValueError(f"row groups {run} gave {seen} rows, the footer says {expected}")
+        parquet = pq.ParquetFile(handle, metadata=meta, **options, **READ_OPTIONS)
+        for block in np.split(np.array(run, np.int64), np.flatnonzero(np.diff(window)) + 1):
+            rows, wanted = matcher.match(_read(parquet, block, [KEY], counts).column(0))
+            if not len(rows):
+                continue
+            first = np.cumsum(counts[block]) - counts[block]  # row of each group in the block
+            group = np.searchsorted(first, rows, side="right") - 1
+            hit = np.unique(group)  # groups with matches, ascending
+            kept = np.cumsum(counts[block[hit]]) - counts[block[hit]]  # their rows once read
+            at = rows - first[group] + kept[np.searchsorted(hit, group)]
+            part = _read(parquet, block[hit], columns, counts).take(pa.array(at))
+            check_decoded(part)
+            found.append((wanted, part))
     return found
+
+
+def _read(
+    parquet: pq.ParquetFile, groups: np.ndarray, columns: list[str], counts: np.ndarray
+) -> pa.Table:
+    """``columns`` of row ``groups``, which must decode to the footer's row counts."""
+    table = parquet.read_row_groups(groups.tolist(), columns=columns, use_threads=False)
+    if table.num_rows != (expected := int(counts[groups].sum())):
+        raise MetadataValueError(
+            f"row groups {groups.tolist()} gave {table.num_rows} rows, not {expected}"
+        )
+    return table
 
 
 def _dictionary_columns(meta: pq.FileMetaData, schema: pa.Schema) -> list[str]:
     """String/binary columns (not the key) stored dictionary encoded: read as Arrow
     dictionaries, they cost an index per row instead of a string, until the rows are taken."""
-    if meta.num_row_groups == 0:
-        return []
-    first = meta.row_group(0)
-    names = []
-    for i, field in enumerate(schema):
-        textual = pa.types.is_string(field.type) or pa.types.is_binary(field.type)
-        if field.name != KEY and textual and first.column(i).has_dictionary_page:
-            names.append(field.name)
-    return names
+    first = meta.row_group(0) if meta.num_row_groups else None
+    textual = [pa.types.is_string(f.type) or pa.types.is_binary(f.type) for f in schema]
+    return [
+        field.name
+        for i, field in enumerate(schema)
+        if first and field.name != KEY and textual[i] and first.column(i).has_dictionary_page
+    ]

@@ -1,0 +1,119 @@
+"""Matching wanted keys against a base file's sorted keys (``metadata.keyorder.KeyMatcher``,
+``metadata.basefile.lookup_base``): the merge by 8-byte words finds exactly the keys a set
+would, ties in those words included, whatever the key form (packed, fixed, strings), the
+read mode (seek or scan) and the number of row groups per read."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from fsspec.implementations.local import LocalFileSystem
+
+from lakebraid.metadata import basefile
+from lakebraid.metadata.basefile import lookup_base, read_base, write_base
+from lakebraid.metadata.keyorder import KeyMatcher, merge_sorted
+
+FS = LocalFileSystem()
+
+
+def _sorted_bytes(rng: random.Random, n: int, width: int, shared: bytes) -> list[bytes]:
+    """Up to ``n`` distinct keys of ``width`` bytes starting with ``shared``, many equal
+    in their first 8 bytes after it (the tie case)."""
+    heads = [bytes(rng.randrange(256) for _ in range(width)) for _ in range(max(1, n // 8))]
+    keys = set()
+    for _ in range(4 * n):  # fewer keys when the width leaves few
+        if len(keys) == n:
+            break
+        head = rng.choice(heads)
+        cut = rng.randrange(len(shared), width + 1)
+        tail = bytes(rng.choice((0, 1, 255, rng.randrange(256))) for _ in range(width - cut))
+        keys.add((shared + head[len(shared) :])[:cut] + tail)
+    return sorted(keys)
+
+
+@pytest.mark.parametrize("width", [1, 3, 8, 9, 16, 20])
+@pytest.mark.parametrize("shared", [b"", b"ab\x00"], ids=["no-prefix", "prefix"])
+def test_merge_finds_exactly_the_wanted_keys(width: int, shared: bytes) -> None:
+    rng = random.Random(width)
+    shared = shared[: max(0, width - 1)]
+    universe = _sorted_bytes(rng, 600, width, shared)
+    file_keys = sorted(rng.sample(universe, len(universe) * 2 // 3))
+    wanted = sorted(rng.sample(universe, len(universe) // 4))
+    present = set(file_keys)
+    view = np.array(file_keys, dtype=f"S{width}")
+    lo = int(np.searchsorted(np.array(wanted, f"S{width}"), view[0], side="left"))
+    hi = int(np.searchsorted(np.array(wanted, f"S{width}"), view[-1], side="right"))
+    inside = np.array(wanted[lo:hi], dtype=f"S{width}")
+    rows, which = merge_sorted(view, inside)
+    expected = [i for i, key in enumerate(wanted[lo:hi]) if key in present]
+    assert which.tolist() == expected
+    assert [file_keys[r] for r in rows] == [wanted[lo + i] for i in expected]
+
+
+def test_matcher_with_string_keys_of_several_widths() -> None:
+    wanted = pa.array(sorted(["a1", "a3", "b", "b22", "c0", "zz9"]))
+    matcher = KeyMatcher(wanted)
+    fixed = pa.array(["a0", "a1", "a2", "a3", "c0", "c1"])  # one width: the merge
+    rows, which = matcher.match(fixed)
+    assert rows.tolist() == [1, 3, 4] and which.tolist() == [0, 1, 4]
+    ragged = pa.chunked_array([pa.array(["a1", "b", "b2", "b22", "zz9"])])  # a hash join
+    rows, which = matcher.match(ragged)
+    assert rows.tolist() == [0, 1, 3, 4] and which.tolist() == [0, 2, 3, 5]
+    rows, which = matcher.match(pa.array(["abc", "abd"]))  # no wanted key has that width
+    assert rows.tolist() == which.tolist() == []
+
+
+def _uuid_keys(rng: random.Random, n: int) -> list[str]:
+    return [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(n)]
+
+
+KEY_FORMS = {
+    "packed": _uuid_keys,
+    "fixed": lambda rng, n: [f"k{rng.getrandbits(40):012x}".replace("a", "x") for _ in range(n)],
+    "strings": lambda rng, n: [f"key-{rng.getrandbits(30)}" for _ in range(n)],
+}
+
+
+@pytest.mark.parametrize("form", sorted(KEY_FORMS))
+@pytest.mark.parametrize("fraction", [0.0, 1.0], ids=["scan", "seek"])
+@pytest.mark.parametrize("batch", [40, 1 << 20], ids=["small-reads", "one-read"])
+def test_lookup_base_matches_a_filter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str, fraction: float, batch: int
+) -> None:
+    monkeypatch.setattr(basefile, "BATCH_ROWS", batch)
+    rng = random.Random(form)
+    keys = sorted(set(KEY_FORMS[form](rng, 500)))
+    table = pa.table(
+        {
+            "key": pa.array(keys),
+            "partition": pa.array([f"p{i % 3}" for i in range(len(keys))]),
+            "file_id_hi": pa.array(range(len(keys)), pa.int64()),
+            "file_id_lo": pa.array([i % 7 for i in range(len(keys))], pa.int64()),
+            "instant": pa.array([1] * len(keys), pa.int64()),
+        }
+    )
+    path = str(tmp_path / "record_index-0000_1.parquet")
+    write_base(
+        FS,
+        path,
+        table,
+        partition="record_index",
+        file_group="record_index-0000",
+        instant="1",
+        folded=[],
+        row_group_rows=16,
+    )
+    # keys of a few row groups only (seek), asked twice, plus absent ones of every form
+    wanted = keys[30:45] + keys[300:302] + keys[31:33] + rng.sample(keys, 5)
+    wanted += [k for f in KEY_FORMS.values() for k in f(rng, 4)] + ["", "zz"]
+    found, mode = lookup_base(FS, path, pa.array(wanted), scan_fraction=fraction)
+    assert mode == ("scan" if fraction == 0.0 else "seek")
+    every = read_base(FS, path)
+    expected = every.filter(pc.is_in(every.column("key"), value_set=pa.array(wanted)))
+    assert found.equals(expected)
