@@ -28,12 +28,10 @@ import pyarrow.compute as pc
 from lakebraid.index.errors import IndexLayerError, ReindexRunningError
 from lakebraid.index.lookup import lookup
 from lakebraid.index.secondary_rebase import rebase_secondary
-from lakebraid.index.undo_points import touched_keys, with_undone
-from lakebraid.metadata import settings
+from lakebraid.index.undo_points import correction, touched_keys, write_corrected_bases
 from lakebraid.metadata.arrow_records import KEY, SCHEMAS
-from lakebraid.metadata.basefile import base_info, read_base, write_base
+from lakebraid.metadata.basefile import read_base
 from lakebraid.metadata.hashing import file_groups_of
-from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import REWRITES, MetadataTable
 from lakebraid.timeline.instant import Action, Instant
@@ -43,9 +41,9 @@ from lakebraid.timeline.table import TableTimelines
 INDEX = Partition.RECORD_INDEX
 
 
-def folding_reindexes(table: TableTimelines, targets: Sequence[Instant]) -> list[Instant]:
-    """The completed reindexes that folded a completed target (a reindex folds every
-    instant completed before it was requested), oldest first."""
+def folding_rewrites(table: TableTimelines, targets: Sequence[Instant]) -> list[Instant]:
+    """The completed rewrites (reindexes, index builds) that folded a completed target (each
+    folds every instant completed before it was requested), oldest first."""
     done = [t.completion_time for t in targets if t.completion_time is not None]
     if not done:
         return []
@@ -75,7 +73,7 @@ def plan_rebase(table: TableTimelines, targets: Sequence[Instant], verb: str) ->
             table=table.path,
             instant=running[0],
         )
-    return {r.time: table.next_time() for r in folding_reindexes(table, targets)}
+    return {r.time: table.next_time() for r in folding_rewrites(table, targets)}
 
 
 def write_rebased(
@@ -91,57 +89,41 @@ def write_rebased(
     meta = metadata_table.table.timeline(TimelineKind.METADATA)
     for rewrite, base in sorted(rebased.items()):
         inst = meta.get(rewrite)
-        if inst is not None and inst.action is Action.INDEX:
+        if inst is None or inst.completion_time is None:
+            raise IndexLayerError(
+                f"{rewrite} is not a completed reindex or index build; its bases cannot be "
+                "corrected",
+                table=metadata_table.table.path,
+                instant=rewrite,
+            )
+        if inst.action is Action.INDEX:
             rebase_secondary(metadata_table, inst, base, undone, keys, mine)
         else:
-            _rebase(metadata_table, rewrite, base, undone, keys, mine)
+            _rebase(metadata_table, inst, base, undone, keys, mine)
         mine[base] = rewrite
 
 
 def _rebase(
     metadata_table: MetadataTable,
-    reindex: str,
+    reindex: Instant,
     base: str,
     undone: frozenset[str],
     keys: pa.Array,
     mine: dict[str, str],
 ) -> None:
-    """The corrected bases of one reindex, one file group at a time."""
-    table = metadata_table.table
-    inst = table.timeline(TimelineKind.METADATA).get(reindex, Action.REINDEX)
-    if inst is None or inst.completion_time is None:
-        raise IndexLayerError(
-            f"reindex {reindex} is not a completed reindex; its bases cannot be corrected",
-            table=table.path,
-            instant=reindex,
-        )
-    at_reindex = metadata_table.read_point(inst.completion_time)  # its bases, not yet undone
-    reader = MetadataReader(metadata_table.fs, metadata_table.layout, at_reindex, table.options)
-    before = with_undone(metadata_table.read_point(reindex), undone, mine)
-    old = MetadataReader(metadata_table.fs, metadata_table.layout, before, table.options)
+    """The corrected bases of one reindex: its rows less the touched keys, plus their
+    entries as of its request without the undone instants (the layout before it)."""
+    fix = correction(metadata_table, reindex, undone, mine)
     schema = SCHEMAS[INDEX]
-    prior = lookup(old, keys, unique=True).select(schema.names).cast(schema)
-    n = reader.group_count(INDEX)
+    prior = lookup(fix.before, keys, unique=True).select(schema.names).cast(schema)
+    n = fix.at.group_count(INDEX)
     key_groups = pa.array(file_groups_of(keys, n))
     prior_groups = pa.array(file_groups_of(prior.column(KEY), n))
-    folder = reader.folder(INDEX)
-    for index in range(n):
-        piece = reader.slice(INDEX, index)
-        if piece.base is None:
-            continue  # the reindex wrote no rows here: nothing to correct
-        path = f"{folder}/{piece.base}"
+
+    def correct(index: int, path: str) -> pa.Table:
         rows = read_base(metadata_table.fs, path).select(schema.names).cast(schema)
         gone = keys.filter(pc.equal(key_groups, index))
         rows = rows.filter(pc.invert(pc.is_in(rows.column(KEY), value_set=gone)))
-        rows = pa.concat_tables([rows, prior.filter(pc.equal(prior_groups, index))])
-        folded = set(base_info(metadata_table.fs, path).folded) - undone
-        write_base(
-            metadata_table.fs,
-            metadata_table.layout.metadata_base_file(str(INDEX), piece.file_group, base),
-            rows,
-            partition=str(INDEX),
-            file_group=piece.file_group,
-            instant=base,
-            folded=sorted(folded),
-            row_group_rows=table.options.get(settings.BASE_ROW_GROUP_ROWS),
-        )
+        return pa.concat_tables([rows, prior.filter(pc.equal(prior_groups, index))])
+
+    write_corrected_bases(metadata_table, INDEX, fix.at, base, undone, correct)

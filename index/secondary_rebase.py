@@ -22,12 +22,10 @@ from lakebraid.index.secondary import (
     group_of_entries,
     groups_of_keys,
 )
-from lakebraid.index.undo_points import with_undone
-from lakebraid.metadata import settings
-from lakebraid.metadata.basefile import base_info, read_base, write_base
+from lakebraid.index.undo_points import correction, write_corrected_bases
+from lakebraid.metadata.basefile import read_base
 from lakebraid.metadata.commits import read_commit
 from lakebraid.metadata.reader import MetadataReader
-from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
@@ -49,36 +47,22 @@ def rebase_secondary(
     mine: dict[str, str],
 ) -> None:
     """Write the corrected bases (time ``base``) of the completed index build ``build``."""
-    table = metadata_table.table
-    at_build = metadata_table.read_point(build.completion_time)  # its bases, not yet undone
-    reader = MetadataReader(metadata_table.fs, metadata_table.layout, at_build, table.options)
-    before = with_undone(metadata_table.read_point(build.time), undone, mine)
+    fix = correction(metadata_table, build, undone, mine)
     keys = pc.unique(pa.concat_arrays([keys, rewritten_keys(metadata_table, undone)]))
-    redone = _entries_of_keys(metadata_table, before, keys, sorted(at_build.secondary))
-    n = reader.group_count(INDEX)
+    redone = _entries_of_keys(metadata_table, fix.before, keys, sorted(fix.at.point.secondary))
+    n = fix.at.group_count(INDEX)
     redone_groups = pa.array(group_of_entries(redone, n)) if len(redone) else None
-    folder = reader.folder(INDEX)
-    for index in range(n):
-        piece = reader.slice(INDEX, index)
-        if piece.base is None:
-            continue
-        path = f"{folder}/{piece.base}"
+
+    def correct(index: int, path: str) -> pa.Table:
         rows = read_base(metadata_table.fs, path, columns=["key"]).column("key")
         rows = rows.combine_chunks().cast(pa.string())
         if len(rows):
             rows = rows.filter(pc.invert(pc.is_in(record_keys(rows), value_set=keys)))
         if redone_groups is not None:
             rows = pa.concat_arrays([rows, redone.filter(pc.equal(redone_groups, index))])
-        write_base(
-            metadata_table.fs,
-            metadata_table.layout.metadata_base_file(str(INDEX), piece.file_group, base),
-            pa.table({"key": rows}),
-            partition=str(INDEX),
-            file_group=piece.file_group,
-            instant=base,
-            folded=sorted(set(base_info(metadata_table.fs, path).folded) - undone),
-            row_group_rows=table.options.get(settings.BASE_ROW_GROUP_ROWS),
-        )
+        return pa.table({"key": rows})
+
+    write_corrected_bases(metadata_table, INDEX, fix.at, base, undone, correct)
 
 
 def rewritten_keys(metadata_table: MetadataTable, undone: frozenset[str]) -> pa.Array:
@@ -99,14 +83,13 @@ def rewritten_keys(metadata_table: MetadataTable, undone: frozenset[str]) -> pa.
 
 
 def _entries_of_keys(
-    metadata_table: MetadataTable, point: ReadPoint, keys: pa.Array, columns: list[str]
+    metadata_table: MetadataTable, reader: MetadataReader, keys: pa.Array, columns: list[str]
 ) -> pa.Array:
-    """The entries of ``keys`` for ``columns`` as of ``point``: each key's data file (record
-    index, ``files`` listing), read for its rows of those keys."""
+    """The entries of ``keys`` for ``columns`` as of the reader's point: each key's data file
+    (record index, ``files`` listing), read for its rows of those keys."""
     table = metadata_table.table
     if not columns or len(keys) == 0:
         return pa.array([], pa.string())
-    reader = MetadataReader(metadata_table.fs, metadata_table.layout, point, table.options)
     wanted = groups_of_keys(reader, keys)
     parts = []
     for partition, files in reader.files().items():

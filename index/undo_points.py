@@ -3,16 +3,19 @@ corrections of reindexes (``index.rebase``) and of index builds (``index.seconda
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from typing import NamedTuple
 
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.index.errors import ReindexConflictError
+from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import KEY
+from lakebraid.metadata.basefile import base_info, write_base
 from lakebraid.metadata.logblock import read_log_file
-from lakebraid.metadata.reader import index_log_table
+from lakebraid.metadata.reader import MetadataReader, index_log_table
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
@@ -81,3 +84,53 @@ def refuse_undos(table: TableTimelines, time: str, folded: Collection[str], why:
                 table=table.path,
                 instant=time,
             )
+
+
+class Correction(NamedTuple):
+    """What an undo corrects in one rewrite (a reindex or index build): readers at the
+    rewrite's completion (its bases, ``at``) and as of its request without the undone
+    instants (``before``)."""
+
+    at: MetadataReader
+    before: MetadataReader
+
+
+def correction(
+    metadata_table: MetadataTable, rewrite: Instant, undone: frozenset[str], mine: dict[str, str]
+) -> Correction:
+    table = metadata_table.table
+    at = metadata_table.read_point(rewrite.completion_time)  # its bases, not yet undone
+    before = with_undone(metadata_table.read_point(rewrite.time), undone, mine)
+    fs, layout, options = metadata_table.fs, metadata_table.layout, table.options
+    return Correction(
+        MetadataReader(fs, layout, at, options), MetadataReader(fs, layout, before, options)
+    )
+
+
+def write_corrected_bases(
+    metadata_table: MetadataTable,
+    partition: Partition,
+    at: MetadataReader,
+    base: str,
+    undone: frozenset[str],
+    correct: Callable[[int, str], pa.Table],
+) -> None:
+    """For each file group of ``partition`` whose slice at ``at`` has a base: the corrected
+    rows ``correct(group index, base path)``, written as ``<group>_<base>.parquet`` folding
+    that base's instants minus ``undone``."""
+    folder = at.folder(partition)
+    for index in range(at.group_count(partition)):
+        piece = at.slice(partition, index)
+        if piece.base is None:
+            continue  # the rewrite wrote no rows here: nothing to correct
+        path = f"{folder}/{piece.base}"
+        write_base(
+            metadata_table.fs,
+            metadata_table.layout.metadata_base_file(str(partition), piece.file_group, base),
+            correct(index, path),
+            partition=str(partition),
+            file_group=piece.file_group,
+            instant=base,
+            folded=sorted(set(base_info(metadata_table.fs, path).folded) - undone),
+            row_group_rows=metadata_table.table.options.get(settings.BASE_ROW_GROUP_ROWS),
+        )
