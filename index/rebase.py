@@ -25,6 +25,7 @@ from collections.abc import Collection, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.index.column_stats_rebase import rebase_column_stats
 from lakebraid.index.errors import IndexLayerError, ReindexRunningError
 from lakebraid.index.lookup import lookup
 from lakebraid.index.secondary_rebase import rebase_secondary
@@ -34,6 +35,7 @@ from lakebraid.metadata.basefile import read_base
 from lakebraid.metadata.hashing import file_groups_of
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import REWRITES, MetadataTable
+from lakebraid.timeline.bodies import IndexPlan
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
@@ -97,7 +99,11 @@ def write_rebased(
                 instant=rewrite,
             )
         if inst.action is Action.INDEX:
-            rebase_secondary(metadata_table, inst, base, undone, keys, mine)
+            plan = metadata_table.table.store.read_typed(TimelineKind.METADATA, inst, IndexPlan)
+            if plan.kind == "column_stats":
+                rebase_column_stats(metadata_table, inst, plan, base, undone, mine)
+            else:
+                rebase_secondary(metadata_table, inst, base, undone, keys, mine)
         else:
             _rebase(metadata_table, inst, base, undone, keys, mine)
         mine[base] = rewrite

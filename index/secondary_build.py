@@ -20,6 +20,9 @@ completion. One build or drop runs at a time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,12 +44,13 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import text_to_type
 
 M = TimelineKind.METADATA
+T = TypeVar("T")
 
 
 def maintained(metadata_table: MetadataTable, point: ReadPoint) -> tuple[list[str], int, set[str]]:
     """What a write whose metadata layout is ``point`` keeps: the indexed columns (visible
     at ``point``, or being built), the partition's group count, and the running index
-    instants it saw."""
+    instants it saw (of every kind: column statistics too)."""
     columns = set(point.secondary)
     n = point.group_counts[str(INDEX)]
     seen: set[str] = set()
@@ -58,7 +62,7 @@ def maintained(metadata_table: MetadataTable, point: ReadPoint) -> tuple[list[st
         plan = table.store.read_typed(M, requested, IndexPlan)
         seen.add(time)
         n = plan.group_counts.get(str(INDEX), n)
-        if plan.op == "build":
+        if plan.op == "build" and plan.kind == "secondary":
             columns.add(plan.column)
     return sorted(columns), n, seen
 
@@ -103,28 +107,51 @@ def check_indexable(table: TableTimelines, column: str) -> None:
 
 
 def _rewrite(metadata_table: MetadataTable, plan: IndexPlan) -> str:
+    return run_rewrite(
+        metadata_table,
+        plan,
+        str(INDEX),
+        lambda point: _group_count(metadata_table, point),
+        lambda point, full: _entries_as_of(metadata_table, point, full),
+        lambda entries, n, time, folded: _write_bases(metadata_table, entries, n, time, folded),
+    )
+
+
+def run_rewrite(
+    metadata_table: MetadataTable,
+    plan: IndexPlan,
+    partition: str,
+    group_count: Callable[[ReadPoint], int],
+    collect: Callable[[ReadPoint, IndexPlan], T],
+    write: Callable[[T, int, str, list[str]], None],
+) -> str:
+    """One ``index`` instant rewriting the metadata partition ``partition`` (the module doc;
+    column statistics use it too, ``index.column_stats_build``): under the lock the request
+    and the snapshot; ``collect`` the rows as of the snapshot, ``write`` the full bases (rows,
+    group count, instant, folded instants); completed under the lock unless an undo of a
+    folded instant began meanwhile."""
     table = metadata_table.table
     store = table.store
     with table.lock:
         running = [i.time for i, alive in metadata_table.rewrites() if alive]
         if running:
             raise ReindexRunningError(
-                f"{plan.op} of the index on {plan.column!r}: {running[0]} (a reindex or index "
-                "build) is running; wait for it, then retry",
+                f"{plan.op} of the {plan.kind} index on {plan.label}: {running[0]} (a reindex "
+                "or index build) is running; wait for it, then retry",
                 table=table.path,
                 instant=running[0],
             )
         time = table.next_time()
         point = metadata_table.read_point()
         refuse_undos(table, time, point.visible, "")
-        n = _group_count(metadata_table, point)
-        plan = msgspec.structs.replace(plan, group_counts={str(INDEX): n})
+        n = group_count(point)
+        plan = msgspec.structs.replace(plan, group_counts={partition: n})
         heartbeat = table.heartbeat(time).start()
         store.request(M, time, Action.INDEX, encode_body(plan))
     try:
-        entries = _entries_as_of(metadata_table, point, plan)
+        rows = collect(point, plan)
         store.start(M, time, Action.INDEX, encode_body(plan))
-        _write_bases(metadata_table, entries, n, time, list(point.visible))
+        write(rows, n, time, list(point.visible))
         with table.lock:
             refuse_undos(table, time, point.visible, " (its heartbeat expired while it ran)")
             store.complete(M, time, Action.INDEX, encode_body(plan))

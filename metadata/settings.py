@@ -78,7 +78,9 @@ STATS_MAX_COLUMNS = cfg.register(
     32,
     "Column statistics are recorded in the metadata table for the first this many columns of "
     "the table's schema (wide tables keep their metadata small; reads prune only by those "
-    "columns, keeping every file for the others).",
+    "columns, keeping every file for the others). More columns get statistics on a live table "
+    "with WriteClient.create_index(columns, kind='column_stats') (lakebraid index build PATH "
+    "--column-stats a,b).",
     cfg.at_least(0),
 )
 LOOKUP_THREADS = cfg.register(

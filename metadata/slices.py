@@ -41,6 +41,7 @@ class ReadPoint(msgspec.Struct, frozen=True):
     reindexed: dict[str, str] = {}  # metadata partition -> its latest visible reindex instant
     rebased: dict[str, str] = {}  # corrected base time -> the visible reindex it stands in for
     secondary: dict[str, str] = {}  # indexed column -> the index build instant
+    stats_columns: dict[str, str] = {}  # column with built statistics -> the build instant
     pending_indexes: tuple[str, ...] = ()  # index builds/drops pending (live or dead)
     read_at: str | None = None  # completion time of the latest visible instant
 

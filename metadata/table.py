@@ -10,9 +10,11 @@ msgspec JSON, version 1):
   ``lakebraid.index.reindex``: a full base for every file group of a partition from a given
   state, folding every visible instant; from its completion on, :meth:`MetadataTable.read_point`
   gives its group counts.
-* ``index`` -- body :class:`IndexPlan`, written by ``lakebraid.index.secondary``: a build or
-  drop of a secondary index, as full bases of the ``secondary_index`` partition (like a
-  reindex); from its completion on, read points list the column (``ReadPoint.secondary``).
+* ``index`` -- body :class:`IndexPlan`, written by ``lakebraid.index.secondary_build``: a
+  build or drop of a secondary index, as full bases of the ``secondary_index`` partition (like a
+  reindex); from its completion on, read points list the column (``ReadPoint.secondary``). Kind
+  ``column_stats`` (``lakebraid.index.column_stats_build``): statistics of more columns, as full
+  bases of the ``column_stats`` partition; read points list them (``ReadPoint.stats_columns``).
 
 A base is visible to a read point when its compaction or reindex instant completed on the
 metadata timeline at or before the read point; old bases and logs stay until cleaned, so reads
@@ -76,6 +78,7 @@ class MetadataTable:
         counts = default_group_counts(self.table)
         reindexed: dict[str, str] = {}
         secondary: dict[str, str] = {}
+        stats: dict[str, str] = {}  # columns with built statistics
         for inst in bases:
             if inst.action is Action.REINDEX:
                 plan = self._plan(inst.time, Action.REINDEX, ReindexPlan)
@@ -84,10 +87,14 @@ class MetadataTable:
             elif inst.action is Action.INDEX:
                 built = self._plan(inst.time, Action.INDEX, IndexPlan)
                 counts.update(built.group_counts)
-                reindexed[str(Partition.SECONDARY_INDEX)] = inst.time
-                secondary.pop(built.column, None)
-                if built.op == "build":
-                    secondary[built.column] = inst.time
+                stats_kind = built.kind == "column_stats"
+                rewritten = Partition.COLUMN_STATS if stats_kind else Partition.SECONDARY_INDEX
+                reindexed[str(rewritten)] = inst.time
+                found = stats if stats_kind else secondary
+                for column in built.columns if stats_kind else [built.column]:
+                    found.pop(column, None)
+                    if built.op == "build":
+                        found[column] = inst.time
         seen = {i.time for i in bases}
         return ReadPoint(
             as_of=point,
@@ -98,6 +105,7 @@ class MetadataTable:
             reindexed=reindexed,
             rebased={b: r for b, r in visibility.rebased.items() if r in seen},
             secondary=secondary,
+            stats_columns=stats,
             pending_indexes=tuple(
                 i.time for i in meta if i.action is Action.INDEX and i.is_pending
             ),

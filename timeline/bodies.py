@@ -116,13 +116,19 @@ class ReindexPlan(msgspec.Struct, frozen=True, kw_only=True):
 
 class IndexPlan(msgspec.Struct, frozen=True, kw_only=True):
     """An index build or drop (metadata timeline): which index, and the file-group count of
-    the partition its bases rewrite."""
+    the partition its bases rewrite (``secondary_index`` or ``column_stats``)."""
 
     version: int = BODY_VERSION
     op: str  # "build" | "drop"
-    kind: str  # "secondary"
-    column: str
+    kind: str  # "secondary" | "column_stats"
+    column: str = ""  # kind "secondary": the indexed column
     group_counts: dict[str, int] = {}
+    columns: list[str] = []  # kind "column_stats": the columns whose statistics it adds/drops
+
+    @property
+    def label(self) -> str:
+        """The columns it is about, for messages."""
+        return ", ".join(repr(c) for c in (self.columns or [self.column]))
 
 
 def encode_body(body: msgspec.Struct) -> bytes:

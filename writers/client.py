@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakebraid.index.column_stats_build import build_stats, drop_stats
 from lakebraid.index.keys import check_key_type, key_array, key_texts
 from lakebraid.index.lookup import locations
 from lakebraid.index.reindex import reshard
@@ -46,6 +47,8 @@ from lakebraid.writers.services.rollback import rollback
 from lakebraid.writers.services.validate import validate
 from lakebraid.writers.write.inputs import is_spark_frame, is_table, to_arrow
 from lakebraid.writers.write.operations import resolve_policy
+
+INDEX_KINDS = ("secondary", "column_stats")
 
 
 class WriteClient:
@@ -124,25 +127,38 @@ class WriteClient:
         recover(self.table)
         return reshard(self.metadata, groups)
 
-    def create_index(self, column: str, kind: str = "secondary") -> str:
-        """Build a secondary index (value -> record keys) of ``column`` on the live table,
-        while writers keep committing; returns the index instant. Reads with ``col = v`` or
-        ``col in (...)`` then open only the files holding those values."""
-        if kind != "secondary":
-            raise WriteError(
-                f"index kind {kind!r} is not supported (kinds: 'secondary')", table=self.path
-            )
+    def create_index(self, columns: str | Sequence[str], kind: str = "secondary") -> str:
+        """Build an index on the live table, while writers keep committing; returns the index
+        instant. ``kind="secondary"``: a secondary index (value -> record keys) of the column
+        ``columns``; reads with ``col = v`` or ``col in (...)`` then open only the files
+        holding those values. ``kind="column_stats"``: statistics of more columns (a name or
+        a list of names, beyond the first ``metadata.column_stats.max.columns``), which every
+        write then records and reads prune by."""
+        _index_kind(kind, self.path)
         recover(self.table)
-        return build_index(self.metadata, column)
+        if kind == "column_stats":
+            return build_stats(self.metadata, columns)
+        return build_index(self.metadata, columns)  # type: ignore[arg-type]
 
-    def drop_index(self, column: str) -> str:
-        """Drop the secondary index of ``column``; returns the instant."""
+    def drop_index(self, column: str, kind: str = "secondary") -> str:
+        """Drop the secondary index (or, ``kind="column_stats"``, the built statistics) of
+        ``column``; returns the instant."""
+        _index_kind(kind, self.path)
         recover(self.table)
+        if kind == "column_stats":
+            return drop_stats(self.metadata, column)
         return drop_index(self.metadata, column)
 
-    def indexes(self, as_of: object = None) -> dict[str, str]:
-        """The secondary indexes as of a read point: column -> the instant that built it."""
-        return dict(self._reader(as_of).point.secondary)
+    def indexes(self, as_of: object = None, kind: str = "secondary") -> dict[str, Any]:
+        """The indexes of ``kind`` as of a read point: column -> the instant that built it.
+        ``kind="column_stats"``: the columns with built statistics (the first
+        ``metadata.column_stats.max.columns`` always have them); ``"all"``: ``{kind: {column:
+        instant}}`` for both kinds."""
+        if kind != "all":
+            _index_kind(kind, self.path)
+        point = self._reader(as_of).point
+        found = {"secondary": dict(point.secondary), "column_stats": dict(point.stats_columns)}
+        return found if kind == "all" else found[kind]
 
     def compact_metadata(self) -> str | None:
         """Compact every metadata file group that has log files; returns the instant."""
@@ -261,6 +277,14 @@ class WriteClient:
     def read(self, as_of: object = None, where: Any = None) -> Any:
         """A Spark DataFrame of the table now or as of an instant."""
         return read_spark(self.table, self.spark, self.table.read_point(as_of), where)
+
+
+def _index_kind(kind: str, path: str) -> None:
+    if kind not in INDEX_KINDS:
+        raise WriteError(
+            f"index kind {kind!r} is not supported (kinds: {', '.join(map(repr, INDEX_KINDS))})",
+            table=path,
+        )
 
 
 def _field_list(fields: object, path: str) -> list[str]:

@@ -114,41 +114,69 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
-    done = WriteClient.open(args.path).create_index(args.secondary)
-    text = f"built the secondary index of {args.secondary!r} as {done}"
-    print(json.dumps({"index": done, "column": args.secondary}) if args.json else text)
+    client = WriteClient.open(args.path)
+    if args.secondary is not None:
+        done = client.create_index(args.secondary)
+        text = f"built the secondary index of {args.secondary!r} as {done}"
+        print(json.dumps({"index": done, "column": args.secondary}) if args.json else text)
+        return 0
+    columns = [c.strip() for c in args.column_stats.split(",") if c.strip()]
+    done = client.create_index(columns, kind="column_stats")
+    text = f"built the statistics of {', '.join(map(repr, columns))} as {done}"
+    found = {"index": done, "kind": "column_stats", "columns": columns}
+    print(json.dumps(found) if args.json else text)
     return 0
 
 
 def cmd_index_drop(args: argparse.Namespace) -> int:
-    done = WriteClient.open(args.path).drop_index(args.column)
-    text = f"dropped the secondary index of {args.column!r} as {done}"
-    print(json.dumps({"index": done, "column": args.column}) if args.json else text)
+    done = WriteClient.open(args.path).drop_index(args.column, kind=args.kind)
+    what = "secondary index" if args.kind == "secondary" else "statistics"
+    text = f"dropped the {what} of {args.column!r} as {done}"
+    found = {"index": done, "column": args.column, "kind": args.kind}
+    print(json.dumps(found) if args.json else text)
     return 0
 
 
 def cmd_index_list(args: argparse.Namespace) -> int:
-    indexes = WriteClient.open(args.path).indexes(as_of=args.as_of)
+    """Every kind as text; ``--json`` prints ``{column: instant}`` of one kind (secondary by
+    default, as before column statistics could be built), or ``{kind: {...}}`` for all."""
+    client = WriteClient.open(args.path)
     if args.json:
-        print(json.dumps(indexes))
-    else:
-        for column, built in sorted(indexes.items()):
-            print(f"{column}\tsecondary\tbuilt {built}")
+        print(json.dumps(client.indexes(as_of=args.as_of, kind=args.kind or "secondary")))
+        return 0
+    found = client.indexes(as_of=args.as_of, kind="all")
+    for kind, indexes in found.items():
+        if args.kind in (None, "all", kind):
+            for column, built in sorted(indexes.items()):
+                print(f"{column}\t{kind}\tbuilt {built}")
     return 0
 
 
 def _index_commands(sub: Any) -> None:
-    text = "build, drop or list a table's secondary indexes (writers keep going)"
+    text = "build, drop or list a table's indexes: secondary, column statistics (writers go on)"
     group = sub.add_parser("index", help=text, description=text)
     inner = group.add_subparsers(
         dest="index_command", required=True, metavar="ACTION", help="build, drop or list"
     )
-    build = _command(inner, "build", "build a secondary index on a live table", cmd_index_build)
-    build.add_argument("--secondary", required=True, metavar="COLUMN", help="the column to index")
-    drop = _command(inner, "drop", "drop a secondary index", cmd_index_drop)
+    build = _command(inner, "build", "build an index on a live table", cmd_index_build)
+    which = build.add_mutually_exclusive_group(required=True)
+    which.add_argument("--secondary", metavar="COLUMN", help="a secondary index of a column")
+    which.add_argument(
+        "--column-stats",
+        dest="column_stats",
+        metavar="A,B",
+        help="statistics of more columns (comma-separated), which reads then prune by",
+    )
+    drop = _command(inner, "drop", "drop an index", cmd_index_drop)
     drop.add_argument("column", help="the indexed column")
-    listed = _command(inner, "list", "the secondary indexes", cmd_index_list)
+    drop.add_argument("--kind", choices=["secondary", "column_stats"], default="secondary")
+    listed = _command(inner, "list", "the indexes (built column statistics too)", cmd_index_list)
     listed.add_argument("--as-of", dest="as_of", help=AS_OF_HELP)
+    listed.add_argument(
+        "--kind",
+        choices=["secondary", "column_stats", "all"],
+        help="one kind (default: all as text; --json: secondary)",
+    )
     for cmd in inner.choices.values():
         cmd.add_argument("--json", action="store_true", help=JSON_HELP)
 

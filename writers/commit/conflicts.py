@@ -17,10 +17,11 @@ Rules, in the order they are judged:
    after this write chose the layout of its index log files, or is running (its writer's
    heartbeat is live): the reindex did not read this write's entries and they are in the old
    layout, so the write must not complete (retry it once the reindex is done).
-6. :func:`indexed_during` -- a secondary-index build or drop (``index`` on the metadata
-   timeline) that is running or completed and that this write did not see when it chose its
-   layout: the write did not keep that index's entries (``index.secondary_build``), so it must
-   not complete (retry it: the retry keeps them).
+6. :func:`indexed_during` -- an index build or drop (``index`` on the metadata timeline: a
+   secondary index or column statistics) that is running or completed and that this write did
+   not see when it chose its layout: the write did not keep that index's entries or
+   statistics (``index.secondary_build``, ``index.column_stats_build``), so it must not
+   complete (retry it: the retry keeps them).
 
 Anything else completed in between (a clean, a compaction, a savepoint, a commit on disjoint
 groups and keys) is no conflict. Keys are asked for only when a commit passed rule 3 (reading

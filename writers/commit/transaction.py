@@ -6,7 +6,8 @@
     write data files (tasks; each creates its marker first) -> write statuses
     inflight on data (body: CommitMetadata), metadata, global
     metadata log blocks at instant t (files, column_stats, record_index; secondary_index for
-            the indexes visible or being built at the layout's read point)
+            the indexes visible or being built at the layout's read point, statistics of the
+            columns built or being built then too: index.column_stats_build.stats_maintained)
     lock:   completed on data, metadata, then global (THE COMMIT POINT), one completion time
 
 Instant bodies are msgspec JSON, version 1. The completed data and global files hold the
@@ -20,6 +21,7 @@ from collections.abc import Callable, Collection, Sequence
 
 import msgspec
 
+from lakebraid.index.column_stats_build import stats_maintained
 from lakebraid.index.record_index import entries_of, index_keys, logged_keys
 from lakebraid.index.secondary import entry_changes, write_logs
 from lakebraid.index.secondary_build import maintained
@@ -45,7 +47,6 @@ from lakebraid.writers.errors import ConflictDetected, WriteConflictError
 from lakebraid.writers.services.inline import run_inline
 from lakebraid.writers.services.markers import sweep_markers
 from lakebraid.writers.services.rollback import rollback
-from lakebraid.writers.write.datafile import stats_columns
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
 
@@ -127,13 +128,13 @@ class Transaction:
         assert self.time is not None, "begin() first"
         table, time = self.table, self.time
         columns = [f.name for f in schema]
-        changes = changes_of(statuses, columns, set(stats_columns(schema, table.options)))
+        layout = self.metadata.read_point()  # the log layout, and the rewrites it saw
+        changes = changes_of(statuses, columns, stats_maintained(self.metadata, layout, schema))
         summary = [msgspec.structs.replace(s, keys_added=b"", keys_removed=b"") for s in statuses]
         body = CommitMetadata(operation=self.operation, statuses=summary, schema=list(schema))
         table.store.start(D, time, Action.COMMIT, encode_body(body))
         table.store.start(M, time, Action.DELTACOMMIT)
         table.store.start(G, time, Action.COMMIT)
-        layout = self.metadata.read_point()  # the log layout, and the reindexes it saw
         logs = self.metadata.write(time, changes, layout)
         indexed, n, builds = maintained(self.metadata, layout)
         if indexed:

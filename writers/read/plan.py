@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakebraid.index.column_stats import Condition, SqlSettings, keep_files, parse_conditions
+from lakebraid.index.file_stats import recorded_columns
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.secondary import matching_groups
 from lakebraid.metadata.commits import schema_as_of
@@ -97,7 +98,9 @@ def plan_paths(table: TableTimelines, point: str | None, keep: Keep | None = Non
 
 def keep_matching(conditions: Sequence[Condition], schema: pa.Schema) -> Keep:
     """The pruning of a read's conditions: the secondary indexes first (only the file groups
-    whose rows hold a wanted value; ``index.secondary``), then column statistics."""
+    whose rows hold a wanted value; ``index.secondary``), then the statistics of the columns
+    recorded at the read point (``index.file_stats.recorded_columns``: the first ones of the
+    schema and the built ones; a dropped column's leftovers are not used)."""
 
     def keep(pairs: list[Pair], reader: MetadataReader) -> list[Pair]:
         if not conditions:
@@ -106,7 +109,9 @@ def keep_matching(conditions: Sequence[Condition], schema: pa.Schema) -> Keep:
         groups = matching_groups(reader, conditions, types)
         if groups is not None:
             pairs = [(p, name) for p, name in pairs if (p, name[:36]) in groups]
-        return keep_files(pairs, reader.column_stats(), conditions) if pairs else pairs
+        recorded = set(recorded_columns(schema.names, reader.options, reader.point))
+        usable = [c for c in conditions if c.column in recorded]
+        return keep_files(pairs, reader.column_stats(), usable) if pairs and usable else pairs
 
     return keep
 

@@ -5,9 +5,12 @@ Rebuild: every data file under the table's partition folders whose instant is a 
 commit is a version of its file group; a group's current file is its newest visible version,
 unless a later visible commit emptied the group (its write status names no new file). From
 the current files: the listing (name, size), the column statistics (recomputed from the
-rows) and each key's location (partition, file id). The instant a key was inserted is not
-derivable from files, so locations are compared on partition and file id. The entries of every
-visible secondary index are compared with those of the current files.
+rows) of the recorded columns (``index.file_stats.recorded_columns``: the first ones and the
+built ones; statistics the metadata table holds of other columns, as a running build or a
+drop leaves them, must be right but may be missing) and each key's location (partition, file
+id). The instant a key was inserted is not derivable from files, so locations are compared on
+partition and file id. The entries of every visible secondary index are compared with those of
+the current files.
 
 Integrity: each current file's CRC-32 is compared with the one its commit's write status
 recorded (statuses written before ``crc32`` existed have none: not checked). A damaged or
@@ -24,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakebraid.index.file_stats import recorded_columns
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.lookup import locations
 from lakebraid.index.secondary import all_entries, file_entries
@@ -40,7 +44,6 @@ from lakebraid.writers.write.datafile import (
     column_stats,
     read_parquet,
     spec_of,
-    stats_columns,
     virtual_key,
 )
 
@@ -117,6 +120,7 @@ class _Validator:
         self.reader = MetadataTable(table).reader()
         self.schema = schema_as_of(table)
         self.stats: dict[tuple[str, str, str], tuple[object, ...]] | None = None  # unread
+        self.held: dict[tuple[str, str], list[str]] = {}  # (partition, file) -> stats columns
         self.locations: dict[str, tuple[str, str]] = {}  # key -> (partition, file id)
         self.damaged: set[tuple[str, str]] = set()  # (partition, file id) of unreadable files
 
@@ -190,6 +194,8 @@ class _Validator:
             (s.partition, s.file, s.column): (s.min_value, s.max_value, s.null_count, s.value_count)
             for s in self.reader.column_stats()
         }
+        for partition, file, column in self.stats:
+            self.held.setdefault((partition, file), []).append(column)
 
     def check_checksum(self, partition: str, name: str, path: str) -> None:
         recorded = self.checksums.get((partition, name))
@@ -212,8 +218,10 @@ class _Validator:
         rows = read_parquet(self.table.fs, path)
         with guarded(path, CorruptDataFileError), self.table.fs.open(path, "rb") as handle:
             meta = pq.ParquetFile(handle).metadata
-        recorded = stats_columns(self.schema, self.table.options)
-        present = [name for name in recorded if name in rows.column_names]
+        names = [f.name for f in self.schema]
+        recorded = recorded_columns(names, self.table.options, self.reader.point)
+        held = self.held.get((partition, name), [])  # also of columns no longer recorded
+        present = [c for c in dict.fromkeys([*recorded, *held]) if c in rows.column_names]
         columns = []
         for stat in column_stats(rows, meta, present):
             columns.append(stat.column)

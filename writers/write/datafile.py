@@ -1,6 +1,6 @@
 """The data table's Parquet files: their schema (the table's columns, then
 ``_braid_commit_time`` and ``_braid_record_key``), reading one checked, conforming rows to a
-schema, and the column statistics of a written file.
+schema; the column statistics of a written file are ``index.file_stats``' (re-exported here).
 
 A table whose record key is a string or integer column has a *virtual* ``_braid_record_key``:
 data files do not hold it (it is ``cast(key as string)``, and Arrow and Spark write integers
@@ -14,9 +14,6 @@ a damaged file raises :class:`writers.errors.CorruptDataFileError` naming it.
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,12 +22,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
+from lakebraid.index.file_stats import column_stats as column_stats  # re-exported
+from lakebraid.index.file_stats import stats_columns as stats_columns  # re-exported
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.metadata import settings
-from lakebraid.metadata.commits import ColumnStat
 from lakebraid.metadata.files import open_file
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, check_footer, guarded
-from lakebraid.timeline import config as cfg
 from lakebraid.timeline.table_config import FieldSpec, text_to_type
 from lakebraid.writers.errors import CorruptDataFileError
 
@@ -120,68 +116,3 @@ def _read_checked(
     table = parquet.read(columns=columns, use_threads=threads)
     check_decoded(table)
     return table
-
-
-def stats_columns(schema: Sequence[FieldSpec], options: cfg.Options) -> list[str]:
-    """The columns whose statistics the metadata table records: the first
-    ``metadata.column_stats.max.columns`` of the schema."""
-    return [f.name for f in schema][: options.get(settings.STATS_MAX_COLUMNS)]
-
-
-def column_stats(table: pa.Table, meta: pq.FileMetaData, columns: list[str]) -> list[ColumnStat]:
-    """Min, max, nulls, values and compressed bytes of each column of a written file.
-
-    Integer and string bounds come from the footer the writer just made (exact: Arrow writes
-    untruncated statistics, or none); other types are computed from the rows."""
-    sizes = {name: 0 for name in columns}
-    footer: dict[str, list[Any]] = {}
-    for rg in range(meta.num_row_groups):
-        group = meta.row_group(rg)
-        for c in range(group.num_columns):
-            chunk = group.column(c)
-            path = chunk.path_in_schema.split(".")[0]
-            if path in sizes:
-                sizes[path] += chunk.total_compressed_size
-                footer.setdefault(path, []).append(chunk.statistics)
-    stats = []
-    for name in columns:
-        column = table.column(name)
-        lo = hi = None
-        kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
-        if _orderable(kind) and column.null_count < len(column):
-            bounds = _footer_bounds(kind, footer.get(name, []))
-            if bounds is None:
-                found = pc.min_max(column.cast(kind))
-                bounds = (_plain(found["min"].as_py()), _plain(found["max"].as_py()))
-            lo, hi = bounds
-        stats.append(
-            ColumnStat(
-                name, lo, hi, column.null_count, len(column) - column.null_count, sizes[name]
-            )
-        )
-    return stats
-
-
-def _footer_bounds(kind: pa.DataType, chunks: list[Any]) -> tuple[Any, Any] | None:
-    """(min, max) over the row groups' statistics, for integer and string columns only."""
-    if not (pa.types.is_integer(kind) or pa.types.is_string(kind)) or not chunks:
-        return None
-    found = [s for s in chunks if s is not None and s.has_min_max]
-    if len(found) != sum(1 for s in chunks if s is None or s.num_values > 0):
-        return None  # a group with values but no bounds (e.g. a value over the size limit)
-    if not found:
-        return None
-    return min(s.min for s in found), max(s.max for s in found)
-
-
-def _orderable(kind: pa.DataType) -> bool:
-    return not (pa.types.is_nested(kind) or pa.types.is_null(kind))
-
-
-def _plain(value: Any) -> Any:
-    """A statistics value the metadata format holds exactly; others become None (no pruning)."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, decimal.Decimal | dt.time | dt.timedelta):
-        return None
-    return value

@@ -1,0 +1,135 @@
+"""Column statistics of data files: which columns a table records, and the statistics of one
+file (from its footer and rows), shared by writers (``writers.write.datafile`` re-exports
+them), validation and the build of column statistics on a live table
+(``index.column_stats_build``).
+
+Recorded columns: the first ``metadata.column_stats.max.columns`` columns of the schema, plus
+the columns a completed ``column_stats`` build added (``ReadPoint.stats_columns``); reads prune
+only by those, and validation compares only those (:func:`recorded_columns`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
+
+from lakebraid.metadata import settings
+from lakebraid.metadata.commits import ColumnStat
+from lakebraid.metadata.files import open_file
+from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, check_footer
+from lakebraid.metadata.records import ColumnStatsRecord
+from lakebraid.metadata.slices import ReadPoint
+from lakebraid.timeline import config as cfg
+from lakebraid.timeline.table_config import FieldSpec
+
+
+def stats_columns(schema: Sequence[FieldSpec], options: cfg.Options) -> list[str]:
+    """The columns whose statistics the metadata table records by default: the first
+    ``metadata.column_stats.max.columns`` of the schema."""
+    return [f.name for f in schema][: options.get(settings.STATS_MAX_COLUMNS)]
+
+
+def recorded_columns(names: Sequence[str], options: cfg.Options, point: ReadPoint) -> list[str]:
+    """The columns with statistics as of ``point``: the first
+    ``metadata.column_stats.max.columns`` of ``names`` (the schema's column names, in order),
+    then the columns built on the live table (``ReadPoint.stats_columns``)."""
+    first = list(names)[: options.get(settings.STATS_MAX_COLUMNS)]
+    return list(dict.fromkeys([*first, *sorted(point.stats_columns)]))
+
+
+def file_stats(fs: AbstractFileSystem, path: str, columns: Sequence[str]) -> list[ColumnStat]:
+    """The statistics of ``columns`` of one data file (those the file has: a file from before
+    a column existed has none for it), computed as the writer computed them."""
+    with (
+        open_file(fs, path, memory_map=True) as source,
+        pq.ParquetFile(source, **READ_OPTIONS) as parquet,
+    ):
+        check_footer(parquet.metadata)
+        present = [c for c in columns if c in parquet.schema_arrow.names]
+        if not present:
+            return []
+        rows = parquet.read(columns=present, use_threads=False)
+        check_decoded(rows)
+        return column_stats(rows, parquet.metadata, present)
+
+
+def stats_record(stat: ColumnStat, partition: str, name: str) -> ColumnStatsRecord:
+    """The metadata record of one column's statistics of the data file ``partition/name``."""
+    return ColumnStatsRecord(
+        stat.column,
+        partition,
+        name,
+        stat.min_value,
+        stat.max_value,
+        stat.null_count,
+        stat.value_count,
+        stat.total_size,
+    )
+
+
+def column_stats(table: pa.Table, meta: pq.FileMetaData, columns: list[str]) -> list[ColumnStat]:
+    """Min, max, nulls, values and compressed bytes of each column of a written file.
+
+    Integer and string bounds come from the footer the writer just made (exact: Arrow writes
+    untruncated statistics, or none); other types are computed from the rows."""
+    sizes = {name: 0 for name in columns}
+    footer: dict[str, list[Any]] = {}
+    for rg in range(meta.num_row_groups):
+        group = meta.row_group(rg)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            path = chunk.path_in_schema.split(".")[0]
+            if path in sizes:
+                sizes[path] += chunk.total_compressed_size
+                footer.setdefault(path, []).append(chunk.statistics)
+    stats = []
+    for name in columns:
+        column = table.column(name)
+        lo = hi = None
+        kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+        if orderable(kind) and column.null_count < len(column):
+            bounds = _footer_bounds(kind, footer.get(name, []))
+            if bounds is None:
+                found = pc.min_max(column.cast(kind))
+                bounds = (_plain(found["min"].as_py()), _plain(found["max"].as_py()))
+            lo, hi = bounds
+        stats.append(
+            ColumnStat(
+                name, lo, hi, column.null_count, len(column) - column.null_count, sizes[name]
+            )
+        )
+    return stats
+
+
+def _footer_bounds(kind: pa.DataType, chunks: list[Any]) -> tuple[Any, Any] | None:
+    """(min, max) over the row groups' statistics, for integer and string columns only."""
+    if not (pa.types.is_integer(kind) or pa.types.is_string(kind)) or not chunks:
+        return None
+    found = [s for s in chunks if s is not None and s.has_min_max]
+    if len(found) != sum(1 for s in chunks if s is None or s.num_values > 0):
+        return None  # a group with values but no bounds (e.g. a value over the size limit)
+    if not found:
+        return None
+    return min(s.min for s in found), max(s.max for s in found)
+
+
+def orderable(kind: pa.DataType) -> bool:
+    """Whether values of ``kind`` have a min and max (not nested, not all-null)."""
+    return not (pa.types.is_nested(kind) or pa.types.is_null(kind))
+
+
+def _plain(value: Any) -> Any:
+    """A statistics value the metadata format holds exactly; others become None (no pruning)."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, decimal.Decimal | dt.time | dt.timedelta):
+        return None
+    return value
