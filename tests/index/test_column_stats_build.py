@@ -15,11 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakebraid.index import column_stats_build
+from lakebraid.index.column_stats import Condition
 from lakebraid.index.column_stats_build import build_stats
 from lakebraid.index.errors import IndexLayerError
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.writers.cli.main import main as cli
 from lakebraid.writers.client import WriteClient
+from lakebraid.writers.engine.spark.datasource import plan_files
 from lakebraid.writers.errors import WriteConflictError, WriteError
 
 # statistics by default for id, day, ts only: ``c`` (and ``d``) need a build
@@ -267,6 +269,37 @@ def test_a_write_that_missed_a_build_conflicts_and_its_retry_records(client, mon
     assert client.validate() == []
 
 
+def test_a_failed_build_then_an_undo_across_reindexes(client, monkeypatch) -> None:
+    model: Model = {}
+    for batch in batches(3):
+        t1 = client.bulk_insert(rows(batch, 0))
+        model.update(batch)
+    client.savepoint(t1)
+
+    def crash(*args):
+        raise OSError("disk full while writing the statistics bases")
+
+    monkeypatch.setattr(column_stats_build, "_write_bases", crash)
+    with pytest.raises(OSError, match="disk full"):
+        client.create_index("c", kind="column_stats")
+    monkeypatch.undo()
+    assert client.indexes(kind="column_stats") == {}
+    change: Model = {"k101": ("d1", 3000, 1), "n1": ("d0", 3001, None)}
+    t2 = client.upsert(rows(change, 1))  # the dead build stops nobody
+    check_pruning(client, [3000, 101])
+    client.reindex(groups=3)
+    client.create_index(["c", "d"], kind="column_stats")
+    client.reindex(groups=2)
+    check_pruning(client, [3000, 3001, 101, 205])
+    check_rows(client, {**model, **change}, "c = 3000")
+    client.rollback(t2)  # folded by two reindexes and the build
+    check_pruning(client, [3000, 3001, 101, 205])
+    check_rows(client, model, "c = 101")
+    client.restore(t1)
+    check_pruning(client, [3000, 101])
+    assert client.validate() == []
+
+
 WRITER = """
 import json, sys
 import pyarrow as pa
@@ -349,5 +382,9 @@ def test_the_spark_engine_records_built_statistics(tmp_path, spark) -> None:
     model.update(change)
     assert len(client.column_stats("c")) == len(client.file_paths())
     check_pruning(client, [4242, 4243, 105, 205])
+    root = client.table.fs.unstrip_protocol(client.path)
+    pruned = plan_files(root, None, [Condition("c", "=", (4242,))])
+    assert {p.removeprefix("file://") for p in pruned} == may_hold(client, 4242)
+    assert len(pruned) == 1
     check_rows(client, model, "c = 4242")
     assert client.validate() == []
