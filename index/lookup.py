@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import KEY, empty_table
-from lakebraid.metadata.hashing import file_groups_of, group_order
+from lakebraid.metadata.hashing import group_order
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import (
     Partition,
@@ -57,7 +57,7 @@ def _lookup(
     n = reader.group_count(partition)
     if len(wanted) == 0:
         return empty_table(partition), pa.array([], pa.int64())
-    groups = file_groups_of(wanted, n)
+    groups = reader.point.index_groups(wanted)
     order = group_order(groups, n)
     wanted, groups = wanted.take(pa.array(order)), groups[order]
     bounds = _run_bounds(groups)

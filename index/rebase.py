@@ -32,7 +32,6 @@ from lakebraid.index.secondary_rebase import rebase_secondary
 from lakebraid.index.undo_points import correction, touched_keys, write_corrected_bases
 from lakebraid.metadata.arrow_records import KEY, SCHEMAS
 from lakebraid.metadata.basefile import read_base
-from lakebraid.metadata.hashing import file_groups_of
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import REWRITES, MetadataTable
 from lakebraid.timeline.bodies import IndexPlan
@@ -122,9 +121,8 @@ def _rebase(
     fix = correction(metadata_table, reindex, undone, mine)
     schema = SCHEMAS[INDEX]
     prior = lookup(fix.before, keys, unique=True).select(schema.names).cast(schema)
-    n = fix.at.group_count(INDEX)
-    key_groups = pa.array(file_groups_of(keys, n))
-    prior_groups = pa.array(file_groups_of(prior.column(KEY), n))
+    key_groups = pa.array(fix.at.point.index_groups(keys))
+    prior_groups = pa.array(fix.at.point.index_groups(prior.column(KEY)))
 
     def correct(index: int, path: str) -> pa.Table:
         rows = read_base(metadata_table.fs, path).select(schema.names).cast(schema)

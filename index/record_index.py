@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.scope import SEP
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.commits import WriteStatus, unpack_keys
 from lakebraid.metadata.logblock import read_log_file
@@ -74,10 +75,11 @@ def existing_rows(tagged: pa.Table) -> pa.Array:
     return pc.is_valid(tagged.column(OLD_FILE_ID))
 
 
-def entries_of(statuses: Sequence[WriteStatus]) -> tuple[pa.Table, pa.Array]:
+def entries_of(statuses: Sequence[WriteStatus], scoped: bool = False) -> tuple[pa.Table, pa.Array]:
     """The index entries a commit's write statuses make: (key, partition, file_id) upserts
     for the keys each new file holds that it did not before, and the keys that left the table
-    (a key moved between groups is an upsert only)."""
+    (a key moved between groups is an upsert only). ``scoped``: the index keys are
+    partition-scoped (``index.scope``)."""
     keys: list[pa.Array] = []
     gone: list[pa.Array] = []
     counts: list[int] = []
@@ -85,12 +87,12 @@ def entries_of(statuses: Sequence[WriteStatus]) -> tuple[pa.Table, pa.Array]:
     ids: list[str] = []
     for s in statuses:
         if s.file_name is not None:
-            new = unpack_keys(s.keys_added)
+            new = _scoped(unpack_keys(s.keys_added), s.partition, scoped)
             keys.append(new)
             counts.append(len(new))
             parts.append(s.partition)
             ids.append(s.file_id)
-        gone.append(unpack_keys(s.keys_removed))
+        gone.append(_scoped(unpack_keys(s.keys_removed), s.partition, scoped))
     # each status's partition and file id once, as dictionaries (no string per key)
     owner = pa.array(np.repeat(np.arange(len(counts), dtype=np.int32), counts))
     upserts = pa.table(
@@ -104,6 +106,13 @@ def entries_of(statuses: Sequence[WriteStatus]) -> tuple[pa.Table, pa.Array]:
     if len(removed) and upserts.num_rows:
         removed = removed.filter(pc.invert(pc.is_in(removed, value_set=upserts.column("key"))))
     return upserts, pc.unique(removed)
+
+
+def _scoped(keys: pa.Array, partition: str, scoped: bool) -> pa.Array:
+    """A status's record keys as index keys of its partition."""
+    if not scoped or len(keys) == 0:
+        return keys
+    return pc.binary_join_element_wise(pa.scalar(partition), keys, SEP)
 
 
 def _concat(arrays: list[pa.Array]) -> pa.Array:

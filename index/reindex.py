@@ -21,17 +21,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.index.errors import ReindexConflictError
-from lakebraid.index.sizing import estimate_groups, resize_target
+from lakebraid.index.scope import split_keys
+from lakebraid.index.sizing import estimate_groups, partition_spans, resize_target
 from lakebraid.index.undo_points import refuse_undos
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import SCHEMAS, index_table
 from lakebraid.metadata.basefile import base_info, write_base
 from lakebraid.metadata.errors import MetadataValueError
-from lakebraid.metadata.hashing import file_group_id, file_groups_of
+from lakebraid.metadata.hashing import file_group_id
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import ReadPoint
@@ -83,12 +85,13 @@ def resize_if_due(metadata_table: MetadataTable) -> str | None:
     reader = metadata_table.reader()
     folder = reader.folder(Partition.RECORD_INDEX)
     slices = reader.slices(Partition.RECORD_INDEX)
-    entries = sum(
+    sizes = [
         base_info(metadata_table.fs, f"{folder}/{piece.base}").num_rows
         for piece in slices
         if piece.base is not None
-    )
-    target = resize_target(metadata_table.table.options, entries, len(slices))
+    ]
+    largest = max(sizes, default=0) if reader.point.scoped else None
+    target = resize_target(metadata_table.table.options, sum(sizes), len(slices), largest)
     return None if target is None else reshard(metadata_table, target)
 
 
@@ -102,9 +105,11 @@ def _reindex(
     table = metadata_table.table
     store, meta = table.store, TimelineKind.METADATA
 
+    spans: dict[str, list[int]] = {}
+
     def plan(groups: int | None) -> bytes:
         counts = {} if groups is None else {str(Partition.RECORD_INDEX): groups}
-        return encode_body(ReindexPlan(group_counts=counts))
+        return encode_body(ReindexPlan(group_counts=counts, spans=spans))
 
     with table.lock:
         time = table.next_time()
@@ -115,8 +120,13 @@ def _reindex(
     try:
         rows = entries(point)
         n = n or estimate_groups(table.options, rows.num_rows)
+        if point.scoped:
+            spans.update(partition_spans(_per_partition(rows.column("key")), n))
+        layout = msgspec.structs.replace(
+            point, group_counts={**point.group_counts, str(Partition.RECORD_INDEX): n}, spans=spans
+        )
         store.start(meta, time, Action.REINDEX, plan(n))
-        _write_bases(metadata_table, rows, n, time, list(point.visible))
+        _write_bases(metadata_table, rows, layout, time, list(point.visible))
         with table.lock:
             refuse_undos(table, time, point.visible, " (its heartbeat expired while it ran)")
             late = _changed_since(table, time)
@@ -157,13 +167,22 @@ def _all_entries(metadata_table: MetadataTable, point: ReadPoint) -> pa.Table:
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
+def _per_partition(keys: pa.ChunkedArray) -> dict[str, int]:
+    """Entries per data partition of partition-scoped index keys."""
+    if keys.num_chunks == 0 or len(keys) == 0:
+        return {}
+    counts = pc.value_counts(split_keys(keys.combine_chunks())[0])
+    return {c["values"]: int(c["counts"]) for c in counts.to_pylist()}
+
+
 def _write_bases(
-    metadata_table: MetadataTable, rows: pa.Table, n: int, time: str, folded: list[str]
+    metadata_table: MetadataTable, rows: pa.Table, layout: ReadPoint, time: str, folded: list[str]
 ) -> None:
-    """One base per new file group of the record index, holding its rows by the format's
-    hash."""
+    """One base per new file group of the record index, holding its rows as ``layout``
+    routes them (``ReadPoint.index_groups``)."""
     table, partition = metadata_table.table, Partition.RECORD_INDEX
-    groups = pa.array(file_groups_of(rows.column("key"), n))
+    n = layout.group_counts[str(partition)]
+    groups = pa.array(layout.index_groups(rows.column("key")))
     rows = rows.append_column("__group", groups).sort_by([("__group", "ascending")])
     counts = pc.value_counts(groups).to_pylist() if len(groups) else []
     sizes = {int(c["values"]): int(c["counts"]) for c in counts}

@@ -72,27 +72,41 @@ def groups_of(column: str, texts: pa.Array, n: int) -> np.ndarray:
     return file_groups_of(prefixes(column, texts), n)
 
 
-def file_keys(fs: AbstractFileSystem, path: str, record_key: str) -> pa.Array:
-    """The record keys (canonical text) of one data file's rows."""
+def file_keys(
+    fs: AbstractFileSystem, path: str, record_key: str, partition: str | None = None
+) -> pa.Array:
+    """The index keys of one data file's rows: their record keys (canonical text), prefixed
+    with ``partition`` for a partition-scoped record index (``index.scope``)."""
     with open_file(fs, path) as handle:
         parquet = pq.ParquetFile(handle)
         key_column = RECORD_KEY if RECORD_KEY in parquet.schema_arrow.names else record_key
         keys = key_text(parquet.read(columns=[key_column]).column(key_column))
-    return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    return _in_scope(keys, partition)
+
+
+def _in_scope(keys: pa.Array | pa.ChunkedArray, partition: str | None) -> pa.Array:
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    if partition is None or len(keys) == 0:
+        return keys
+    return pc.binary_join_element_wise(pa.scalar(partition), keys, SEP)
 
 
 def file_entries(
-    fs: AbstractFileSystem, path: str, columns: Sequence[str], record_key: str
+    fs: AbstractFileSystem,
+    path: str,
+    columns: Sequence[str],
+    record_key: str,
+    partition: str | None = None,
 ) -> dict[str, pa.Array]:
-    """``{column: entry keys}`` of one data file (rows with a null value have none)."""
+    """``{column: entry keys}`` of one data file (rows with a null value have none); the
+    record-key part is the row's index key (``partition``: see :func:`file_keys`)."""
     with open_file(fs, path) as handle:
         parquet = pq.ParquetFile(handle)
         names = set(parquet.schema_arrow.names)
         key_column = RECORD_KEY if RECORD_KEY in names else record_key
         present = [c for c in columns if c in names]  # a file from before a column existed
         table = parquet.read(columns=[*dict.fromkeys([*present, key_column])])
-    keys = key_text(table.column(key_column))
-    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    keys = _in_scope(key_text(table.column(key_column)), partition)
     found = {c: pa.array([], pa.string()) for c in columns}
     for column in present:
         texts = value_texts(table.column(column))
@@ -109,17 +123,18 @@ def entry_changes(
     columns: Sequence[str],
     record_key: str,
     threads: int = 2,
+    scoped: bool = False,
 ) -> tuple[pa.Array, pa.Array]:
     """The entries a commit adds and deletes for indexes on ``columns``, from the files its
-    write statuses replaced and wrote."""
+    write statuses replaced and wrote (``scoped``: a partition-scoped record index)."""
     paths = []
     for s in statuses:
         old = layout.data_file(s.partition, s.old_file) if s.old_file else None
         new = layout.data_file(s.partition, s.file_name) if s.file_name else None
-        paths.append((old, new))
+        paths.append((old, new, s.partition if scoped else None))
 
-    def one(pair: tuple[str | None, str | None]) -> tuple[pa.Array, pa.Array]:
-        old, new = (_entries(fs, p, columns, record_key) for p in pair)
+    def one(pair: tuple[str | None, str | None, str | None]) -> tuple[pa.Array, pa.Array]:
+        old, new = (_entries(fs, p, columns, record_key, pair[2]) for p in pair[:2])
         added = new.filter(pc.invert(pc.is_in(new, value_set=old)))
         gone = old.filter(pc.invert(pc.is_in(old, value_set=new)))
         return added, gone
@@ -133,11 +148,15 @@ def entry_changes(
 
 
 def _entries(
-    fs: AbstractFileSystem, path: str | None, columns: Sequence[str], record_key: str
+    fs: AbstractFileSystem,
+    path: str | None,
+    columns: Sequence[str],
+    record_key: str,
+    partition: str | None,
 ) -> pa.Array:
     if path is None:
         return pa.array([], pa.string())
-    return _concat(list(file_entries(fs, path, columns, record_key).values()))
+    return _concat(list(file_entries(fs, path, columns, record_key, partition).values()))
 
 
 def _concat(arrays: Iterable[pa.Array]) -> pa.Array:

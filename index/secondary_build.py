@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.index.errors import IndexLayerError, ReindexRunningError
+from lakebraid.index.scope import is_scoped
 from lakebraid.index.secondary import INDEX, SEP, file_entries, group_of_entries, value_problem
 from lakebraid.index.undo_points import refuse_undos
 from lakebraid.metadata import settings
@@ -180,7 +181,9 @@ def _entries_as_of(metadata_table: MetadataTable, point: ReadPoint, plan: IndexP
         for partition, files in sorted(reader.files().items()):
             for name in sorted(files):
                 path = table.layout.data_file(partition, name)
-                found = file_entries(table.fs, path, [plan.column], table.config.record_key)
+                scope = partition if is_scoped(table.config) else None
+                key = table.config.record_key
+                found = file_entries(table.fs, path, [plan.column], key, scope)
                 kept.append(found[plan.column])
     kept = [k.cast(pa.string()) for k in kept if len(k)]
     return pa.concat_arrays(kept) if kept else pa.array([], pa.string())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.index.scope import is_scoped
 from lakebraid.index.secondary import (
     INDEX,
     file_entries,
@@ -77,7 +78,8 @@ def rewritten_keys(metadata_table: MetadataTable, undone: frozenset[str]) -> pa.
             for name in (s.file_name, s.old_file):
                 path = table.layout.data_file(s.partition, name) if name else None
                 if path is not None and table.fs.exists(path):
-                    keys.append(file_keys(table.fs, path, table.config.record_key))
+                    scope = s.partition if is_scoped(table.config) else None
+                    keys.append(file_keys(table.fs, path, table.config.record_key, scope))
     keys = [k for k in keys if len(k)]
     return pc.unique(pa.concat_arrays(keys)) if keys else pa.array([], pa.string())
 
@@ -96,7 +98,9 @@ def _entries_of_keys(
         for name in files:
             if (partition, name[:36]) in wanted:
                 path = table.layout.data_file(partition, name)
-                entries = file_entries(table.fs, path, columns, table.config.record_key)
+                scope = partition if is_scoped(table.config) else None
+                key = table.config.record_key
+                entries = file_entries(table.fs, path, columns, key, scope)
                 for column_entries in entries.values():
                     mask = pc.is_in(record_keys(column_entries), value_set=keys)
                     parts.append(column_entries.filter(mask))

@@ -24,6 +24,13 @@ the published FNV-1a 64 values, e.g. ``0xaf63dc4c8601ec8c`` for ``"a"``::
     "3f2504e0-4f89-11d3-9a0c-0305e82c3301"  0x3a05a74f9c952443  7
     "Grüße, 世界"                            0x397f259d91e888ab  7
 
+**Partition-scoped record index** (:func:`scoped_groups`; keys ``partition NUL key``,
+``lakebraid.index.scope``): a data partition ``p`` with a *span* ``[first, count]`` (set by
+the latest reindex, ``ReindexPlan.spans``) keeps its keys in groups ``first .. first + count -
+1`` (mod ``n``): the group of key ``k`` is ``(first + stable_hash(k) mod count) mod n``. A
+partition without a span (small, or new since the reindex) keeps all its keys in group
+``stable_hash(p) mod n``. So a lookup in one partition reads only that partition's groups.
+
 File groups are named ``<partition>-<index, zero padded to 4 digits>``, e.g.
 ``record_index-0007`` (:func:`file_group_id` / :func:`parse_file_group_id`). How many file
 groups the record index gets is ``lakebraid.index.sizing``'s estimate.
@@ -32,10 +39,11 @@ groups the record index gets is ``lakebraid.index.sizing``'s estimate.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakebraid.metadata.errors import MetadataTypeError, MetadataValueError
 
@@ -75,6 +83,35 @@ def file_groups_of(keys: pa.Array | pa.ChunkedArray | Sequence[str], n_groups: i
     """:func:`file_group_of` of every key, as an int64 numpy array (nulls are refused)."""
     _check_groups(n_groups)
     return (stable_hashes(keys) % np.uint64(n_groups)).astype(np.int64)
+
+
+def scoped_groups(
+    keys: pa.Array | pa.ChunkedArray | Sequence[str],
+    n_groups: int,
+    spans: Mapping[str, Sequence[int]],
+) -> np.ndarray:
+    """The file group of every partition-scoped index key (``partition NUL key``) among
+    ``n_groups``, by the spans of the partitions (see the module docstring)."""
+    _check_groups(n_groups)
+    if not isinstance(keys, pa.Array | pa.ChunkedArray):
+        keys = pa.array(keys, pa.string())
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    if len(keys) == 0:
+        return np.empty(0, np.int64)
+    hashes = stable_hashes(keys)
+    partitions = pc.list_element(pc.split_pattern(keys, "\x00", max_splits=1), 0)
+    encoded = pc.dictionary_encode(partitions)
+    names = encoded.dictionary.to_pylist()
+    n = np.uint64(n_groups)
+    first = stable_hashes(encoded.dictionary) % n  # a partition's home group
+    count = np.ones(len(names), np.uint64)
+    for i, name in enumerate(names):
+        span = spans.get(name)
+        if span is not None:
+            first[i], count[i] = span[0] % n_groups, max(1, min(span[1], n_groups))
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    return ((first[codes] + hashes % count[codes]) % n).astype(np.int64)
 
 
 def group_order(groups: np.ndarray, n_groups: int) -> np.ndarray:

@@ -26,8 +26,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import msgspec
+import numpy as np
+import pyarrow as pa
 
 from lakebraid.metadata.errors import MetadataError
+from lakebraid.metadata.hashing import file_groups_of, scoped_groups
 
 
 class ReadPoint(msgspec.Struct, frozen=True):
@@ -44,6 +47,14 @@ class ReadPoint(msgspec.Struct, frozen=True):
     stats_columns: dict[str, str] = {}  # column with built statistics -> the build instant
     pending_indexes: tuple[str, ...] = ()  # index builds/drops pending (live or dead)
     read_at: str | None = None  # completion time of the latest visible instant
+    scoped: bool = False  # the record index is partition-scoped (``index.scope``)
+    spans: dict[str, list[int]] = {}  # scoped: data partition -> [first group, group count]
+
+    def index_groups(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """The record-index file group of each index key in this layout
+        (``metadata.hashing``: by hash, or by partition spans when scoped)."""
+        n = self.group_counts["record_index"]
+        return scoped_groups(keys, n, self.spans) if self.scoped else file_groups_of(keys, n)
 
 
 class MetadataFile(msgspec.Struct, frozen=True):

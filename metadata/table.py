@@ -77,6 +77,7 @@ class MetadataTable:
         bases = [i for i in meta.by_completion(point) if i.action in BASE_ACTIONS]
         counts = default_group_counts(self.table)
         reindexed: dict[str, str] = {}
+        spans: dict[str, list[int]] = {}  # of the latest record-index reindex
         secondary: dict[str, str] = {}
         stats: dict[str, str] = {}  # columns with built statistics
         for inst in bases:
@@ -84,6 +85,8 @@ class MetadataTable:
                 plan = self._plan(inst.time, Action.REINDEX, ReindexPlan)
                 counts.update(plan.group_counts)
                 reindexed.update(dict.fromkeys(plan.group_counts, inst.time))
+                if str(Partition.RECORD_INDEX) in plan.group_counts:
+                    spans = plan.spans
             elif inst.action is Action.INDEX:
                 built = self._plan(inst.time, Action.INDEX, IndexPlan)
                 counts.update(built.group_counts)
@@ -110,6 +113,8 @@ class MetadataTable:
                 i.time for i in meta if i.action is Action.INDEX and i.is_pending
             ),
             read_at=visibility.visible[-1].completion_time if visibility.visible else None,
+            scoped=self.table.config.index.record_index_scope == "partition",
+            spans=spans,
         )
 
     def reader(self, as_of: object = None) -> MetadataReader:
@@ -127,9 +132,11 @@ class MetadataTable:
         """Write the log blocks of data-table instant ``instant`` (pending on the metadata
         timeline as a deltacommit) in the layout (group counts) of ``point``, by default the
         latest read point."""
-        counts = (point or self.read_point()).group_counts
+        point = point or self.read_point()
         threads = self.table.options.get(settings.WRITE_THREADS)
-        return write_changes(self.fs, self.layout, instant, changes, counts, threads)
+        return write_changes(
+            self.fs, self.layout, instant, changes, point.group_counts, threads, point.index_groups
+        )
 
     # ---- compaction ------------------------------------------------------------------
     def compact(

@@ -9,7 +9,7 @@ global timeline completes ``t``.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -145,13 +145,17 @@ def write_changes(
     changes: InstantChanges,
     group_counts: Mapping[str, int],
     threads: int = 1,
+    index_groups: Callable[[pa.Array], np.ndarray] | None = None,
 ) -> list[WrittenLog]:
-    """Write the log blocks of one instant; returns the log files written."""
+    """Write the log blocks of one instant; returns the log files written. ``index_groups``:
+    the record index's routing (``ReadPoint.index_groups``; default: by hash)."""
     per_partition: dict[Partition, list[MetadataRecord]] = {
         Partition.FILES: list(files_records(changes)),
         Partition.COLUMN_STATS: list(changes.column_stats),
     }
-    written = _write_index(fs, layout, instant, changes, group_counts, threads)
+    n = group_counts[str(Partition.RECORD_INDEX)]
+    router = index_groups or (lambda keys: file_groups_of(keys, n))
+    written = _write_index(fs, layout, instant, changes, n, router, threads)
     for partition, records in per_partition.items():
         groups = route(partition, records, group_counts[str(partition)])
         for group, group_records in sorted(groups.items()):
@@ -186,7 +190,8 @@ def _write_index(
     layout: TableLayout,
     instant: str,
     changes: InstantChanges,
-    group_counts: Mapping[str, int],
+    n: int,
+    router: Callable[[pa.Array], np.ndarray],
     threads: int = 1,
 ) -> list[WrittenLog]:
     """Record-index log blocks, encoded from columns (no per-record objects). Rows are split
@@ -198,8 +203,8 @@ def _write_index(
         return []
     rows = rows.combine_chunks()
     all_keys = flat(rows.column("key"))
-    groups = file_groups_of(all_keys, group_counts[str(partition)])
-    order = group_order(groups, group_counts[str(partition)])
+    groups = router(all_keys)
+    order = group_order(groups, n)
     groups = groups[order]
     edges = np.flatnonzero(np.diff(groups)) + 1
     spans = list(zip([0, *edges.tolist()], [*edges.tolist(), len(groups)], strict=True))

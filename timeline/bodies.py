@@ -108,10 +108,13 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ReindexPlan(msgspec.Struct, frozen=True, kw_only=True):
-    """A reindex: the new file-group count of each metadata partition it rewrites."""
+    """A reindex: the new file-group count of each metadata partition it rewrites, and for
+    a partition-scoped record index the groups of each large data partition (``spans``:
+    partition path -> [first group, group count]; ``metadata.hashing.scoped_groups``)."""
 
     version: int = BODY_VERSION
     group_counts: dict[str, int]
+    spans: dict[str, list[int]] = {}
 
 
 class IndexPlan(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,6 +12,11 @@ Format version 1, msgspec JSON of :class:`TableConfig`::
 ``double``, ``bool``, ``date32[day]``, ``timestamp[us, tz=UTC]``, ``decimal128(10, 2)``,
 ``list<item: int64>`` ...) and read back by :func:`text_to_type`. A reader that finds a
 ``format_version`` it does not know refuses the table with a clear error.
+
+Version 2 adds ``index.record_index_scope``: ``"global"`` (a record key is unique in the
+table) or ``"partition"`` (unique within its partition: ``lakebraid.index.scope``). A table
+with a partition-scoped record index is written as version 2, so a reader that knows only
+version 1 refuses it rather than treat its keys as global; other tables stay version 1.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ import pyarrow as pa
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.layout import check_field_name
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest version this code reads
+READ_VERSIONS = (1, 2)
+SCOPES = ("global", "partition")  # record-index scopes (lakebraid.index.scope)
 
 _SIMPLE_TYPES: dict[str, pa.DataType] = {
     str(t): t
@@ -64,10 +71,11 @@ class IndexSettings(msgspec.Struct, frozen=True):
     record_index_file_groups: int = 1
     files_file_groups: int = 1
     column_stats_file_groups: int = 1
+    record_index_scope: str = "global"
 
 
 class TableConfig(msgspec.Struct, frozen=True, kw_only=True):
-    format_version: int = FORMAT_VERSION
+    format_version: int = 1  # 2 for a partition-scoped record index (see the module doc)
     name: str
     record_key: str
     partition_fields: list[str] = []
@@ -98,9 +106,28 @@ class TableConfig(msgspec.Struct, frozen=True, kw_only=True):
                 raise ConfigError(f"table {self.name!r}: partition field {field!r} not in {names}")
         if self.record_key in self.partition_fields:
             raise ConfigError(f"table {self.name!r}: the record key cannot be a partition field")
+        self._check_scope()
         for field in self.schema:
             text_to_type(field.type)
         return self
+
+    def _check_scope(self) -> None:
+        scope = self.index.record_index_scope
+        if scope not in SCOPES:
+            raise ConfigError(
+                f"table {self.name!r}: index_scope must be one of {list(SCOPES)}, got {scope!r}"
+            )
+        if scope == "partition" and not self.partition_fields:
+            raise ConfigError(
+                f"table {self.name!r}: a partition-scoped record index needs partition fields "
+                "(partition_by=[...]); an unpartitioned table's keys are unique in the table "
+                "(index_scope='global')"
+            )
+        if self.format_version < 2 and scope != "global":
+            raise ConfigError(
+                f"table {self.name!r}: table format version {self.format_version} has a global "
+                "record index only (a partition-scoped one needs format_version 2)"
+            )
 
     def _check_names(self) -> None:
         if not isinstance(self.record_key, str) or not self.record_key.strip():
@@ -166,10 +193,10 @@ def decode(data: bytes, *, path: str) -> TableConfig:
             f"{path} is not valid JSON ({exc}); the table config is damaged", table=path
         ) from None
     version = probe.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise ConfigError(
-            f"{path} has table format version {version!r}; this lakebraid reads version "
-            f"{FORMAT_VERSION} only: upgrade lakebraid or migrate the table",
+            f"{path} has table format version {version!r}; this lakebraid reads versions "
+            f"{list(READ_VERSIONS)}: upgrade lakebraid or migrate the table",
             table=path,
         )
     try:

@@ -22,6 +22,7 @@ from lakebraid.index.column_stats_build import build_stats, drop_stats
 from lakebraid.index.keys import check_key_type, key_array, key_texts
 from lakebraid.index.lookup import locations
 from lakebraid.index.reindex import reshard
+from lakebraid.index.scope import index_keys, key_of
 from lakebraid.index.secondary_build import build_index, drop_index
 from lakebraid.index.sizing import estimate_groups
 from lakebraid.metadata.commits import schema_as_of
@@ -45,7 +46,7 @@ from lakebraid.writers.services.recovery import recover
 from lakebraid.writers.services.restore import restore, savepoint
 from lakebraid.writers.services.rollback import rollback
 from lakebraid.writers.services.validate import validate
-from lakebraid.writers.write.inputs import is_spark_frame, is_table, to_arrow
+from lakebraid.writers.write.inputs import is_spark_frame, is_table, key_partitions, to_arrow
 from lakebraid.writers.write.operations import resolve_policy
 
 INDEX_KINDS = ("secondary", "column_stats")
@@ -69,8 +70,11 @@ class WriteClient:
         precombine: str | None = None,
         spark: Any = None,
         schema: pa.Schema | None = None,
+        index_scope: str = "global",
         **options: object,
     ) -> WriteClient:
+        """A new table at ``path``. ``index_scope="partition"``: a record key is unique within
+        its partition (the same key may live in several), see ``index.scope``."""
         partition_by = _field_list(partition_by, path)
         if schema is not None:
             if record_key in schema.names:
@@ -82,6 +86,7 @@ class WriteClient:
         if expected:
             groups = estimate_groups(opts, expected)
         config = TableConfig(
+            format_version=1 if index_scope == "global" else 2,
             name=path.rstrip("/").rsplit("/", 1)[-1] or "table",
             record_key=record_key,
             partition_fields=list(partition_by),
@@ -91,7 +96,7 @@ class WriteClient:
             else [
                 FieldSpec(f.name, str(f.type), f.nullable and f.name != record_key) for f in schema
             ],
-            index=IndexSettings(record_index_file_groups=groups),
+            index=IndexSettings(record_index_file_groups=groups, record_index_scope=index_scope),
             options=given,
         )
         return cls(TableTimelines.create(path, config), spark)
@@ -178,24 +183,30 @@ class WriteClient:
         """Insert new keys, update existing ones (the precombine field orders rows)."""
         return self._write(data, "upsert")
 
-    def delete(self, keys: Any) -> str:
+    def delete(self, keys: Any, partition: Any = None) -> str:
         """Delete keys: a list of key values, or a table (Arrow, pandas, Spark) with the record
-        key column. Keys that are absent are ignored; null keys are refused."""
+        key column. Keys that are absent are ignored; null keys are refused. A table with a
+        partition-scoped index needs each key's partition: ``partition=`` (a mapping of the
+        partition fields to values, or a partition path) or the rows' partition columns."""
         recover(self.table)
-        key_type = self._key_type()
+        config, key_type = self.table.config, self._key_type()
         if not is_table(keys):  # key values: a list, set, array, Series (a bare str refused)
             key_col = key_texts(keys, key_type, table=self.path, what="delete")
+            rows = None
         else:
-            incoming = to_arrow(keys)
-            key = self.table.config.record_key
-            if key not in incoming.column_names:
+            rows = to_arrow(keys)
+            key = config.record_key
+            if key not in rows.column_names:
                 raise WriteError(
                     f"delete: the keys have no record key column {key!r} "
-                    f"(columns: {incoming.column_names})",
+                    f"(columns: {rows.column_names})",
                     table=self.path,
                 )
-            key_col = key_array(incoming.column(key), key_type, table=self.path, what="delete")
-        return delete_keys(self.table, self.metadata, key_col)
+            key_col = key_array(rows.column(key), key_type, table=self.path, what="delete")
+        parts = key_partitions(
+            config, len(key_col), partition, rows, table=self.path, what="delete"
+        )
+        return delete_keys(self.table, self.metadata, key_col, parts)
 
     def _key_type(self) -> pa.DataType | None:
         """The record key column's type (None until the first write fixes the schema)."""
@@ -238,11 +249,20 @@ class WriteClient:
     # ---- reads ---------------------------------------------------------------------------
     # Every ``as_of`` goes through one parser (``timeline.as_of``): an instant time, a datetime
     # or an ISO-8601 string; malformed or out-of-history points raise ``AsOfError``.
-    def lookup(self, keys: Sequence[Any], as_of: object = None) -> dict[str, RecordLocation | None]:
+    def lookup(
+        self, keys: Sequence[Any], as_of: object = None, partition: Any = None
+    ) -> dict[str, RecordLocation | None]:
         """Where each key lives as of a read point (None: absent). ``keys`` is a sequence
-        (a bare string is refused); the answer is keyed by each key's canonical text."""
+        (a bare string is refused); the answer is keyed by each key's canonical text. A table
+        with a partition-scoped index answers for one ``partition`` (a mapping of the
+        partition fields to values, or a partition path)."""
         texts = key_texts(keys, self._key_type(), table=self.path, what="lookup")
-        return locations(self._reader(as_of), texts.to_pylist())
+        parts = key_partitions(
+            self.table.config, len(texts), partition, None, table=self.path, what="lookup"
+        )
+        found = locations(self._reader(as_of), index_keys(texts, parts).to_pylist())
+        scoped = parts is not None
+        return {key_of(k, scoped): where for k, where in found.items()}
 
     def files(
         self, partition: str | None = None, as_of: object = None

@@ -4,8 +4,15 @@ same numbers taken from a table's config keys."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from lakebraid.index.sizing import estimate_file_groups, estimate_groups, resize_target
+from lakebraid.index.sizing import (
+    estimate_file_groups,
+    estimate_groups,
+    partition_spans,
+    resize_target,
+)
 from lakebraid.timeline import config as cfg
 
 
@@ -59,3 +66,29 @@ def test_resize_target_grows_only_past_the_factor() -> None:
     assert resize_target(eager, 101, 1) == 2
     with pytest.raises(cfg.ConfigError, match=r"at least 1\.0"):
         cfg.Options({"metadata.record_index.resize.factor": 0.5})
+
+
+@given(
+    st.dictionaries(st.text(min_size=1, max_size=4), st.integers(0, 5000), max_size=12),
+    st.integers(1, 16),
+)
+def test_partition_spans_give_large_partitions_their_share(counts, n) -> None:
+    spans = partition_spans(counts, n)
+    total = sum(counts.values())
+    share = max(1, -(-total // n))
+    for partition, entries in counts.items():
+        width = min(n, -(-entries // share))
+        if partition in spans:
+            first, got = spans[partition]
+            assert 0 <= first < n and got == width >= 2
+        else:  # fits one group's share: kept in its home group
+            assert width < 2
+    widths = [w for _, w in spans.values()]
+    assert sum(widths) <= n + max(widths, default=0)  # laid out in one pass around the ring
+
+
+def test_resize_target_for_a_scoped_index_follows_the_fullest_group() -> None:
+    options = cfg.Options({"metadata.record_index.records.per.group": "100"})
+    assert resize_target(options, entries=300, groups=4, largest=150) is None  # under 2 x 100
+    assert resize_target(options, entries=300, groups=4, largest=250) == 4  # re-spread, same n
+    assert resize_target(options, entries=900, groups=4, largest=250) == 9

@@ -20,6 +20,7 @@ from lakebraid.metadata.hashing import (
     file_groups_of,
     group_order,
     parse_file_group_id,
+    scoped_groups,
     stable_hash,
     stable_hashes,
 )
@@ -124,3 +125,31 @@ def test_group_order_is_a_stable_sort_by_group(n_groups: int, data: st.DataObjec
     )
     order = group_order(groups, n_groups)
     assert order.tolist() == sorted(range(len(groups)), key=lambda i: (groups[i], i))
+
+
+# ---- partition-scoped routing ----------------------------------------------------------------
+
+SCOPED_PARTS = st.sampled_from(["day=a", "day=b", "day=c", "day=d"])
+
+
+@given(
+    st.lists(st.tuples(SCOPED_PARTS, st.text(max_size=6)), max_size=60),
+    st.integers(1, 9),
+    st.dictionaries(SCOPED_PARTS, st.tuples(st.integers(0, 20), st.integers(1, 12)), max_size=3),
+)
+def test_scoped_groups_keep_each_partition_in_its_span(pairs, n, given) -> None:
+    spans = {p: list(span) for p, span in given.items()}
+    keys = [f"{p}\x00{k}" for p, k in pairs]
+    groups = scoped_groups(pa.array(keys, pa.string()), n, spans)
+    assert len(groups) == len(keys)
+    for (partition, _), key, group in zip(pairs, keys, groups.tolist(), strict=True):
+        assert 0 <= group < n
+        if partition in spans:  # the span's groups, by hand: first .. first + width - 1 mod n
+            first, width = spans[partition][0] % n, max(1, min(spans[partition][1], n))
+            assert group in {(first + i) % n for i in range(width)}
+            assert group == (first + stable_hash(key) % width) % n
+        else:  # one home group per partition: the hash of its path
+            assert group == stable_hash(partition) % n
+    # the same keys route alike one at a time (no dependence on the batch)
+    alone = [int(scoped_groups(pa.array([k], pa.string()), n, spans)[0]) for k in keys]
+    assert alone == groups.tolist()

@@ -191,7 +191,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
-    found = _client_call(args, "lookup")(args.keys, as_of=args.as_of)  # type: ignore[operator]
+    lookup = _client_call(args, "lookup")
+    found = lookup(args.keys, as_of=args.as_of, partition=args.partition)  # type: ignore[operator]
     if args.json:
         print(json.dumps({k: msgspec.to_builtins(v) for k, v in found.items()}))
     else:
@@ -244,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
     lk = _command(sub, "lookup", "where keys live, from the record index", cmd_lookup)
     lk.add_argument("keys", nargs="+", help="record keys (as text; converted to the key type)")
     lk.add_argument("--as-of", dest="as_of", help=AS_OF_HELP)
+    lk.add_argument(
+        "--partition",
+        help="the keys' partition path, such as day=2024-01-01 (tables whose record index is "
+        "partition-scoped only)",
+    )
     fl = _command(sub, "files", "data files, from the metadata table's files partition", cmd_files)
     fl.add_argument("--partition", help="one partition path, such as day=2024-01-01")
     fl.add_argument("--as-of", dest="as_of", help=AS_OF_HELP)

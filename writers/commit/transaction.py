@@ -23,6 +23,7 @@ import msgspec
 
 from lakebraid.index.column_stats_build import stats_maintained
 from lakebraid.index.record_index import entries_of, index_keys, logged_keys
+from lakebraid.index.scope import is_scoped
 from lakebraid.index.secondary import entry_changes, write_logs
 from lakebraid.index.secondary_build import maintained
 from lakebraid.metadata.commits import (
@@ -33,8 +34,9 @@ from lakebraid.metadata.commits import (
     read_commit,
 )
 from lakebraid.metadata.records import ColumnStatsRecord
+from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
-from lakebraid.metadata.writer import InstantChanges
+from lakebraid.metadata.writer import InstantChanges, WrittenLog
 from lakebraid.timeline.bodies import RestoreBody, encode_body
 from lakebraid.timeline.errors import RetryableError, StateUnknownError
 from lakebraid.timeline.heartbeat import Heartbeat
@@ -52,7 +54,11 @@ G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
 
 
 def changes_of(
-    statuses: Sequence[WriteStatus], columns: Sequence[str], recorded: Collection[str] | None = None
+    statuses: Sequence[WriteStatus],
+    columns: Sequence[str],
+    recorded: Collection[str] | None = None,
+    *,
+    scoped: bool = False,
 ) -> InstantChanges:
     """The metadata changes of a set of write statuses: files, column stats (of the
     ``recorded`` columns; None: all) and the record index entries
@@ -81,7 +87,7 @@ def changes_of(
         if s.old_file is not None:
             deleted.setdefault(s.partition, []).append(s.old_file)
             stats.extend(ColumnStatsRecord.tombstone(c, s.partition, s.old_file) for c in columns)
-    upserts, removed = entries_of(statuses)
+    upserts, removed = entries_of(statuses, scoped)  # scoped: a partition-scoped index
     return InstantChanges(
         files_added=added,
         files_deleted=deleted,
@@ -129,20 +135,20 @@ class Transaction:
         table, time = self.table, self.time
         columns = [f.name for f in schema]
         layout = self.metadata.read_point()  # the log layout, and the rewrites it saw
-        changes = changes_of(statuses, columns, stats_maintained(self.metadata, layout, schema))
+        changes = changes_of(
+            statuses,
+            columns,
+            stats_maintained(self.metadata, layout, schema),
+            scoped=is_scoped(table.config),
+        )
         summary = [msgspec.structs.replace(s, keys_added=b"", keys_removed=b"") for s in statuses]
         body = CommitMetadata(operation=self.operation, statuses=summary, schema=list(schema))
         table.store.start(D, time, Action.COMMIT, encode_body(body))
         table.store.start(M, time, Action.DELTACOMMIT)
         table.store.start(G, time, Action.COMMIT)
         logs = self.metadata.write(time, changes, layout)
-        indexed, n, builds = maintained(self.metadata, layout)
-        if indexed:
-            added, gone = entry_changes(
-                table.fs, table.layout, statuses, indexed, table.config.record_key
-            )
-            logs += write_logs(table.fs, table.layout, time, added, gone, n)
-        done = encode_body(msgspec.structs.replace(body, logs=logs))
+        secondary, builds = self._secondary_logs(statuses, layout)
+        done = encode_body(msgspec.structs.replace(body, logs=logs + secondary))
         with table.lock:
             verdict = self._verdict(
                 data_groups(statuses),
@@ -183,6 +189,20 @@ class Transaction:
                 ) from exc
         self.close()
         return time
+
+    def _secondary_logs(
+        self, statuses: Sequence[WriteStatus], layout: ReadPoint
+    ) -> tuple[list[WrittenLog], set[str]]:
+        """The secondary-index log files of this write (for the indexes visible or being
+        built in ``layout``), and the running index builds it saw."""
+        table = self.table
+        indexed, n, builds = maintained(self.metadata, layout)
+        if not indexed:
+            return [], builds
+        key, scoped = table.config.record_key, is_scoped(table.config)
+        added, gone = entry_changes(table.fs, table.layout, statuses, indexed, key, scoped=scoped)
+        assert self.time is not None
+        return write_logs(table.fs, table.layout, self.time, added, gone, n), builds
 
     def _verdict(
         self,

@@ -23,8 +23,9 @@ import pyarrow.compute as pc
 
 from lakebraid.index.file_groups import current_files
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.index.lookup import locate, lookup
+from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
+from lakebraid.index.scope import index_keys, is_scoped, split_keys
 from lakebraid.metadata.arrow_records import empty_table
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.hashing import group_order
@@ -56,6 +57,7 @@ from lakebraid.writers.write.route import (
     prepare,
     rewrite_tasks,
     route,
+    row_index_keys,
     stale_moves,
 )
 
@@ -129,15 +131,16 @@ def write_rows(
     config = table.config
     incoming = normalize_input(incoming, table=table.path)
     schema = check_input(incoming, config, schema_as_of(table), table=table.path)
+    scoped = is_scoped(config)
     prepared = prepare(incoming, config.record_key, config.partition_fields)
-    prepared = deduplicate(prepared, config.precombine_field)
+    prepared = deduplicate(prepared, config.precombine_field, scoped)
     prepared = prepared.append_column(
         OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), prepared.num_rows)
     )
     reader = metadata.reader()
     listing = current_files(reader.files())
     if listing:  # an empty table holds no key: no lookup
-        found, at = locate(reader, prepared.column(RECORD_KEY))  # de-duplicated above
+        found, at = locate(reader, row_index_keys(prepared, scoped))  # de-duplicated above
         tagged = tag(prepared, found, at)
         tagged, operation = apply_duplicates(tagged, operation, policy, table.path)
         field = ordering(table)
@@ -152,11 +155,19 @@ def write_rows(
     return _commit(table, metadata, operation, routed, schema, listing, reader.point.read_at)
 
 
-def delete_keys(table: TableTimelines, metadata: MetadataTable, keys: pa.Array) -> str:
-    """Delete ``keys`` (canonical key text; absent keys are ignored) as one commit."""
-    rows = pa.table({RECORD_KEY: pc.unique(keys)})
+def delete_keys(
+    table: TableTimelines,
+    metadata: MetadataTable,
+    keys: pa.Array,
+    partitions: pa.Array | None = None,
+) -> str:
+    """Delete ``keys`` (canonical key text; absent keys are ignored) as one commit.
+    ``partitions``: each key's partition path, for a partition-scoped record index."""
+    wanted = pc.unique(index_keys(keys, partitions))
+    plain = wanted if partitions is None else split_keys(wanted)[1]
+    rows = pa.table({RECORD_KEY: plain})
     reader = metadata.reader()
-    tagged = tag(rows, lookup(reader, rows.column(RECORD_KEY)))
+    tagged = tag(rows, *locate(reader, wanted))
     tagged = tagged.filter(pc.is_valid(tagged.column(OLD_FILE_ID)))
     tagged = tagged.append_column(PARTITION, tagged.column(OLD_PARTITION))
     tagged = tagged.append_column(OP, pa.repeat(pa.scalar(OP_DELETE, pa.int8()), tagged.num_rows))

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from lakebraid.index.file_stats import recorded_columns
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.lookup import locations
+from lakebraid.index.scope import index_keys, is_scoped
 from lakebraid.index.secondary import all_entries, file_entries
 from lakebraid.metadata.commits import WriteStatus, read_commit, schema_as_of
 from lakebraid.metadata.integrity import file_crc32, guarded
@@ -169,7 +170,9 @@ class _Validator:
                 if (partition, parse_data_file_name(name).file_id) in self.damaged:
                     continue
                 path = table.layout.data_file(partition, name)
-                found = file_entries(table.fs, path, columns, table.config.record_key)
+                scope = partition if is_scoped(table.config) else None
+                key = table.config.record_key
+                found = file_entries(table.fs, path, columns, key, scope)
                 for entries in found.values():
                     want.update(entries.to_pylist())
         have = set(all_entries(self.reader, columns).to_pylist())
@@ -237,7 +240,12 @@ class _Validator:
         spec = spec_of(self.schema)
         derive = virtual_key(spec, self.table.config.record_key)
         keys = rows.column(RECORD_KEY) if derive is None else rows.column(derive)
-        return pc.unique(pc.cast(keys, pa.string())).to_pylist(), columns
+        scope = partition if is_scoped(self.table.config) else None
+        keys = index_keys(
+            pc.cast(keys, pa.string()),
+            None if scope is None else pa.repeat(pa.scalar(scope), rows.num_rows),
+        )
+        return pc.unique(keys).to_pylist(), columns
 
     def compare_index(self) -> None:
         found = locations(self.reader, sorted(self.locations))

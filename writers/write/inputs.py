@@ -15,9 +15,11 @@ import pyarrow as pa
 
 from lakebraid.index.errors import RecordKeyError
 from lakebraid.index.keys import check_key_type
+from lakebraid.index.scope import check_partition_given, is_scoped, partition_of
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.table_config import FieldSpec, TableConfig, text_to_type, type_to_text
 from lakebraid.writers.errors import InputError
+from lakebraid.writers.write.route import partition_paths
 
 _WIDENS = {
     pa.int8(): (pa.int16(), pa.int32(), pa.int64()),
@@ -178,3 +180,33 @@ def check_input(
             f"the input lacks non-nullable column(s) {absent} of the table", table=table
         )
     return schema
+
+
+def key_partitions(
+    config: TableConfig,
+    n: int,
+    partition: object,
+    rows: pa.Table | None,
+    *,
+    table: str,
+    what: str,
+) -> pa.Array | None:
+    """The partition path of each of ``n`` keys a ``what`` (lookup, delete) names, for a
+    table whose record index is partition-scoped (None for a global index): one
+    ``partition`` for all (a mapping of the partition fields to values, or a path), else the
+    partition columns of ``rows`` (a delete given rows)."""
+    fields = config.partition_fields
+    from_rows = rows is not None and all(f in rows.column_names for f in fields)
+    if not is_scoped(config) or partition is not None or not from_rows:
+        check_partition_given(config, partition, table=table, what=what)
+    if not is_scoped(config):
+        return None
+    if partition is None:
+        assert rows is not None
+        return partition_paths(rows, fields)
+    if from_rows:
+        raise InputError(
+            f"{what}: both partition= and rows with the partition columns {fields} given; give one",
+            table=table,
+        )
+    return pa.repeat(pa.scalar(partition_of(config, partition, table=table, what=what)), n)

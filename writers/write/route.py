@@ -21,6 +21,7 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.index.keys import RECORD_KEY, key_text
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
+from lakebraid.index.scope import index_keys
 from lakebraid.metadata.arrow_records import first_per_key, flat
 from lakebraid.metadata.hashing import group_order, stable_hashes
 from lakebraid.timeline.layout import TableLayout, partition_path
@@ -31,6 +32,7 @@ from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT, RewriteT
 PARTITION = "_braid_partition"
 TARGET_FILE_ID = "_braid_target_file_id"
 SEQ = "_braid_seq"
+SEQ_KEY = "_braid_seq_key"  # the index key of rows being de-duplicated
 WORK_COLUMNS = (PARTITION, OLD_PARTITION, OLD_FILE_ID, TARGET_FILE_ID, SEQ)
 
 
@@ -109,27 +111,37 @@ def _unified(chunks: Sequence[pa.Array]) -> tuple[np.ndarray, pa.Array]:
     return np.concatenate(indices).astype(np.int32), unified.chunk(0).dictionary
 
 
-def deduplicate(table: pa.Table, precombine: str | None) -> pa.Table:
-    """One row per record key: the highest precombine value wins, then the latest row.
+def row_index_keys(table: pa.Table, scoped: bool) -> pa.Array:
+    """The record-index key of every prepared row (``index.scope``): its record key, or
+    (partition-scoped) its partition path and record key."""
+    return index_keys(table.column(RECORD_KEY), table.column(PARTITION) if scoped else None)
+
+
+def deduplicate(table: pa.Table, precombine: str | None, scoped: bool = False) -> pa.Table:
+    """One row per index key (the record key; ``scoped``: per partition and record key): the
+    highest precombine value wins, then the latest row.
 
     Keys are compared by their 64-bit format hash first (a numeric sort, no string sort):
     rows whose hash is unique in the batch are unique; only the rows that share a hash (true
     duplicates, or a rare collision) go through the exact sort by key."""
-    hashes = stable_hashes(table.column(RECORD_KEY))
+    keys = row_index_keys(table, scoped)
+    hashes = stable_hashes(keys)
     ordered = np.sort(hashes)
     same = ordered[1:] == ordered[:-1]
     if not same.any():
         return table
     shared = pc.is_in(pa.array(hashes), value_set=pa.array(np.unique(ordered[1:][same])))
+    exact = table.filter(shared).append_column(SEQ_KEY, keys.filter(shared))
     return pa.concat_tables(
-        [table.filter(pc.invert(shared)), _deduplicate_exact(table.filter(shared), precombine)]
+        [table.filter(pc.invert(shared)), _deduplicate_exact(exact, precombine)]
     )
 
 
 def _deduplicate_exact(table: pa.Table, precombine: str | None) -> pa.Table:
     table = table.append_column(SEQ, pa.array(np.arange(table.num_rows, dtype=np.int64)))
     order = [(precombine, "descending")] if precombine is not None else []
-    return first_per_key(table, RECORD_KEY, [*order, (SEQ, "descending")]).drop_columns([SEQ])
+    first = first_per_key(table, SEQ_KEY, [*order, (SEQ, "descending")])
+    return first.drop_columns([SEQ, SEQ_KEY])
 
 
 def insert_counts(tagged: pa.Table) -> dict[str, int]:

@@ -33,7 +33,6 @@ from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.metadata.arrow_records import empty_table
 from lakebraid.metadata.commits import WriteStatus
-from lakebraid.metadata.hashing import file_groups_of
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import ReadPoint
@@ -52,6 +51,7 @@ from lakebraid.writers.write.route import (
     prepare,
     rewrite_tasks,
     route,
+    row_index_keys,
     stale_moves,
 )
 
@@ -78,6 +78,7 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     point: ReadPoint
     options: dict[str, str]
     ordering: str | None = None  # the precombine field under event-time ordering
+    scoped: bool = False  # a partition-scoped record index (``index.scope``)
     files: dict[str, dict[str, str]] = {}  # partition -> file id -> name (for ordering)
 
 
@@ -95,7 +96,7 @@ def _prepare(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
 def _prepared(table: pa.Table, ctx: Context) -> pa.Table:
     table = prepare(table, ctx.key, ctx.partition_fields)
     table = table.append_column(OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), table.num_rows))
-    ri = file_groups_of(table.column(RECORD_KEY), ctx.point.group_counts["record_index"])
+    ri = ctx.point.index_groups(row_index_keys(table, ctx.scoped))
     return table.append_column(RI_GROUP, pa.array(ri.astype("int32")))
 
 
@@ -111,11 +112,12 @@ def _dedup_tag(
     table = pa.Table.from_batches(received)
     if not prepared:
         table = _prepared(table, ctx)
-    table = deduplicate(table, ctx.precombine)
+    table = deduplicate(table, ctx.precombine, ctx.scoped)
     if tagging:
         fs, root = fsspec.core.url_to_fs(ctx.root)
         reader = MetadataReader(fs, TableLayout(root), ctx.point, cfg.Options(ctx.options))
-        table = tag(table, *locate(reader, table.column(RECORD_KEY)))  # keys are unique now
+        keys = row_index_keys(table, ctx.scoped)
+        table = tag(table, *locate(reader, keys))  # keys are unique now
         if ctx.ordering is not None:
             layout = TableLayout(root)
             table = stale_moves(table, fs, layout, ctx.files, ctx.ordering, ctx.key)

@@ -11,6 +11,7 @@ import msgspec
 from pyspark.sql import functions as F
 
 from lakebraid.index.file_groups import current_files
+from lakebraid.index.scope import is_scoped
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.table import TableTimelines
@@ -56,6 +57,7 @@ def write_frame(
         point=reader.point,
         options={k: str(v) for k, v in table.options.given().items()},
         ordering=ordering(table),
+        scoped=is_scoped(config),
     )
     if ctx.ordering is not None:  # moves are ordered against the stored rows' files
         ctx = msgspec.structs.replace(ctx, files=listing)
