@@ -28,11 +28,7 @@ the recorded key bounds, never Parquet statistics (unchecked, dropped by pyarrow
 Any failure raises ``CorruptBaseFileError`` naming the file. The writer checks the footer
 before the rename. Version 1 files take their bounds from the key statistics, unchecked.
 
-Encodings (any Parquet reader reads them): a fixed-width ``key`` BYTE_STREAM_SPLIT and zstd
-level 1, a string ``key`` PLAIN and zstd, other columns dictionary encoded, zstd but for the
-record-index locations (:data:`UNCOMPRESSED`). On 1M random UUID4 keys (16,384-row groups,
-pyarrow 26), bytes per entry and key decode time: packed 13.9 and 16 ms, split text 13.6 and
-45 ms, PLAIN strings 18.3 and 67 ms. Lookups of many keys decode every key, so packed wins.
+Encodings: ``metadata.base_encoding`` (any Parquet reader reads them).
 
 Lookups **seek** (the row groups whose key bounds hold a wanted key) when those are at most
 ``scan_fraction`` of the file, else **scan** all: the key column of about ``BATCH_ROWS`` rows
@@ -52,6 +48,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
+from lakebraid.metadata.base_encoding import encoding_options
 from lakebraid.metadata.errors import (
     CorruptBaseFileError,
     MetadataError,
@@ -88,12 +85,6 @@ KEY_HEX = b"lakebraid.key_hex"
 CRC_KEY = b"lakebraid.crc32"
 Groups = tuple[list[int], list[str], list[str]]  # per row group: rows, least key, greatest key
 KEY = "key"
-KEY_ENCODING = "PLAIN"  # string keys; see the module docstring for the measured trade-off
-FIXED_KEY_ENCODING = "BYTE_STREAM_SPLIT"  # keys of one width
-ZSTD_LEVEL = 1
-# record-index locations: dictionary indices of few values, which zstd does not shrink
-# (measured: 2.55 bytes per entry either way) but decompresses at some 25 us a page
-UNCOMPRESSED = {"record_index": frozenset({"partition", "file_id_hi", "file_id_lo", "instant"})}
 BATCH_ROWS = 1 << 17  # rows a lookup decodes at a time: a read of the key column
 
 
@@ -157,11 +148,9 @@ def write_base(
             table,
             handle,
             row_group_size=max(1, row_group_rows),
-            use_dictionary=[c for c in table.schema.names if c != KEY],
-            column_encoding={KEY: KEY_ENCODING if fixed is None else FIXED_KEY_ENCODING},
             write_statistics=True,
             write_page_index=True,
-            **_compression(partition, table.schema.names),
+            **encoding_options(partition, table.schema.names, fixed),
             **WRITE_OPTIONS,
         )
     _footer(fs, tmp)  # the note matches the row groups pyarrow wrote (else no reader could)
@@ -169,12 +158,6 @@ def write_base(
     fs.mv(tmp, path)
     make_durable(fs, path)  # the rename: the folder entry
     return int(fs.size(path))
-
-
-def _compression(partition: str, columns: list[str]) -> dict[str, dict[str, object]]:
-    zstd = [c for c in columns if c not in UNCOMPRESSED.get(partition, ())]
-    codecs = {c: "zstd" if c in zstd else "none" for c in columns}
-    return {"compression": codecs, "compression_level": dict.fromkeys(zstd, ZSTD_LEVEL)}
 
 
 def _remote(fs: AbstractFileSystem) -> bool:
