@@ -111,7 +111,12 @@ def check_stats_columns(
     """The columns of a build as a list; refuses an empty or repeated list, a column that is
     not in the schema, a partition field, one without an order (nested, null) or one that
     already has statistics."""
-    names = [columns] if isinstance(columns, str) else list(columns)
+    if isinstance(columns, str):
+        names = [columns]
+    elif isinstance(columns, Sequence | set | frozenset):
+        names = list(columns)
+    else:
+        names = []
     if not names or any(not isinstance(c, str) or not c for c in names):
         raise IndexLayerError(
             f"column statistics need one or more column names, not {columns!r}", table=table.path

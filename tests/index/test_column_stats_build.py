@@ -157,6 +157,7 @@ def test_bad_requests_are_refused_clearly(tmp_path) -> None:
         ("ts", "column 'ts' already has statistics"),
         ("tags", "column 'tags' has type list"),
         ([], "need one or more column names"),
+        (5, "need one or more column names"),
         (["c", "c"], "column 'c' is named twice"),
         (["c", ""], "need one or more column names"),
     ]:
