@@ -60,12 +60,29 @@ class CommitPlan(msgspec.Struct, frozen=True, kw_only=True):
     operation: str
 
 
+class CommitMetrics(msgspec.Struct, frozen=True, kw_only=True):
+    """What one write did (format.md section 6.1), counted from its write statuses and the
+    metadata changes it logged, never estimated. A key that an upsert moved to another
+    partition is one row updated (its old group counts a delete, its new one an insert)."""
+
+    rows_inserted: int = 0  # keys the table did not hold before
+    rows_updated: int = 0  # stored keys rewritten (moves included; older events are not)
+    rows_deleted: int = 0  # keys removed from the table
+    files_added: int = 0  # new data files
+    files_removed: int = 0  # data files replaced (or emptied) by this commit
+    bytes_written: int = 0  # bytes of the new data files
+    metadata_bytes_written: int = 0  # bytes of the metadata log files written at the instant
+    index_entries_written: int = 0  # record-index entries logged: upserts + deletes
+    phases_ms: dict[str, int] = {}  # phase -> milliseconds (writers.commit.metrics.PHASES)
+
+
 class CommitMetadata(msgspec.Struct, frozen=True, kw_only=True):
     version: int = BODY_VERSION
     operation: str
     statuses: list[WriteStatus] = []  # key lists dropped
     logs: list[WrittenLog] = []
     schema: list[FieldSpec] = []
+    metrics: CommitMetrics | None = None  # None: written before metrics were recorded
 
 
 def pack_keys(keys: pa.Array) -> bytes:

@@ -12,7 +12,9 @@
 
 Instant bodies are msgspec JSON, version 1. The completed data and global files hold the
 :class:`CommitMetadata`: the write statuses (without key lists), the metadata log files
-written and the table schema after this commit, so rollback and readers need nothing else.
+written and the table schema after this commit, so rollback and readers need nothing else,
+and the operation metrics (``writers.commit.metrics``: rows, files, bytes, index entries,
+milliseconds per phase).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit import conflicts
+from lakebraid.writers.commit.metrics import PhaseClock, index_entries, metrics_of
 from lakebraid.writers.errors import ConflictDetected, WriteConflictError
 from lakebraid.writers.services.inline import run_inline
 from lakebraid.writers.services.markers import sweep_markers
@@ -106,9 +109,12 @@ class Transaction:
         metadata: MetadataTable,
         operation: str,
         read_at: str | None = None,
+        clock: PhaseClock | None = None,
     ):
         """``read_at``: the latest completion the write's reads saw; commits completed after
-        it are checked for conflicts (the write's plan may predate them)."""
+        it are checked for conflicts (the write's plan may predate them). ``clock``: times
+        the phases (``writers.commit.metrics``) from the engine's start."""
+        self.clock = clock or PhaseClock()
         self.table = table
         self.metadata = metadata
         self.operation = operation
@@ -127,6 +133,7 @@ class Transaction:
             table.store.request(D, time, Action.COMMIT, plan)
             table.store.request(M, time, Action.DELTACOMMIT, plan)
         self.time = time
+        self.clock.lap("prepare")
         return time
 
     def commit(self, statuses: Sequence[WriteStatus], schema: Sequence[FieldSpec]) -> str:
@@ -148,7 +155,7 @@ class Transaction:
         table.store.start(G, time, Action.COMMIT)
         logs = self.metadata.write(time, changes, layout)
         secondary, builds = self._secondary_logs(statuses, layout)
-        done = encode_body(msgspec.structs.replace(body, logs=logs + secondary))
+        self.clock.lap("metadata")
         with table.lock:
             verdict = self._verdict(
                 data_groups(statuses),
@@ -156,24 +163,12 @@ class Transaction:
                 layout.bases,
                 builds,
             )
-            if verdict.undone_by is not None:
-                raise WriteConflictError(
-                    f"write {time} was judged dead (its heartbeat expired) and rolled back by "
-                    "another writer's recovery; nothing of it is visible: retry it, and raise "
-                    "heartbeat.expiry.ms if writes stall this long",
-                    table=table.path,
-                    instant=time,
-                )
-            if verdict.conflicts:
-                others = list(verdict.conflicts)
-                raise ConflictDetected(
-                    f"instants {others} got in the way of {time}: commits completed since it "
-                    "started that touched the same file groups or keys, or a reindex of the "
-                    "record index",
-                    others=others,
-                    table=table.path,
-                    instant=time,
-                )
+            self._refuse(verdict)
+            self.clock.lap("commit")
+            logs = logs + secondary
+            entries = index_entries(changes)
+            metrics = metrics_of(self.operation, statuses, logs, entries, self.clock.ms)
+            done = encode_body(msgspec.structs.replace(body, logs=logs, metrics=metrics))
             completion = table.next_time()
             table.store.complete(D, time, Action.COMMIT, done, completion_time=completion)
             table.store.complete(M, time, Action.DELTACOMMIT, completion_time=completion)
@@ -189,6 +184,28 @@ class Transaction:
                 ) from exc
         self.close()
         return time
+
+    def _refuse(self, verdict: conflicts.Verdict) -> None:
+        """Raise if the conflict rules say this write may not complete."""
+        table, time = self.table, self.time
+        if verdict.undone_by is not None:
+            raise WriteConflictError(
+                f"write {time} was judged dead (its heartbeat expired) and rolled back by "
+                "another writer's recovery; nothing of it is visible: retry it, and raise "
+                "heartbeat.expiry.ms if writes stall this long",
+                table=table.path,
+                instant=time,
+            )
+        if verdict.conflicts:
+            others = list(verdict.conflicts)
+            raise ConflictDetected(
+                f"instants {others} got in the way of {time}: commits completed since it "
+                "started that touched the same file groups or keys, or a reindex of the "
+                "record index",
+                others=others,
+                table=table.path,
+                instant=time,  # type: ignore[arg-type]
+            )
 
     def _secondary_logs(
         self, statuses: Sequence[WriteStatus], layout: ReadPoint
@@ -277,15 +294,18 @@ def run_write(
     read_at: str | None,
     schema: Sequence[FieldSpec],
     write: Callable[[str], list[WriteStatus]],
+    started: float | None = None,
 ) -> str:
     """The envelope of every write, whichever engine runs ``write`` (instant time -> write
     statuses): begin, write, commit; on a conflict roll this write back and raise
     :class:`WriteConflictError`; on any other failure roll it back at once. Then the inline
-    services when due (``writers.services.inline``). Returns the instant time."""
-    tx = Transaction(table, metadata, operation, read_at)
+    services when due (``writers.services.inline``). Returns the instant time. ``started``:
+    when the engine began (``time.perf_counter()``), the start of the ``prepare`` phase."""
+    tx = Transaction(table, metadata, operation, read_at, PhaseClock(started))
     time = tx.begin()
     try:
         statuses = write(time)
+        tx.clock.lap("write")
         _finish(tx, statuses, schema)
     except BaseException as exc:
         _abandon(tx, exc)

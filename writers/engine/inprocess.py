@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from time import perf_counter
 from typing import NamedTuple
 
 import fsspec
@@ -128,6 +129,7 @@ def write_rows(
 ) -> str:
     """Insert, bulk insert or upsert ``incoming`` as one commit; returns its instant time.
     ``policy``: what to do with keys the table holds (``write.operations.resolve_policy``)."""
+    started = perf_counter()
     config = table.config
     incoming = normalize_input(incoming, table=table.path)
     schema = check_input(incoming, config, schema_as_of(table), table=table.path)
@@ -152,7 +154,8 @@ def write_rows(
     target, small = insert_room(table, reader, listing, operation)
     plan = plan_slots(insert_counts(tagged), listing, target_rows=target, small_rows=small)
     routed = route(tagged, plan)
-    return _commit(table, metadata, operation, routed, schema, listing, reader.point.read_at)
+    read_at = reader.point.read_at
+    return _commit(table, metadata, operation, routed, schema, listing, read_at, started)
 
 
 def delete_keys(
@@ -163,6 +166,7 @@ def delete_keys(
 ) -> str:
     """Delete ``keys`` (canonical key text; absent keys are ignored) as one commit.
     ``partitions``: each key's partition path, for a partition-scoped record index."""
+    started = perf_counter()
     wanted = pc.unique(index_keys(keys, partitions))
     plain = wanted if partitions is None else split_keys(wanted)[1]
     rows = pa.table({RECORD_KEY: plain})
@@ -174,7 +178,8 @@ def delete_keys(
     routed = tagged.append_column(TARGET_FILE_ID, tagged.column(OLD_FILE_ID))
     listing = current_files(reader.files())
     schema = schema_as_of(table)
-    return _commit(table, metadata, "delete", routed, schema, listing, reader.point.read_at)
+    read_at = reader.point.read_at
+    return _commit(table, metadata, "delete", routed, schema, listing, read_at, started)
 
 
 def _commit(
@@ -185,11 +190,12 @@ def _commit(
     schema: list[FieldSpec],
     listing: Mapping[str, Mapping[str, str]],
     read_at: str | None,
+    started: float | None = None,
 ) -> str:
     def write(time: str) -> list[WriteStatus]:
         return InProcessEngine().rewrite(tasks_of(table, routed, listing, time, schema))
 
-    return run_write(table, metadata, operation, read_at, schema, write)
+    return run_write(table, metadata, operation, read_at, schema, write, started)
 
 
 def tasks_of(

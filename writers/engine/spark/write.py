@@ -5,6 +5,7 @@ statuses only."""
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Any
 
 import msgspec
@@ -43,6 +44,7 @@ def write_frame(
     table: TableTimelines, metadata: MetadataTable, frame: Any, operation: str, policy: str
 ) -> str:
     """Insert, bulk insert or upsert a DataFrame as one commit; returns its instant time."""
+    started = perf_counter()
     config = table.config
     schema = check_frame(frame, table)
     reader = metadata.reader()
@@ -88,6 +90,7 @@ def write_frame(
         )
 
     try:
-        return run_write(table, metadata, operation, reader.point.read_at, schema, write)
+        read_at = reader.point.read_at
+        return run_write(table, metadata, operation, read_at, schema, write, started)
     finally:
         routed.release()
