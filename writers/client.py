@@ -42,6 +42,8 @@ from lakebraid.writers.engine.spark.write import write_frame
 from lakebraid.writers.errors import WriteError
 from lakebraid.writers.read.plan import plan_paths, read_arrow_files, read_spark, selected_paths
 from lakebraid.writers.services.clean import clean
+from lakebraid.writers.services.describe import describe
+from lakebraid.writers.services.history import history
 from lakebraid.writers.services.recovery import recover
 from lakebraid.writers.services.restore import restore, savepoint
 from lakebraid.writers.services.rollback import rollback
@@ -168,6 +170,18 @@ class WriteClient:
     def compact_metadata(self) -> str | None:
         """Compact every metadata file group that has log files; returns the instant."""
         return self.metadata.compact()
+
+    def history(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """One plain dict per completed instant, newest first (at most ``limit``): time,
+        completion time, action, operation, state, a write's metrics (rows, files, bytes,
+        index entries, milliseconds per phase), what a service undid, kept or cleaned."""
+        return history(self.table, limit)
+
+    def show(self) -> dict[str, Any]:
+        """The table as a plain dict: schema and keys, partitions, files, rows, bytes on disk
+        by part, record-index groups, indexes, what the services last did and do next
+        (``writers.services.describe``; no data file is read)."""
+        return describe(self.table, self.metadata)
 
     # ---- writes --------------------------------------------------------------------------
     def insert(self, data: Any, duplicates: str | None = None) -> str:

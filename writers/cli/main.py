@@ -14,6 +14,7 @@ import msgspec
 from lakebraid.timeline.errors import LakebraidError
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers.cli.history import add_commands as add_history_commands
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.services.rollback import rollback
 
@@ -275,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd = _command(sub, name, text, run)
         if needs_instant:
             cmd.add_argument("instant", help=INSTANT_HELP)
+    add_history_commands(sub, PATH_HELP)
     for cmd in sub.choices.values():
         cmd.add_argument("--json", action="store_true", help=JSON_HELP)
     _index_commands(sub)
