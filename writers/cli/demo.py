@@ -3,7 +3,8 @@
 Generates trips with Spark (default 1,000,000 over 30 days), then: create a table, bulk insert,
 upsert a mixed batch (updates, new keys, keys moving to another day, duplicates), delete some
 keys, print the three timelines, look keys up as of two instants, read as of the first instant
-and now (with data skipping), and print the time of every step.
+and now (with data skipping), print the time of every step, then ``lakebraid history`` and
+``lakebraid show`` of the table. On a terminal, steps past 2 s draw progress bars (rich).
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from typing import TypeVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lakebraid.timeline import table_config
+from lakebraid.timeline import progress, table_config
 from lakebraid.timeline.errors import LakebraidError
 from lakebraid.timeline.layout import TimelineKind
+from lakebraid.writers.cli.history import format_show
 from lakebraid.writers.cli.main import format_timeline
+from lakebraid.writers.cli.progress import progress_bars, wanted
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine.spark.session import embedded_session
+from lakebraid.writers.services.history import format_history
 
 T = TypeVar("T")
 
@@ -31,7 +35,8 @@ T = TypeVar("T")
 def step(label: str, work: Callable[[], T]) -> T:
     print(f"-> {label} ...", flush=True)
     started = time.perf_counter()
-    result = work()
+    with progress.task(label):  # a spinner with the time so far, past 2 s on a terminal
+        result = work()
     print(f"   {label}: {time.perf_counter() - started:.2f} s", flush=True)
     return result
 
@@ -108,9 +113,16 @@ def mixed(spark: SparkSession, n: int, rows: int) -> DataFrame:
 
 def main() -> None:
     args = parse_args()
+    with progress_bars(wanted()):  # on a terminal: rich bars of long steps (writers.cli.progress)
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     started = time.perf_counter()
-    progress = {"spark.ui.showConsoleProgress": "true"}  # progress bars while jobs run
-    spark = step("start Spark", lambda: embedded_session("lakebraid-demo", conf=progress))
+    # no Spark console bars: quiet off a terminal, and on one the steps' own bars show (two
+    # live displays on one stderr garble each other)
+    quiet = {"spark.ui.showConsoleProgress": "false"}
+    spark = step("start Spark", lambda: embedded_session("lakebraid-demo", conf=quiet))
     spark.sparkContext.setLogLevel("ERROR")
     shutil.rmtree(args.path, ignore_errors=True)
     Path(args.path).parent.mkdir(parents=True, exist_ok=True)
@@ -145,6 +157,8 @@ def main() -> None:
         f"rows as of {first}: {before:,}; now: {now:,}; filtered: {hits:,} "
         f"(read {files} of {total} files); commits {first}, {second}, {third}"
     )
+    print(format_history(client.history(), client.path))
+    print(format_show(client.show()))
     print(f"demo finished in {time.perf_counter() - started:.1f} s")
     spark.stop()
 

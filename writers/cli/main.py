@@ -11,10 +11,12 @@ from typing import Any
 
 import msgspec
 
+from lakebraid.timeline import progress
 from lakebraid.timeline.errors import LakebraidError
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.cli.history import add_commands as add_history_commands
+from lakebraid.writers.cli.progress import progress_bars, wanted
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.services.rollback import rollback
 
@@ -292,8 +294,9 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.run(args)
+    try:  # bars on a terminal only, after 2 s, never with --json (writers.cli.progress)
+        with progress_bars(wanted(args.json)), progress.task(f"lakebraid {args.command}"):
+            return args.run(args)
     except LakebraidError as exc:
         print(f"lakebraid {args.command}: {exc}", file=sys.stderr)
         return 1

@@ -39,6 +39,7 @@ from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import InstantChanges, WrittenLog
+from lakebraid.timeline import progress
 from lakebraid.timeline.bodies import RestoreBody, encode_body
 from lakebraid.timeline.errors import RetryableError, StateUnknownError
 from lakebraid.timeline.heartbeat import Heartbeat
@@ -153,8 +154,9 @@ class Transaction:
         table.store.start(D, time, Action.COMMIT, encode_body(body))
         table.store.start(M, time, Action.DELTACOMMIT)
         table.store.start(G, time, Action.COMMIT)
-        logs = self.metadata.write(time, changes, layout)
-        secondary, builds = self._secondary_logs(statuses, layout)
+        with progress.task("write metadata log blocks"):
+            logs = self.metadata.write(time, changes, layout)
+            secondary, builds = self._secondary_logs(statuses, layout)
         self.clock.lap("metadata")
         with table.lock:
             verdict = self._verdict(

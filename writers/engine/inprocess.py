@@ -32,6 +32,7 @@ from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.hashing import group_order
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline import progress
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.store import make_durable
 from lakebraid.timeline.table import TableTimelines
@@ -104,10 +105,12 @@ class InProcessEngine:
         with (
             ThreadPoolExecutor(min(self.threads, len(work))) as pool,
             ThreadPoolExecutor(SYNC_THREADS) as syncer,
+            progress.task("write data files", total=len(work)) as bar,
         ):
 
             def one(i: int) -> tuple[WriteStatus, Future[None] | None]:
                 status = work[i].run(sync=False)
+                bar.advance()
                 if status.file_name is None:
                     return status, None
                 path = f"{layout.partition_dir(status.partition)}/{status.file_name}"

@@ -23,6 +23,7 @@ from lakebraid.index.rebase import plan_rebase, write_rebased
 from lakebraid.metadata.commits import read_commit
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline import progress
 from lakebraid.timeline.bodies import RestorePlan, RollbackPlan, encode_body
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.table import TableTimelines
@@ -203,10 +204,13 @@ def delete_undone_files(
 ) -> None:
     """Delete the files of undone instants (idempotent: missing files are fine)."""
     fs, layout = table.fs, table.layout
-    for relative in data_files:
-        remove(fs, f"{layout.root}/{relative}")
-    for relative in logs:
-        remove(fs, f"{layout.metadata_dir}/{relative}")
+    with progress.task("delete undone files", total=len(data_files) + len(logs)) as bar:
+        for relative in data_files:
+            remove(fs, f"{layout.root}/{relative}")
+            bar.advance()
+        for relative in logs:
+            remove(fs, f"{layout.metadata_dir}/{relative}")
+            bar.advance()
     for target in targets:
         markers = layout.markers_dir(target)
         if fs.exists(markers):

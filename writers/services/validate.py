@@ -36,6 +36,7 @@ from lakebraid.metadata.commits import WriteStatus, read_commit, schema_as_of
 from lakebraid.metadata.integrity import file_crc32, guarded
 from lakebraid.metadata.records import Partition, RecordLocation
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline import progress
 from lakebraid.timeline.errors import LakebraidError
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import parse_data_file_name
@@ -136,20 +137,12 @@ class _Validator:
         self.attempt("metadata table", self.compare_listing)
         self.attempt("column_stats", self.load_stats)
         seen: set[tuple[str, str, str]] = set()
-        for partition, files in sorted(self.expected.items()):
-            for name in sorted(files):
-                file_id = parse_data_file_name(name).file_id
-                try:
-                    keys, columns = self.check_file(partition, name)
-                except LakebraidError as exc:
-                    self.problems.append(f"data file: {exc}")
-                    self.damaged.add((partition, file_id))
-                    continue
-                seen.update((partition, name, column) for column in columns)
-                for key in keys:
-                    if key in self.locations:
-                        self.problems.append(f"record key {key!r} is in two files")
-                    self.locations[key] = (partition, file_id)
+        total = sum(len(files) for files in self.expected.values())
+        with progress.task("validate data files", total=total) as bar:
+            for partition, files in sorted(self.expected.items()):
+                for name in sorted(files):
+                    self._check_one(partition, name, seen)
+                    bar.advance()
         for extra in sorted(set(self.stats or {}) - seen):
             if (extra[0], parse_data_file_name(extra[1]).file_id) not in self.damaged:
                 self.problems.append(
@@ -158,6 +151,21 @@ class _Validator:
         self.attempt("record_index", self.compare_index)
         self.attempt("secondary_index", self.compare_secondary)
         return self.problems
+
+    def _check_one(self, partition: str, name: str, seen: set[tuple[str, str, str]]) -> None:
+        """Read one data file: its keys into the locations, its statistics' columns seen."""
+        file_id = parse_data_file_name(name).file_id
+        try:
+            keys, columns = self.check_file(partition, name)
+        except LakebraidError as exc:
+            self.problems.append(f"data file: {exc}")
+            self.damaged.add((partition, file_id))
+            return
+        seen.update((partition, name, column) for column in columns)
+        for key in keys:
+            if key in self.locations:
+                self.problems.append(f"record key {key!r} is in two files")
+            self.locations[key] = (partition, file_id)
 
     def compare_secondary(self) -> None:
         """The entries of every visible secondary index against those of the current files."""
