@@ -30,6 +30,7 @@ OPTIONS = {
     "write.target.file.rows": 10,
     "write.small.file.rows": 0,
     "write.merge.mode": "commit_time",
+    "clean.inline": False,  # as-of reads reach every instant
 }
 Model = dict[str, tuple[str, int, int | None]]  # key -> (day, c, d)
 

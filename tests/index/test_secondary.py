@@ -25,7 +25,12 @@ from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine.spark.datasource import plan_files
 from lakebraid.writers.errors import WriteConflictError, WriteError
 
-SMALL = {"write.target.file.rows": 8, "write.small.file.rows": 4, "write.merge.mode": "commit_time"}
+SMALL = {  # as-of reads reach every instant: no inline clean
+    "write.target.file.rows": 8,
+    "write.small.file.rows": 4,
+    "write.merge.mode": "commit_time",
+    "clean.inline": False,
+}
 Model = dict[str, tuple[str, int]]  # key -> (day, v)
 
 

@@ -101,7 +101,7 @@ def test_random_batches_match_the_model_now_and_as_of_every_instant(
     tmp_path, spark, engine
 ) -> None:
     rng = random.Random(7)
-    options = {"write.target.file.rows": 6, **ENGINES[engine]}
+    options = {"write.target.file.rows": 6, "clean.inline": False, **ENGINES[engine]}
     client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", spark=spark, **options)
     keys = [f"k{i:03d}" for i in range(40)]
     model: dict[str, dict] = {}

@@ -1,8 +1,10 @@
 """The cleaner: delete file slices no retained read point needs (keep the last K commits).
 
 Retained read points: the completion of each of the last ``clean.retain.commits`` visible
-commits (reads as of any later time need nothing older than the earliest of them) and the
-completion of every savepointed commit. Kept:
+commits (reads as of any later time need nothing older than the earliest of them), the
+completion of every savepointed commit, and the snapshot of every live reindex or index build
+(its request; the metadata partitions it rewrites are not cleaned until it ends, as writes
+meanwhile log them in its new layout). Kept:
 
 * data files: those in the ``files`` listing as of a retained point, and every file written
   by a commit that completed after the earliest retained point (so also anything pending);
@@ -29,8 +31,15 @@ from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import parse_name
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import config as cfg
-from lakebraid.timeline.bodies import CleanPlan, RestorePlan, RollbackPlan, encode_body
-from lakebraid.timeline.instant import Action
+from lakebraid.timeline.bodies import (
+    CleanPlan,
+    IndexPlan,
+    ReindexPlan,
+    RestorePlan,
+    RollbackPlan,
+    encode_body,
+)
+from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.services.lifecycle import G, M, complete_all, remove, run_service, start_all
 from lakebraid.writers.services.markers import sweep_completed
@@ -54,6 +63,47 @@ STAGING_RETAIN_HOURS = cfg.register(
 )
 
 
+INLINE = cfg.register(
+    "clean.inline",
+    bool,
+    True,
+    "Run the cleaner after a write's commit, once clean.inline.every.commits commits completed "
+    "since the latest clean (a failing clean is logged and never fails the write). Off: run "
+    "`lakebraid clean PATH` (or WriteClient.clean) yourself.",
+)
+INLINE_EVERY = cfg.register(
+    "clean.inline.every.commits",
+    int,
+    10,
+    "How many commits complete between two inline cleans.",
+    cfg.at_least(1),
+)
+
+
+def clean_due(table: TableTimelines) -> bool:
+    """Whether the inline cleaner is on and a multiple of ``clean.inline.every.commits``
+    commits completed since the latest completed clean (one listing of the global timeline;
+    a clean that found nothing to delete writes no instant, so it is tried again that many
+    commits later, not after every commit)."""
+    if not table.options.get(INLINE):
+        return False
+    timeline = table.timeline(G)
+    cleans = [i.completion_time for i in timeline.completed() if i.action is Action.CLEAN]
+    since = max((t for t in cleans if t is not None), default="")
+    commits = sum(
+        1
+        for i in timeline.completed()
+        if i.action is Action.COMMIT and (i.completion_time or "") > since
+    )
+    every = table.options.get(INLINE_EVERY)
+    return commits >= every and commits % every == 0  # found nothing: try again N later
+
+
+def clean_if_due(table: TableTimelines) -> str | None:
+    """The inline cleaner: :func:`clean` when :func:`clean_due`."""
+    return clean(table) if clean_due(table) else None
+
+
 def plan_clean(table: TableTimelines) -> CleanPlan | None:
     visibility = table.visibility()
     commits = [i for i in visibility.visible if i.action is Action.COMMIT]
@@ -63,6 +113,8 @@ def plan_clean(table: TableTimelines) -> CleanPlan | None:
     earliest = commits[-keep_n]
     held = table.savepointed()
     points = [earliest.completion_time] + [i.completion_time for i in commits if i.time in held]
+    running = _running_rewrites(table)
+    points += [time for time, _ in running]
     metadata = MetadataTable(table)
     keep_data: set[str] = set()
     keep_meta: set[str] = set()
@@ -89,10 +141,11 @@ def plan_clean(table: TableTimelines) -> CleanPlan | None:
     # an undo's corrected bases stand in for their reindex's (``index.rebase``)
     meta_done.update(b for b, r in visibility.rebased.items() if r in meta_done)
     stale_meta = []
+    rewritten = {str(p) for _, parts in running for p in parts}
     for partition in Partition:
         folder = table.layout.metadata_partition_dir(str(partition))
-        if not table.fs.exists(folder):
-            continue
+        if str(partition) in rewritten or not table.fs.exists(folder):
+            continue  # a running rewrite's layout is not the read points': keep it all
         for path in table.fs.ls(folder, detail=False):
             name = path.rsplit("/", 1)[-1]
             parsed = parse_name(name)
@@ -109,6 +162,27 @@ def plan_clean(table: TableTimelines) -> CleanPlan | None:
         data_files=doomed,
         metadata_files=sorted(stale_meta),
     )
+
+
+def _running_rewrites(table: TableTimelines) -> list[tuple[str, list[str]]]:
+    """(request time, metadata partitions rewritten) of every live reindex and index build.
+    Each reads the table as of its request (``index.reindex``, ``index.secondary_build``), so
+    its snapshot is kept whatever the retention; and writes meanwhile log its partitions in
+    its layout, which no read point knows yet, so those partitions are not cleaned until it
+    ends."""
+    found = []
+    for inst in table.timeline(M).pending():
+        if inst.action not in (Action.REINDEX, Action.INDEX) or not table.is_alive(inst.time):
+            continue
+        kind = ReindexPlan if inst.action is Action.REINDEX else IndexPlan
+        requested = Instant(inst.time, inst.action, State.REQUESTED)
+        plan = table.store.read_typed(M, requested, kind)
+        parts = list(plan.group_counts) or [str(Partition.RECORD_INDEX)]
+        if isinstance(plan, IndexPlan):
+            stats = plan.kind == "column_stats"
+            parts = [str(Partition.COLUMN_STATS if stats else Partition.SECONDARY_INDEX)]
+        found.append((inst.time, parts))
+    return found
 
 
 def _slice_files(reader: MetadataReader) -> set[str]:

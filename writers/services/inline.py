@@ -5,6 +5,9 @@
 2. The record index's automatic resize (``metadata.record_index.auto.resize``,
    ``metadata.record_index.resize.factor``), checked when a compaction ran (the bases then hold
    the entry counts): a reindex to the estimate for the current entry count.
+3. The cleaner (``clean.inline``, ``clean.inline.every.commits``): once that many commits
+   completed since the latest clean (or since the table began), delete the file slices no
+   retained read point needs (``writers.services.clean``, ``clean.retain.commits``).
 
 Each service is its own instant. A service that fails never fails or undoes the write that
 ran it: the failure is logged (logger ``lakebraid``) and tried again when next due (the
@@ -18,6 +21,7 @@ from collections.abc import Callable
 
 from lakebraid.index.reindex import resize_if_due
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.writers.services.clean import clean_if_due
 
 LOG = logging.getLogger("lakebraid")
 
@@ -26,12 +30,14 @@ def run_inline(metadata: MetadataTable) -> dict[str, str]:
     """Run the due inline services; returns ``{service: instant}`` of those that ran."""
     ran: dict[str, str] = {}
     compaction = _attempt(metadata, "metadata compaction", metadata.compact_if_due)
-    if compaction is None:
-        return ran
-    ran["compaction"] = compaction
-    resized = _attempt(metadata, "record-index resize", lambda: resize_if_due(metadata))
-    if resized is not None:
-        ran["reindex"] = resized
+    if compaction is not None:
+        ran["compaction"] = compaction
+        resized = _attempt(metadata, "record-index resize", lambda: resize_if_due(metadata))
+        if resized is not None:
+            ran["reindex"] = resized
+    cleaned = _attempt(metadata, "clean", lambda: clean_if_due(metadata.table))
+    if cleaned is not None:
+        ran["clean"] = cleaned
     return ran
 
 
