@@ -230,7 +230,9 @@ def _group_keys(reader: MetadataReader, index: int, wanted: list[str]) -> pa.Arr
     if piece.base is not None:
         for key in _base_range(fs, f"{folder}/{piece.base}", wanted):
             found[key] = True
-    blocks = [b for name in piece.logs for b in LOGS.blocks(fs, f"{folder}/{name}")]
+    blocks = [
+        b for name, size in piece.log_files() for b in LOGS.blocks(fs, f"{folder}/{name}", size)
+    ]
     for key, record in fold_logs(INDEX, blocks).items():
         if key.startswith(tuple(wanted)):
             found[key] = record is not None and not record.deleted  # type: ignore[union-attr]

@@ -66,8 +66,9 @@ class _LogCache:
         self._capacity = capacity
         self._lock = threading.Lock()
 
-    def blocks(self, fs: AbstractFileSystem, path: str) -> list[LogBlock]:
-        key = (path, int(fs.size(path)))
+    def blocks(self, fs: AbstractFileSystem, path: str, size: int | None = None) -> list[LogBlock]:
+        """The blocks of a log file; ``size`` from a listing saves asking the store."""
+        key = (path, int(fs.size(path)) if size is None else size)
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
@@ -76,14 +77,15 @@ class _LogCache:
         self._put(key, blocks)
         return blocks
 
-    def index_table(self, fs: AbstractFileSystem, path: str) -> pa.Table:
+    def index_table(self, fs: AbstractFileSystem, path: str, size: int | None = None) -> pa.Table:
         """A record-index log file as columns (:func:`index_log_table`), cached."""
-        key = (f"{path}#columns", int(fs.size(path)))
+        size = int(fs.size(path)) if size is None else size
+        key = (f"{path}#columns", size)
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        table = index_log_table(self.blocks(fs, path))
+        table = index_log_table(self.blocks(fs, path, size))
         self._put(key, table)
         return table
 
@@ -134,7 +136,11 @@ def _is_live(record: MetadataRecord | None) -> bool:
 
 
 def _log_blocks(fs: AbstractFileSystem, folder: str, piece: FileSlice) -> list[LogBlock]:
-    return [block for name in piece.logs for block in LOGS.blocks(fs, f"{folder}/{name}")]
+    return [
+        block
+        for name, size in piece.log_files()
+        for block in LOGS.blocks(fs, f"{folder}/{name}", size)
+    ]
 
 
 def slice_table(
@@ -219,8 +225,8 @@ def _apply_index_logs(
     """Record-index base rows with the slice's log files applied, vectorised: newest wins
     per key, tombstones remove it. Each log file's columns are cached like its blocks."""
     parts = []
-    for seq, name in enumerate(piece.logs):
-        table = LOGS.index_table(fs, f"{folder}/{name}")
+    for seq, (name, size) in enumerate(piece.log_files()):
+        table = LOGS.index_table(fs, f"{folder}/{name}", size)
         if table.num_rows:
             parts.append(table.append_column("_seq", pa.array(np.full(len(table), seq, np.int32))))
     if not parts:

@@ -73,6 +73,12 @@ class FileSlice(msgspec.Struct, frozen=True):
     log_instants: tuple[str, ...]
     folded: frozenset[str] = frozenset()  # instants the base already holds
     log_bytes: int = 0  # total size of the log files
+    log_sizes: tuple[int, ...] = ()  # each log file's size, from the listing (0: unknown)
+
+    def log_files(self) -> list[tuple[str, int | None]]:
+        """(name, size or None when the listing gave none) of each log file, merge order."""
+        sizes = self.log_sizes or (0,) * len(self.logs)
+        return [(name, size or None) for name, size in zip(self.logs, sizes, strict=True)]
 
 
 def parse_name(name: str, size: int = 0) -> MetadataFile | None:
@@ -142,4 +148,5 @@ def build_slice(
         log_instants=tuple(f.instant for f in logs),
         folded=folded,
         log_bytes=sum(f.size for f in logs),
+        log_sizes=tuple(f.size for f in logs),
     )

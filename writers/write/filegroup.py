@@ -185,11 +185,12 @@ def _write_file(
     )
     with open_file(fs, path, "wb") as sink:  # local: Arrow's own file I/O
         pq.write_table(result, sink, **options)
+        size = sink.tell()  # the bytes written: no request for the file's size
     if sync:
         make_durable(fs, path)
     return WriteStatus(
         file_name=name,
-        size=int(fs.size(path)),
+        size=int(size),
         crc32=file_crc32(fs, path),
         rows=result.num_rows,
         stats=column_stats(result, collected[0], [n for n, _, _ in task.schema]),

@@ -1,0 +1,149 @@
+"""Cost of a write as a table's history grows (issue 14): milliseconds, file-system calls by
+kind, and files and bytes on disk, per 100-row upsert at several commit counts.
+
+A 100,000-row table (30 day partitions, default options: inline compaction and cleaning on)
+takes one 100-row upsert (90 updates of random keys, 10 new keys) per commit. At each commit
+count asked (``--at``) the next ``--runs`` upserts are measured one by one, each as a user
+makes it (``WriteClient.open`` then ``upsert``): the median milliseconds, the median number of
+calls per fsspec method of the local file system (counted by wrapping the methods of
+``LocalFileSystem``, so every layer's calls count), and the files and bytes under the table's
+folder after them. Figures are printed, never asserted. Run from the repo root::
+
+    .venv/bin/python benchmarks/history.py                       # commits 1, 100, 1000
+    .venv/bin/python benchmarks/history.py --at 1,100,1000,5000  # the issue's full row (slow)
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+from benchlib import Report  # noqa: E402
+from fsspec.implementations.local import LocalFileSystem  # noqa: E402
+
+from lakebraid.writers.client import WriteClient  # noqa: E402
+
+ROWS, DAYS, BATCH, NEW = 100_000, 30, 100, 10
+COUNTED = ["info", "ls", "exists", "open", "_open", "find", "mv", "rm", "rm_file", "makedirs"]
+CALLS: collections.Counter[str] = collections.Counter()
+
+
+def count_calls() -> None:
+    """Wrap ``LocalFileSystem``'s methods so every call is counted in :data:`CALLS`."""
+    for name in COUNTED:
+        original = getattr(LocalFileSystem, name, None)
+        if original is None or getattr(original, "_counted", False):
+            continue
+
+        def wrapper(self, *args, __name=name, __original=original, **kwargs):
+            CALLS[__name] += 1
+            return __original(self, *args, **kwargs)
+
+        wrapper._counted = True  # type: ignore[attr-defined]
+        setattr(LocalFileSystem, name, wrapper)
+
+
+def batch(keys: np.ndarray, value: int) -> pa.Table:
+    return pa.table(
+        {
+            "id": [f"key-{k:08d}" for k in keys],
+            "day": [f"2026-11-{1 + int(k) % DAYS:02d}" for k in keys],
+            "ts": np.full(len(keys), value, dtype=np.int64),
+            "amount": np.arange(len(keys), dtype=np.float64) + value,
+        }
+    )
+
+
+def disk(path: str) -> tuple[int, int]:
+    files = size = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            files += 1
+            size += os.path.getsize(os.path.join(folder, name))
+    return files, size
+
+
+class Workload:
+    def __init__(self, path: str, seed: int) -> None:
+        self.path, self.rng = path, np.random.default_rng(seed)
+        self.next_key, self.commits = ROWS, 0
+        WriteClient.create(path, "id", ["day"], "ts").bulk_insert(batch(np.arange(ROWS), 0))
+        self.commits = 1
+
+    def upsert(self) -> tuple[float, collections.Counter[str]]:
+        old = self.rng.choice(self.next_key, size=BATCH - NEW, replace=False)
+        keys = np.concatenate([old, np.arange(self.next_key, self.next_key + NEW)])
+        self.next_key += NEW
+        data = batch(keys, self.commits)
+        CALLS.clear()
+        start = time.perf_counter()
+        WriteClient.open(self.path).upsert(data)
+        elapsed = time.perf_counter() - start
+        self.commits += 1
+        return elapsed, collections.Counter(CALLS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    parser.add_argument("--at", default="1,100,1000", help="commit counts to measure at")
+    parser.add_argument("--runs", type=int, default=10, help="upserts measured at each")
+    parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--dir", default=None, help="parent folder of the temporary table")
+    parser.add_argument("--json", default=None, help="write the results to this JSON file")
+    args = parser.parse_args(argv)
+    marks = sorted({int(a) for a in args.at.split(",")})
+    count_calls()
+    report = Report(
+        "history",
+        f"{ROWS:,} rows, {DAYS} day partitions; one {BATCH}-row upsert ({NEW} new keys) per "
+        "commit, default options (inline compaction and cleaning on)",
+    )
+    with tempfile.TemporaryDirectory(dir=args.dir) as folder:
+        work = Workload(f"{folder}/t", args.seed)
+        started = time.perf_counter()
+        for mark in marks:
+            while work.commits < mark:
+                work.upsert()
+            runs = [work.upsert() for _ in range(args.runs)]
+            ms = statistics.median(r[0] for r in runs) * 1000
+            kinds = sorted({k for _, c in runs for k in c})
+            calls = {k: statistics.median(c[k] for _, c in runs) for k in kinds}
+            files, size = disk(work.path)
+            shown = ", ".join(f"{k} {v:g}" for k, v in calls.items())
+            print(
+                f"[commit {mark:,}] {ms:.0f} ms per upsert; calls per upsert: {shown}; "
+                f"{files:,} files, {size / 2**20:.1f} MiB on disk "
+                f"({time.perf_counter() - started:.0f} s so far)",
+                flush=True,
+            )
+            report.add(f"upsert {BATCH} rows at commit {mark:,}", "ms", {"lakebraid": ms})
+            report.add(
+                f"fs calls per upsert at commit {mark:,}",
+                "calls",
+                {"lakebraid": sum(calls.values())},
+                "; ".join(f"{k} {v:g}" for k, v in calls.items()),
+            )
+            report.add(f"files on disk at commit {mark:,}", "files", {"lakebraid": files})
+    report.notes.append(
+        "ms = median of each mark's upserts, each `WriteClient.open` + `upsert`; calls = median "
+        "per fsspec LocalFileSystem method (every layer's calls); files = under the table folder"
+    )
+    report.print()
+    report.save(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
