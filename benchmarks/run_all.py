@@ -35,6 +35,7 @@ RUNS = {
     "listing": ["listing.py", "--partitions", "5000"],
     "skipping": ["skipping.py", "--rows", "2000000", "--files", "100"],
     "secondary": ["secondary.py", "--rows", "10000000"],
+    "footprint": ["bulk_footprint.py", "--rows", "10000000"],
     "history": ["history.py", "--at", "1,100,1000"],  # 5,000 by hand: --at 1,100,1000,5000
 }
 QUICK = {
@@ -43,6 +44,7 @@ QUICK = {
     "listing": ["listing.py", "--partitions", "200", "--runs", "3"],
     "skipping": ["skipping.py", "--rows", "100000", "--files", "20"],
     "secondary": ["secondary.py", "--rows", "200000", "--file-rows", "10000"],
+    "footprint": ["bulk_footprint.py", "--rows", "200000"],
     "history": ["history.py", "--at", "1,20", "--runs", "3"],
 }
 PACKAGES = ["pyspark", "pyarrow", "deltalake", "pyiceberg", "fsspec", "msgspec", "numpy"]

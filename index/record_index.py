@@ -19,6 +19,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.scope import SEP
 from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.basefile import read_base
 from lakebraid.metadata.commits import WriteStatus, unpack_keys
 from lakebraid.metadata.logblock import read_log_file
 from lakebraid.metadata.records import ints_to_file_id
@@ -128,11 +129,16 @@ def index_keys(changes: InstantChanges) -> set[str]:
 
 
 def logged_keys(fs: AbstractFileSystem, folder: str, logs: Iterable[WrittenLog]) -> set[str]:
-    """The record keys a commit's record-index log files (in ``folder``) wrote or deleted."""
+    """The record keys a commit's record-index log files and commit bases (in ``folder``)
+    wrote or deleted."""
     keys: set[str] = set()
     for log in logs:
-        if log.partition == "record_index":
-            for block in read_log_file(fs, f"{folder}/{log.name}"):
-                keys.update(r.key for r in block.records)
-                keys.update(block.keys)
+        if log.partition != "record_index":
+            continue
+        if log.name.endswith(".parquet"):  # a commit base (``metadata.writer``)
+            keys.update(read_base(fs, f"{folder}/{log.name}", ["key"]).column("key").to_pylist())
+            continue
+        for block in read_log_file(fs, f"{folder}/{log.name}"):
+            keys.update(r.key for r in block.records)
+            keys.update(block.keys)
     return keys

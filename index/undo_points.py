@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from lakebraid.index.errors import ReindexConflictError
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import KEY
-from lakebraid.metadata.basefile import base_info, write_base
+from lakebraid.metadata.basefile import base_info, read_base, write_base
 from lakebraid.metadata.logblock import read_log_file
 from lakebraid.metadata.reader import MetadataReader, index_log_table
 from lakebraid.metadata.records import Partition
@@ -30,18 +30,20 @@ INDEX = Partition.RECORD_INDEX
 
 def touched_keys(metadata_table: MetadataTable, instants: frozenset[str]) -> pa.Array:
     """Every record key whose index entry one of ``instants`` wrote or deleted, from their
-    record-index log files (any layout)."""
+    record-index log files and commit bases (any layout)."""
     fs, folder = metadata_table.fs, metadata_table.layout.metadata_partition_dir(str(INDEX))
     try:
         names = fs.ls(folder, detail=False)
     except FileNotFoundError:
         names = []
-    suffixes = tuple(f"_{t}.log" for t in instants)
+    logs = tuple(f"_{t}.log" for t in instants)
+    bases = tuple(f"_{t}.parquet" for t in instants)  # commit bases (``metadata.writer``)
     parts = [
         index_log_table(read_log_file(fs, path)).column(KEY)
         for path in names
-        if path.endswith(suffixes)
+        if path.endswith(logs)
     ]
+    parts += [read_base(fs, path, [KEY]).column(KEY) for path in names if path.endswith(bases)]
     if not parts:
         return pa.array([], pa.string())
     return pc.unique(pa.chunked_array(parts).combine_chunks())

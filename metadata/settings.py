@@ -48,6 +48,14 @@ MAX_GROUPS = cfg.register(
     "Most record-index file groups an estimate may give.",
     cfg.at_least(1),
 )
+COMMIT_BASES = cfg.register(
+    "metadata.record_index.commit.bases",
+    bool,
+    True,
+    "A write whose record-index entries fall in a file group that holds no file yet (a new "
+    "table's first bulk insert) writes them as that group's base file, not as a log a "
+    "compaction would rewrite at once: half the bytes on disk, no compaction.",
+)
 AUTO_RESIZE = cfg.register(
     "metadata.record_index.auto.resize",
     bool,

@@ -112,18 +112,27 @@ def build_slice(
     """The slice of one file group as of ``point``.
 
     ``folded_of(base file name)`` returns the instants a base file folds (read from its
-    footer); it is called newest base first until one folds no undone instant."""
+    footer); it is called newest base first until one folds no undone instant. Bases of
+    compactions and reindexes rank first; then *commit bases*: a record-index base a write
+    made in a group that held no file at all (``metadata.writer``), named by the write's own
+    instant and folding just it, visible when that instant is, ranked by its completion."""
     files = list(files)
     base_rank = {t: n for n, t in enumerate(point.bases)}
     base_rank.update({b: base_rank[r] for b, r in point.rebased.items() if r in base_rank})
     reindex = point.reindexed.get(file_group.rsplit("-", 1)[0])
     floor = base_rank[reindex] if reindex is not None else -1  # older layouts never count
-    log_rank = {t: n for n, t in enumerate(point.visible)}
     bases = sorted(
         (f for f in files if f.kind == "base" and base_rank.get(f.instant, -1) >= max(floor, 0)),
         key=lambda f: (base_rank[f.instant], f.instant),  # a correction after its reindex
         reverse=True,
     )
+    log_rank = {t: n for n, t in enumerate(point.visible)}
+    if reindex is None:  # after a reindex every group has a base: no commit base counts
+        bases += sorted(
+            (f for f in files if f.kind == "base" and f.instant in log_rank),
+            key=lambda f: log_rank[f.instant],
+            reverse=True,
+        )
     base, folded = None, frozenset[str]()
     for candidate in bases:
         candidate_folded = folded_of(candidate.name)

@@ -32,9 +32,11 @@ import msgspec
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
 from lakebraid.metadata.basefile import write_base
+from lakebraid.metadata.errors import MetadataError
+from lakebraid.metadata.hashing import file_group_id
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
 from lakebraid.metadata.records import FilesRecord, Partition
-from lakebraid.metadata.slices import FileSlice, ReadPoint
+from lakebraid.metadata.slices import FileSlice, ReadPoint, group_files
 from lakebraid.metadata.writer import InstantChanges, WrittenLog, write_changes
 from lakebraid.timeline.as_of import parse_as_of
 from lakebraid.timeline.bodies import CompactionPlan, IndexPlan, ReindexPlan, encode_body
@@ -133,9 +135,40 @@ class MetadataTable:
         timeline as a deltacommit) in the layout (group counts) of ``point``, by default the
         latest read point."""
         point = point or self.read_point()
-        threads = self.table.options.get(settings.WRITE_THREADS)
+        options = self.table.options
         return write_changes(
-            self.fs, self.layout, instant, changes, point.group_counts, threads, point.index_groups
+            self.fs,
+            self.layout,
+            instant,
+            changes,
+            point.group_counts,
+            options.get(settings.WRITE_THREADS),
+            point.index_groups,
+            self._commit_base_groups(instant, point),
+            options.get(settings.BASE_ROW_GROUP_ROWS),
+        )
+
+    def _commit_base_groups(self, instant: str, point: ReadPoint) -> frozenset[int]:
+        """The record-index groups (of ``point``'s layout) that hold no file at all, where
+        ``instant`` writes its entries as a commit base (``metadata.writer``); none when commit
+        bases are off. One listing. A second write of one instant (tests do that) may not
+        follow its commit bases: they fold, so hide, that instant's logs."""
+        if not self.table.options.get(settings.COMMIT_BASES):
+            return frozenset()
+        folder = self.layout.metadata_partition_dir(str(Partition.RECORD_INDEX))
+        try:
+            names = [str(n).rsplit("/", 1)[-1] for n in self.fs.ls(folder, detail=False)]
+        except FileNotFoundError:
+            names = []
+        if any(n.endswith(f"_{instant}.parquet") for n in names):
+            raise MetadataError(
+                f"instant {instant} already wrote record-index commit bases: an instant writes "
+                "its metadata once (its later logs would be hidden by them)"
+            )
+        used = group_files(names)
+        n = point.group_counts[str(Partition.RECORD_INDEX)]
+        return frozenset(
+            i for i in range(n) if file_group_id(str(Partition.RECORD_INDEX), i) not in used
         )
 
     # ---- compaction ------------------------------------------------------------------

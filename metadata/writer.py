@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from lakebraid.metadata.arrow_records import encode_index_columns, flat, index_table
-from lakebraid.metadata.basefile import sort_order
+from lakebraid.metadata.arrow_records import SCHEMAS, encode_index_columns, flat, index_table
+from lakebraid.metadata.basefile import sort_order, write_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
 from lakebraid.metadata.logblock import BlockType
@@ -146,16 +146,22 @@ def write_changes(
     group_counts: Mapping[str, int],
     threads: int = 1,
     index_groups: Callable[[pa.Array], np.ndarray] | None = None,
+    base_groups: frozenset[int] = frozenset(),
+    row_group_rows: int = 16_384,
 ) -> list[WrittenLog]:
     """Write the log blocks of one instant; returns the log files written. ``index_groups``:
-    the record index's routing (``ReadPoint.index_groups``; default: by hash)."""
+    the record index's routing (``ReadPoint.index_groups``; default: by hash).
+    ``base_groups``: record-index groups that hold no file at all, whose entries go into a
+    *commit base* (a base file named by this instant, folding just it, ``row_group_rows``
+    rows per row group) instead of a log that a compaction would soon rewrite."""
     per_partition: dict[Partition, list[MetadataRecord]] = {
         Partition.FILES: list(files_records(changes)),
         Partition.COLUMN_STATS: list(changes.column_stats),
     }
     n = group_counts[str(Partition.RECORD_INDEX)]
     router = index_groups or (lambda keys: file_groups_of(keys, n))
-    written = _write_index(fs, layout, instant, changes, n, router, threads)
+    direct = (base_groups, row_group_rows)
+    written = _write_index(fs, layout, instant, changes, n, router, threads, direct)
     for partition, records in per_partition.items():
         groups = route(partition, records, group_counts[str(partition)])
         for group, group_records in sorted(groups.items()):
@@ -193,6 +199,7 @@ def _write_index(
     n: int,
     router: Callable[[pa.Array], np.ndarray],
     threads: int = 1,
+    direct: tuple[frozenset[int], int] = (frozenset(), 16_384),
 ) -> list[WrittenLog]:
     """Record-index log blocks, encoded from columns (no per-record objects). Rows are split
     by file group first; each group is sorted, checked, encoded and appended on its own (on
@@ -218,6 +225,8 @@ def _write_index(
         if len(keys) > 1 and pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
             raise MetadataValueError(f"{partition}: a key appears twice in one instant's changes")
         group = file_group_id(str(partition), int(groups[start]))
+        if int(groups[start]) in direct[0]:
+            return _commit_base(fs, layout, instant, group, part, direct[1])
         blob = encode_block(
             BlockType.DATA,
             instant=instant,
@@ -235,3 +244,30 @@ def _write_index(
         return [one(span) for span in spans]
     with ThreadPoolExecutor(min(threads, len(spans))) as pool:
         return list(pool.map(one, spans))
+
+
+def _commit_base(
+    fs: AbstractFileSystem,
+    layout: TableLayout,
+    instant: str,
+    group: str,
+    rows: pa.Table,
+    row_group_rows: int,
+) -> WrittenLog:
+    """A record-index group's entries as a base file of ``instant`` (the group held no file:
+    its deletes, of keys no group holds, are dropped)."""
+    partition = str(Partition.RECORD_INDEX)
+    live = rows.filter(pc.invert(rows.column("deleted")))
+    schema = SCHEMAS[Partition.RECORD_INDEX]
+    path = layout.metadata_base_file(partition, group, instant)
+    size = write_base(
+        fs,
+        path,
+        live.select(schema.names).cast(schema),
+        partition=partition,
+        file_group=group,
+        instant=instant,
+        folded=[instant],
+        row_group_rows=row_group_rows,
+    )
+    return WrittenLog(partition, group, path.rsplit("/", 1)[-1], size, live.num_rows)

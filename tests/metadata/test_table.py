@@ -471,7 +471,8 @@ def test_compaction_folds_only_visible_instants(tmp_path) -> None:
 
 
 def test_rollback_after_compaction_hides_the_folded_instant(tmp_path) -> None:
-    harness = Harness(make_table(str(tmp_path / "t"), small_index()))
+    logs_only = {"metadata.record_index.commit.bases": False}  # every base is a compaction's
+    harness = Harness(make_table(str(tmp_path / "t"), small_index(), logs_only))
     f1, f2, f3, _ = FILE_IDS
     t0 = harness.begin(changes_for(KEYS[:4], f1, "day=1", "a.parquet", 1))
     k0 = harness.compact()
@@ -516,7 +517,8 @@ def test_rollback_after_compaction_hides_the_folded_instant(tmp_path) -> None:
 
 def test_corrupt_log_block_is_an_error_naming_file_and_offset(tmp_path) -> None:
     index = IndexSettings(record_index_file_groups=4)
-    harness = Harness(make_table(str(tmp_path / "t"), index))
+    logs_only = {"metadata.record_index.commit.bases": False}  # two blocks in one log file
+    harness = Harness(make_table(str(tmp_path / "t"), index, logs_only))
     fid = FILE_IDS[1]
     keys = [f"rec-{i:03d}" for i in range(40)]
     first = InstantChanges(index_upserts=index_upserts((k, "day=1", fid) for k in keys))

@@ -23,6 +23,11 @@ Rules, in the order they are judged:
    statistics (``index.secondary_build``, ``index.column_stats_build``), so it must not
    complete (retry it: the retry keeps them).
 
+7. :func:`based_beside` -- this write gave a record-index file group that held no file a
+   *commit base* (``metadata.writer``), and by the time it commits another instant has put a
+   file in that group: readers pick one base per group, so the two could not both count
+   (retry it: the group is no longer empty, the retry writes a log).
+
 Anything else completed in between (a clean, a compaction, a savepoint, a commit on disjoint
 groups and keys) is no conflict. Keys are asked for only when a commit passed rule 3 (reading
 another commit's keys costs a read of its record-index logs).
@@ -47,6 +52,7 @@ class Mine(msgspec.Struct, frozen=True, kw_only=True):
     groups: frozenset[Group]
     reindexes_seen: frozenset[str] = frozenset()  # completed reindexes when it wrote its logs
     builds_seen: frozenset[str] = frozenset()  # running index builds/drops it kept entries for
+    base_neighbours: frozenset[str] = frozenset()  # others' instants in its commit-base groups
 
     @property
     def since(self) -> str:
@@ -115,6 +121,10 @@ def indexed_during(mine: Mine, other: Other) -> bool:
     return other.time not in mine.reindexes_seen and other.time not in mine.builds_seen
 
 
+def based_beside(mine: Mine) -> bool:
+    return bool(mine.base_neighbours)
+
+
 def overlapping_keys(mine_keys: frozenset[str], their_keys: frozenset[str]) -> bool:
     return bool(mine_keys & their_keys)
 
@@ -134,6 +144,8 @@ def check(
         for other in others
         if resharded_during(mine, other) or indexed_during(mine, other)
     ]
+    if based_beside(mine):
+        found.extend(sorted(mine.base_neighbours))
     keys: frozenset[str] | None = None
     for other in others:
         if not _completed_since(mine, other):

@@ -35,8 +35,8 @@ from lakebraid.metadata.commits import (
     data_groups,
     read_commit,
 )
-from lakebraid.metadata.records import ColumnStatsRecord
-from lakebraid.metadata.slices import ReadPoint
+from lakebraid.metadata.records import ColumnStatsRecord, Partition
+from lakebraid.metadata.slices import ReadPoint, group_files
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import InstantChanges, WrittenLog
 from lakebraid.timeline import progress
@@ -164,6 +164,7 @@ class Transaction:
                 lambda: frozenset(index_keys(changes)),
                 layout.bases,
                 builds,
+                _base_groups(logs),
             )
             self._refuse(verdict)
             self.clock.lap("commit")
@@ -229,6 +230,7 @@ class Transaction:
         my_keys: Callable[[], frozenset[str]],
         reindexes_seen: Sequence[str],
         builds_seen: set[str],
+        base_groups: frozenset[str] = frozenset(),
     ) -> conflicts.Verdict:
         """Gather what the conflict rules need (``writers.commit.conflicts``) and judge. Under the
         table lock: commits completed since the read point, rollbacks and restores requested
@@ -241,6 +243,7 @@ class Transaction:
             groups=frozenset(groups),
             reindexes_seen=frozenset(reindexes_seen),
             builds_seen=frozenset(builds_seen),
+            base_neighbours=self._neighbours(base_groups),
         )
         visible = {i.time for i in table.visibility().visible}
         others = []
@@ -265,6 +268,21 @@ class Transaction:
             for i, running in self.metadata.rewrites()
         )
         return conflicts.check(mine, others, my_keys, self._keys_of)
+
+    def _neighbours(self, base_groups: frozenset[str]) -> frozenset[str]:
+        """The instants of other files now in the record-index groups this write gave a
+        commit base (one listing, under the lock; conflict rule 7)."""
+        if not base_groups:
+            return frozenset()
+        folder = self.table.layout.metadata_partition_dir(str(Partition.RECORD_INDEX))
+        names = (str(n).rsplit("/", 1)[-1] for n in self.table.fs.ls(folder, detail=False))
+        found = group_files(names)
+        return frozenset(
+            f.instant
+            for group in base_groups
+            for f in found.get(group, [])
+            if f.instant != self.time
+        )
 
     def _commit_of(self, inst: Instant) -> conflicts.Other:
         body = read_commit(self.table, inst)
@@ -355,3 +373,12 @@ def _abandon(tx: Transaction, exc: BaseException) -> None:
         tx.close()
     except Exception:
         tx.close(failed=True)
+
+
+def _base_groups(logs: Sequence[WrittenLog]) -> frozenset[str]:
+    """The record-index file groups a write gave a commit base (``metadata.writer``)."""
+    return frozenset(
+        log.file_group
+        for log in logs
+        if log.partition == str(Partition.RECORD_INDEX) and log.name.endswith(".parquet")
+    )

@@ -152,7 +152,8 @@ def plan_clean(table: TableTimelines) -> CleanPlan | None:
             relative = f"{partition}/{name}"
             if parsed is None or relative in keep_meta:
                 continue
-            settled = old_enough if parsed.kind == "log" else meta_done
+            commit_base = parsed.kind == "base" and parsed.instant not in meta_done
+            settled = old_enough if parsed.kind == "log" or commit_base else meta_done
             if parsed.instant in settled:
                 stale_meta.append(relative)
     root = table.layout.root

@@ -61,8 +61,8 @@ def plan_rollback(table: TableTimelines, target: Instant) -> RollbackPlan:
     for partition in Partition:
         folder = layout.metadata_partition_dir(str(partition))
         if fs.exists(folder):
-            for path in fs.ls(folder, detail=False):
-                if path.endswith(f"_{target.time}.log"):
+            for path in fs.ls(folder, detail=False):  # its logs, and its commit bases
+                if path.endswith((f"_{target.time}.log", f"_{target.time}.parquet")):
                     logs.append(_relative(path, layout.metadata_dir))
     return RollbackPlan(
         target=target.time,
