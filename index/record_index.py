@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.index.scope import SEP
+from lakebraid.index.scope import in_partition
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.basefile import read_base
 from lakebraid.metadata.commits import WriteStatus, unpack_keys
@@ -88,12 +88,12 @@ def entries_of(statuses: Sequence[WriteStatus], scoped: bool = False) -> tuple[p
     ids: list[str] = []
     for s in statuses:
         if s.file_name is not None:
-            new = _scoped(unpack_keys(s.keys_added), s.partition, scoped)
+            new = in_partition(unpack_keys(s.keys_added), s.partition if scoped else None)
             keys.append(new)
             counts.append(len(new))
             parts.append(s.partition)
             ids.append(s.file_id)
-        gone.append(_scoped(unpack_keys(s.keys_removed), s.partition, scoped))
+        gone.append(in_partition(unpack_keys(s.keys_removed), s.partition if scoped else None))
     # each status's partition and file id once, as dictionaries (no string per key)
     owner = pa.array(np.repeat(np.arange(len(counts), dtype=np.int32), counts))
     upserts = pa.table(
@@ -107,13 +107,6 @@ def entries_of(statuses: Sequence[WriteStatus], scoped: bool = False) -> tuple[p
     if len(removed) and upserts.num_rows:
         removed = removed.filter(pc.invert(pc.is_in(removed, value_set=upserts.column("key"))))
     return upserts, pc.unique(removed)
-
-
-def _scoped(keys: pa.Array, partition: str, scoped: bool) -> pa.Array:
-    """A status's record keys as index keys of its partition."""
-    if not scoped or len(keys) == 0:
-        return keys
-    return pc.binary_join_element_wise(pa.scalar(partition), keys, SEP)
 
 
 def _concat(arrays: list[pa.Array]) -> pa.Array:

@@ -48,6 +48,15 @@ def index_keys(keys: pa.Array | pa.ChunkedArray, partitions: pa.Array | None) ->
     return pc.binary_join_element_wise(partitions.cast(pa.string()), keys.cast(pa.string()), SEP)
 
 
+def in_partition(keys: pa.Array | pa.ChunkedArray, partition: str | None) -> pa.Array:
+    """The index keys of record keys that all live in one partition: ``keys`` themselves
+    (global scope, ``partition`` None) or ``partition NUL key`` each."""
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    if partition is None or len(keys) == 0:
+        return keys
+    return pc.binary_join_element_wise(pa.scalar(partition), keys.cast(pa.string()), SEP)
+
+
 def split_keys(keys: pa.Array) -> tuple[pa.Array, pa.Array]:
     """(partition paths, key texts) of partition-scoped index keys."""
     parts = pc.extract_regex(keys, r"(?s)^(?P<p>[^\x00]*)\x00(?P<k>.*)$")

@@ -29,6 +29,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.index.column_stats import Condition
 from lakebraid.index.keys import RECORD_KEY, key_text, key_type_problem
 from lakebraid.index.lookup import lookup
+from lakebraid.index.scope import in_partition
 from lakebraid.metadata.arrow_records import KEY
 from lakebraid.metadata.basefile import base_info
 from lakebraid.metadata.commits import WriteStatus
@@ -81,14 +82,7 @@ def file_keys(
         parquet = pq.ParquetFile(handle)
         key_column = RECORD_KEY if RECORD_KEY in parquet.schema_arrow.names else record_key
         keys = key_text(parquet.read(columns=[key_column]).column(key_column))
-    return _in_scope(keys, partition)
-
-
-def _in_scope(keys: pa.Array | pa.ChunkedArray, partition: str | None) -> pa.Array:
-    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-    if partition is None or len(keys) == 0:
-        return keys
-    return pc.binary_join_element_wise(pa.scalar(partition), keys, SEP)
+    return in_partition(keys, partition)
 
 
 def file_entries(
@@ -106,7 +100,7 @@ def file_entries(
         key_column = RECORD_KEY if RECORD_KEY in names else record_key
         present = [c for c in columns if c in names]  # a file from before a column existed
         table = parquet.read(columns=[*dict.fromkeys([*present, key_column])])
-    keys = _in_scope(key_text(table.column(key_column)), partition)
+    keys = in_partition(key_text(table.column(key_column)), partition)
     found = {c: pa.array([], pa.string()) for c in columns}
     for column in present:
         texts = value_texts(table.column(column))

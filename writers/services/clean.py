@@ -166,14 +166,14 @@ def plan_clean(table: TableTimelines) -> CleanPlan | None:
 
 
 def _running_rewrites(table: TableTimelines) -> list[tuple[str, list[str]]]:
-    """(request time, metadata partitions rewritten) of every live reindex and index build.
-    Each reads the table as of its request (``index.reindex``, ``index.secondary_build``), so
-    its snapshot is kept whatever the retention; and writes meanwhile log its partitions in
-    its layout, which no read point knows yet, so those partitions are not cleaned until it
-    ends."""
+    """(request time, metadata partitions rewritten) of every live reindex and index build
+    (``MetadataTable.rewrites``). Each reads the table as of its request
+    (``index.reindex``, ``index.secondary_build``), so its snapshot is kept whatever the
+    retention; and writes meanwhile log its partitions in its layout, which no read point
+    knows yet, so those partitions are not cleaned until it ends."""
     found = []
-    for inst in table.timeline(M).pending():
-        if inst.action not in (Action.REINDEX, Action.INDEX) or not table.is_alive(inst.time):
+    for inst, alive in MetadataTable(table).rewrites():
+        if not alive:
             continue
         kind = ReindexPlan if inst.action is Action.REINDEX else IndexPlan
         requested = Instant(inst.time, inst.action, State.REQUESTED)

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from lakebraid.index.file_stats import recorded_columns
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.lookup import locations
-from lakebraid.index.scope import index_keys, is_scoped
+from lakebraid.index.scope import in_partition, is_scoped
 from lakebraid.index.secondary import all_entries, file_entries
 from lakebraid.metadata.commits import WriteStatus, read_commit, schema_as_of
 from lakebraid.metadata.integrity import file_crc32, guarded
@@ -249,10 +249,7 @@ class _Validator:
         derive = virtual_key(spec, self.table.config.record_key)
         keys = rows.column(RECORD_KEY) if derive is None else rows.column(derive)
         scope = partition if is_scoped(self.table.config) else None
-        keys = index_keys(
-            pc.cast(keys, pa.string()),
-            None if scope is None else pa.repeat(pa.scalar(scope), rows.num_rows),
-        )
+        keys = in_partition(pc.cast(keys, pa.string()), scope)
         return pc.unique(keys).to_pylist(), columns
 
     def compare_index(self) -> None:
