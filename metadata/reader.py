@@ -291,6 +291,10 @@ class MetadataReader:
     def group_count(self, partition: Partition) -> int:
         return self.point.group_counts[str(partition)]
 
+    def listing(self, partition: Partition) -> dict[str, list[MetadataFile]]:
+        """The partition's files by file group (listed once per reader)."""
+        return self._listing(partition)
+
     def _listing(self, partition: Partition) -> dict[str, list[MetadataFile]]:
         if partition not in self._listings:
             folder = self.folder(partition)

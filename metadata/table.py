@@ -185,7 +185,12 @@ class MetadataTable:
         are in the old layout: left pending, never read)."""
         point = self.read_point()
         reader = MetadataReader(self.fs, self.layout, point, self.table.options)
-        work = _due_slices(reader, partitions or list(Partition), min_logs, min_log_bytes)
+        services = {  # instants whose bases are not commit bases
+            i.time
+            for i in self.table.timeline(TimelineKind.METADATA)
+            if i.action is not Action.DELTACOMMIT
+        }
+        work = _due_slices(reader, partitions or list(Partition), min_logs, min_log_bytes, services)
         if not work:
             return None
         store, meta = self.table.store, TimelineKind.METADATA
@@ -273,15 +278,24 @@ def _due_slices(
     partitions: Iterable[Partition],
     min_logs: int,
     min_log_bytes: int | None,
+    services: set[str] | frozenset[str] = frozenset(),
 ) -> list[tuple[Partition, FileSlice]]:
     """The file slices with logs holding at least ``min_logs`` log files or ``min_log_bytes``
-    of them (either suffices)."""
+    of them (either suffices), less the record-index groups holding a commit base of an
+    instant not visible yet: a base folded without it would hide it once it completes."""
     work: list[tuple[Partition, FileSlice]] = []
+    point = reader.point
+    known = set(point.visible) | set(point.undone) | set(services) | set(point.rebased)
     for partition in partitions:
+        listing = reader.listing(partition) if partition is Partition.RECORD_INDEX else {}
         for piece in reader.slices(partition):
             due = len(piece.logs) >= min_logs or (
                 min_log_bytes is not None and piece.log_bytes >= min_log_bytes
             )
-            if piece.logs and due:
+            waiting = any(
+                f.kind == "base" and f.instant not in known
+                for f in listing.get(piece.file_group, [])
+            )
+            if piece.logs and due and not waiting:
                 work.append((partition, piece))
     return work

@@ -15,6 +15,8 @@ from lakebraid.writers.client import WriteClient
 from lakebraid.writers.commit.conflicts import Mine, Verdict, check
 from lakebraid.writers.errors import WriteConflictError
 
+ON = {"metadata.record_index.commit.bases": True}
+
 
 def rows(keys: list[str], value: int = 1) -> pa.Table:
     n = len(keys)
@@ -26,7 +28,7 @@ def index_files(path: Path) -> list[str]:
 
 
 def test_a_first_bulk_insert_writes_bases_not_logs(tmp_path) -> None:
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **ON)
     keys = [f"k{i:04d}" for i in range(2000)]
     first = client.bulk_insert(rows(keys))
     assert index_files(tmp_path / "t") == [f"record_index-0000_{first}.parquet"]
@@ -55,7 +57,7 @@ def test_commit_bases_can_be_turned_off(tmp_path) -> None:
 
 
 def test_a_second_commit_base_in_one_group_conflicts(tmp_path, monkeypatch) -> None:
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **ON)
     # both writers believe the group empty (a listing taken before the other wrote)
     monkeypatch.setattr(
         MetadataTable, "_commit_base_groups", lambda self, instant, point: frozenset({0})
@@ -92,7 +94,7 @@ def test_an_instant_may_not_write_after_its_commit_bases(tmp_path) -> None:
     from lakebraid.metadata.errors import MetadataError
     from lakebraid.metadata.writer import InstantChanges
 
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **ON)
     upserts = pa.table(
         {
             "key": ["a", "b"],
