@@ -49,7 +49,7 @@ from lakebraid.metadata.records import (
     encode_records,
     instant_to_int,
 )
-from lakebraid.timeline.store import fsync_dir
+from lakebraid.timeline.durable import fsync_dir
 
 _ENCODER = msgspec.msgpack.Encoder()
 _KEY = operator.attrgetter("key")

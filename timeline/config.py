@@ -150,3 +150,32 @@ HEARTBEAT_EXPIRY_MS = register(
     "A pending instant whose heartbeat is older than this is dead and may be rolled back.",
     positive,
 )
+ARCHIVE_INLINE = register(
+    "archive.inline",
+    bool,
+    True,
+    "After a write's commit, archive the oldest instants when the active global timeline "
+    "holds more than archive.max.instants (lakebraid archive PATH runs it by hand).",
+)
+ARCHIVE_MAX = register(
+    "archive.max.instants",
+    int,
+    40,
+    "Archival is due once the active global timeline holds more instants than this.",
+    at_least(2),
+)
+ARCHIVE_MIN = register(
+    "archive.min.instants",
+    int,
+    20,
+    "Archival keeps this many of the newest global instants active (fewer than "
+    "archive.max.instants).",
+    at_least(1),
+)
+ARCHIVE_MERGE_FILES = register(
+    "archive.merge.files",
+    int,
+    4,
+    "Archive files of one level merged into one file of the next level.",
+    at_least(2),
+)

@@ -7,6 +7,7 @@
       .braid/clock                      last instant time issued (under the lock)
       .braid/timeline/                  data timeline
       .braid/global/                    global timeline: the commit point
+      .braid/archive/                   archived instants of all three timelines
       .braid/markers/<instant>/         one marker per data file an in-flight write creates
       .braid/heartbeats/<instant>       liveness of an in-flight writer
       .braid/lock                       the table lock (filelock)
@@ -174,6 +175,11 @@ class TableLayout:
         if kind is TimelineKind.GLOBAL:
             return self._join(BRAID_DIR, "global")
         return self._join(BRAID_DIR, "metadata", BRAID_DIR, "timeline")
+
+    @property
+    def archive_dir(self) -> str:
+        """The timeline archive (``timeline.archive``)."""
+        return self._join(BRAID_DIR, "archive")
 
     def markers_root(self) -> str:
         """The folder of every instant's markers folder (:meth:`markers_dir`)."""

@@ -1,13 +1,8 @@
 """The only module that reads or writes instant files (and the instant clock).
 
-Creating an instant file is a put-if-absent that never overwrites:
-
-* local / mounted file systems: the body goes to a temporary ``.<name>.<uuid>.tmp`` in the
-  same folder, is fsynced, then ``os.link``-ed to its final name (fails if the name exists:
-  an atomic rename without overwrite), and the temporary name is removed. A crash leaves no
-  file or a whole one; temporaries are dot files, ignored by listings.
-* other fsspec file systems (object stores): under the table lock, refuse if the name exists,
-  else one ``pipe_file`` (a single PUT).
+Creating an instant file is a put-if-absent that never overwrites (``timeline.durable``).
+A timeline is its active folder plus the archive (``timeline.archive``): loading lists the
+folder first, then the archive, and bodies of archived instants come from the archive.
 
 Transitions are checked against the timeline's listing (``timeline.check_transition``):
 requested -> inflight -> completed, each once. Requesting and completing happen under the
@@ -17,14 +12,15 @@ table lock (the store takes it, reentrantly), so completion times are unique and
 from __future__ import annotations
 
 import os
-import posixpath
 import time
 import uuid
 
 from fsspec import AbstractFileSystem
 
+from lakebraid.timeline.archive import EMPTY, Archive
 from lakebraid.timeline.bodies import B, decode_body
-from lakebraid.timeline.errors import InstantExistsError, InstantFileError
+from lakebraid.timeline.durable import list_folder, put_if_absent
+from lakebraid.timeline.errors import IllegalTransitionError, InstantExistsError, InstantFileError
 from lakebraid.timeline.instant import (
     Action,
     Instant,
@@ -38,53 +34,6 @@ from lakebraid.timeline.lock import TableLock, is_local
 from lakebraid.timeline.timeline import Timeline, check_transition
 
 
-def fsync_dir(folder: str) -> None:
-    """Make a new or renamed entry of a local folder durable."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def make_durable(fs: AbstractFileSystem, path: str) -> None:
-    """Make a just-written local file durable, contents and folder entry, before a commit
-    names it (a power loss must not leave a completed instant naming a truncated file).
-    Object stores make a file durable when its upload completes: nothing to do."""
-    if not is_local(fs):
-        return
-    local = fs._strip_protocol(path)
-    fd = os.open(local, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_dir(posixpath.dirname(local) or ".")
-
-
-def put_if_absent(fs: AbstractFileSystem, path: str, data: bytes) -> None:
-    """Create ``path`` holding ``data`` whole, or raise :class:`InstantExistsError`."""
-    folder, name = posixpath.split(path)
-    if not is_local(fs):
-        if fs.exists(path):
-            raise InstantExistsError(f"{path} exists; instant files are never overwritten")
-        fs.pipe_file(path, data)
-        return
-    os.makedirs(folder, exist_ok=True)
-    tmp = posixpath.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "xb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise InstantExistsError(f"{path} exists; instant files are never overwritten") from None
-    finally:
-        os.unlink(tmp)
-    fsync_dir(folder)
-
-
 class InstantStore:
     """Reads and writes the instant files of one table's three timelines."""
 
@@ -92,31 +41,45 @@ class InstantStore:
         self.fs = fs
         self.layout = layout
         self.lock = lock
+        self.archive = Archive(fs, layout)
+        self._seen = EMPTY  # the archive as of the latest load
+        self._joined: dict[tuple[TimelineKind, tuple[str, ...], Timeline], Timeline] = {}
 
     # ---- reading ---------------------------------------------------------------------
     def list_names(self, kind: TimelineKind) -> list[str]:
-        folder = self.layout.timeline_dir(kind)
-        if is_local(self.fs):
-            try:
-                return os.listdir(folder)
-            except FileNotFoundError:
-                return []
-        if not self.fs.exists(folder):
-            return []
-        return [posixpath.basename(p) for p in self.fs.ls(folder, detail=False)]
+        return list_folder(self.fs, self.layout.timeline_dir(kind))
 
     def load(self, kind: TimelineKind) -> Timeline:
+        """The timeline now: its active folder, listed first, then the archive."""
         folder = self.layout.timeline_dir(kind)
-        return Timeline.from_names(kind, self.list_names(kind), folder=folder)
+        names = self.list_names(kind)
+        snap = self.archive.snapshot()
+        self._seen = snap
+        active = Timeline.from_names(kind, names, folder=folder, after=snap.horizon)
+        if snap.manifest is None:
+            return active
+        key = (kind, tuple(f.name for f in snap.manifest.files), active)
+        known = self._joined.get(key)
+        if known is None:
+            if len(self._joined) >= 16:
+                self._joined.clear()
+            known = self._joined[key] = snap.timeline(kind).joined(active)
+        return known
 
     def path_of(self, kind: TimelineKind, instant: Instant) -> str:
         return f"{self.layout.timeline_dir(kind)}/{instant.file_name}"
 
     def read_body(self, kind: TimelineKind, instant: Instant) -> bytes:
+        """An instant file's body, from its active folder or from the archive."""
+        if self._seen.holds(instant.time):
+            return self.archive.body(self._seen, kind, instant)
         path = self.path_of(kind, instant)
         try:
             return self.fs.cat_file(path)
         except FileNotFoundError:
+            self._seen = self.archive.snapshot()
+            if self._seen.holds(instant.time):  # archived since this timeline was loaded
+                return self.archive.body(self._seen, kind, instant)
             raise InstantFileError(
                 f"{path} is missing: the {kind} timeline changed while being read; retry",
                 table=self.layout.root,
@@ -134,6 +97,13 @@ class InstantStore:
     def _create(self, kind: TimelineKind, instant: Instant, body: bytes) -> Instant:
         timeline = self.load(kind)
         check_transition(timeline, instant.time, instant.action, instant.state)
+        if self._seen.holds(instant.time):
+            raise IllegalTransitionError(
+                f"{instant.time}.{instant.action} on the {kind} timeline was archived (archive "
+                f"horizon {self._seen.horizon}) while pending; it cannot become {instant.state}",
+                table=self.layout.root,
+                instant=instant.time,
+            )
         try:
             put_if_absent(self.fs, self.path_of(kind, instant), body)
         except InstantExistsError as exc:

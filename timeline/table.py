@@ -21,12 +21,13 @@ from lakebraid.timeline.bodies import (
     RollbackBody,
     SavepointBody,
 )
+from lakebraid.timeline.durable import put_if_absent
 from lakebraid.timeline.errors import ConfigError, InstantExistsError
 from lakebraid.timeline.heartbeat import Heartbeat, dead_pending, is_beating, now_ms, read_beat
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TableLayout, TimelineKind
 from lakebraid.timeline.lock import TableLock
-from lakebraid.timeline.store import InstantStore, put_if_absent
+from lakebraid.timeline.store import InstantStore
 from lakebraid.timeline.table_config import TableConfig
 from lakebraid.timeline.timeline import Timeline
 from lakebraid.timeline.visibility import UNDO_ACTIONS, UndoBody, Visibility, resolve
@@ -48,6 +49,13 @@ class TableTimelines:
             raise ConfigError(
                 f"heartbeat.interval.ms ({interval}) must be shorter than heartbeat.expiry.ms "
                 f"({expiry}), or live writers would look dead",
+                table=layout.root,
+            )
+        keep, most = options.get(cfg.ARCHIVE_MIN), options.get(cfg.ARCHIVE_MAX)
+        if keep >= most:
+            raise ConfigError(
+                f"archive.min.instants ({keep}) must be less than archive.max.instants "
+                f"({most}): archival keeps the first and starts above the second",
                 table=layout.root,
             )
         self.lock = TableLock(fs, layout, options.get(cfg.LOCK_TIMEOUT_S))

@@ -16,7 +16,7 @@ from lakebraid.timeline.errors import IllegalTransitionError, InstantExistsError
 from lakebraid.timeline.instant import Action, Instant, State, parse
 from lakebraid.timeline.layout import TimelineKind
 
-_BUILT: dict[tuple[TimelineKind, frozenset[str]], Timeline] = {}  # listing -> timeline
+_BUILT: dict[tuple[TimelineKind, frozenset[str], str | None], Timeline] = {}  # listing -> timeline
 
 
 class Timeline(msgspec.Struct, frozen=True):
@@ -28,18 +28,36 @@ class Timeline(msgspec.Struct, frozen=True):
 
     @classmethod
     def from_names(
-        cls, kind: TimelineKind, names: Iterable[str], *, folder: str | None = None
+        cls,
+        kind: TimelineKind,
+        names: Iterable[str],
+        *,
+        folder: str | None = None,
+        after: str | None = None,
     ) -> Timeline:
         """Build a timeline from file names; temporary (dot) files are skipped, other names
-        that are not instant files raise :class:`InstantFileError` naming them."""
+        that are not instant files raise :class:`InstantFileError` naming them. With
+        ``after``, instants at or before that time are left out (the archive holds them)."""
         listed = frozenset(n for n in names if not n.startswith("."))
-        known = _BUILT.get((kind, listed))
+        known = _BUILT.get((kind, listed, after))
         if known is None:  # a pure function of the listing: rebuilt only when it changes
-            known = cls.from_instants(kind, [parse(n, folder=folder) for n in listed])
+            parsed = [parse(n, folder=folder) for n in listed]
+            if after is not None:
+                parsed = [i for i in parsed if i.time > after]
+            known = cls.from_instants(kind, parsed)
             if len(_BUILT) >= 64:
                 _BUILT.clear()
-            _BUILT[(kind, listed)] = known
+            _BUILT[(kind, listed, after)] = known
         return known
+
+    def joined(self, newer: Timeline) -> Timeline:
+        """This timeline followed by ``newer``, whose instants are all later (an archived
+        part and the active part after it)."""
+        if not self.instants:
+            return newer
+        if newer.instants and newer.instants[0].time <= self.instants[-1].time:
+            raise ValueError("joined timelines overlap")
+        return Timeline(self.kind, self.instants + newer.instants, self.files | newer.files)
 
     @classmethod
     def from_instants(cls, kind: TimelineKind, files: Iterable[Instant]) -> Timeline:

@@ -30,6 +30,7 @@ from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import ColumnStatsRecord, RecordLocation
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import config as cfg
+from lakebraid.timeline.archiver import ArchiveResult, archive
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.instant import Instant
 from lakebraid.timeline.layout import TimelineKind
@@ -250,6 +251,12 @@ class WriteClient:
         """Delete file slices beyond the retention (``clean.retain.commits``, savepoints)."""
         recover(self.table)
         return clean(self.table)
+
+    def archive(self, keep: int | None = None) -> ArchiveResult | None:
+        """Move all but the newest ``keep`` (default ``archive.min.instants``) global instants
+        into the timeline archive, as far as pending work allows (``timeline.archiver``);
+        None when nothing moved."""
+        return archive(self.table, keep)
 
     def savepoint(self, instant: str) -> str:
         """Keep a commit's files from cleaning and make it a restore point."""

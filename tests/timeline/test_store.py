@@ -9,10 +9,10 @@ import time
 import msgspec
 import pytest
 
+from lakebraid.timeline.durable import put_if_absent
 from lakebraid.timeline.errors import IllegalTransitionError, InstantExistsError
 from lakebraid.timeline.instant import Action, State
 from lakebraid.timeline.layout import TimelineKind
-from lakebraid.timeline.store import put_if_absent
 
 G = TimelineKind.GLOBAL
 

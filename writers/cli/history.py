@@ -144,8 +144,20 @@ def _service_lines(services: dict[str, Any]) -> list[str]:
         f"({resize['base_entries_per_group']:,} base entries per group, resizes above "
         f"{resize['resize_above_entries_per_group']:,}; auto {'on' if resize['auto'] else 'off'})",
         f"  clean: {due['clean']['commits_since_last_clean']} commits since the last clean",
+        f"  archive: {_archive_text(due['archive'])}",
         f"  settings: {_pairs(services['settings'])}",
     ]
+
+
+def _archive_text(archive: dict[str, Any]) -> str:
+    held = (
+        f"{archive['archived_instants']} instants up to {archive['horizon']} in "
+        f"{archive['archive_files']} files"
+        if archive["horizon"]
+        else "empty"
+    )
+    state = "due" if archive["due"] else "not due"
+    return f"{held}; {archive['active_instants']} active global instants ({state})"
 
 
 def _pairs(mapping: dict[str, Any], prefix: str = "") -> str:

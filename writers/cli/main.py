@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from lakebraid.timeline import progress
-from lakebraid.timeline.errors import LakebraidError
+from lakebraid.timeline.errors import ConfigError, LakebraidError
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.cli.history import add_commands as add_history_commands
@@ -102,6 +102,22 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 def cmd_clean(args: argparse.Namespace) -> int:
     return _service(args, "clean", "clean", "cleaned", "nothing to clean")
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    if args.keep is not None and args.keep < 1:
+        raise ConfigError(f"--keep {args.keep}: keep at least 1 instant active")
+    done = WriteClient.open(args.path).archive(args.keep)
+    if args.json:
+        print(json.dumps({"archive": msgspec.to_builtins(done) if done else None}))
+    elif done is None:
+        print("nothing to archive")
+    else:
+        print(
+            f"archived {done.instants} instants ({done.files} instant files) up to "
+            f"{done.horizon}; archive version {done.version}"
+        )
+    return 0
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
@@ -267,6 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="file groups (default: estimated from the entry count and "
         "metadata.record_index.records.per.group)",
+    )
+    ar = _command(sub, "archive", "move old instants into the timeline archive now", cmd_archive)
+    ar.add_argument(
+        "--keep", type=int, help="global instants left active (default archive.min.instants)"
     )
     for name, run, needs_instant, text in (
         ("savepoint", cmd_savepoint, True, "keep a commit's files and make it a restore point"),

@@ -33,8 +33,8 @@ from lakebraid.metadata.hashing import group_order
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import progress
+from lakebraid.timeline.durable import make_durable
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.timeline.store import make_durable
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit.transaction import run_write

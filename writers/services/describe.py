@@ -35,8 +35,9 @@ from lakebraid.timeline.bodies import SavepointBody
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.timeline import Timeline
 
-SERVICE_SETTINGS = ("clean.", "metadata.compact.", "metadata.record_index.")
+SERVICE_SETTINGS = ("archive.", "clean.", "metadata.compact.", "metadata.record_index.")
 
 
 def describe(table: TableTimelines, metadata: MetadataTable) -> dict[str, Any]:
@@ -137,6 +138,8 @@ def _part_of(relative: str) -> str:
         return "timeline: global"
     if rest.startswith("timeline/"):
         return "timeline: data"
+    if rest.startswith("archive/"):
+        return "timeline: archive"
     return ".braid: other"  # table.json, clock, lock, heartbeats, markers, staging
 
 
@@ -210,12 +213,28 @@ def services(table: TableTimelines, reader: MetadataReader, ri: dict[str, Any]) 
             "compaction": compaction_due(table, reader),
             "resize": resize_due(table, ri),
             "clean": {"commits_since_last_clean": len(since)},
+            "archive": archive_due(table, glob),
         },
         "settings": {
             name: key_value(table.options, name)
             for name in sorted(cfg.REGISTRY)
             if name.startswith(SERVICE_SETTINGS)
         },
+    }
+
+
+def archive_due(table: TableTimelines, glob: Timeline) -> dict[str, Any]:
+    """The archive's horizon and size, and whether archival is due (``timeline.archiver``)."""
+    snap = table.store.archive.snapshot()
+    archived = len(snap.timeline(TimelineKind.GLOBAL))
+    active = len(glob) - archived
+    return {
+        "horizon": snap.horizon,
+        "archived_instants": archived,
+        "active_instants": active,
+        "archive_files": len(snap.manifest.files) if snap.manifest is not None else 0,
+        "inline": table.options.get(cfg.ARCHIVE_INLINE),
+        "due": active > table.options.get(cfg.ARCHIVE_MAX),
     }
 
 

@@ -8,22 +8,28 @@
 3. The cleaner (``clean.inline``, ``clean.inline.every.commits``): once that many commits
    completed since the latest clean (or since the table began), delete the file slices no
    retained read point needs (``writers.services.clean``, ``clean.retain.commits``).
+4. Timeline archival (``archive.inline``, ``archive.max.instants``, ``archive.min.instants``):
+   once the active global timeline holds more than the maximum, its oldest instants move into
+   the archive (``timeline.archiver``).
 
-Each service is its own instant. A service that fails never fails or undoes the write that
-ran it: the failure is logged (logger ``lakebraid``) and tried again when next due (the
-resize at the next inline compaction).
+Each service but archival is its own instant (archival commits by its manifest). A service
+that fails never fails or undoes the write that ran it: the failure is logged (logger
+``lakebraid``) and tried again when next due (the resize at the next inline compaction).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TypeVar
 
 from lakebraid.index.reindex import resize_if_due
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.archiver import archive_if_due
 from lakebraid.writers.services.clean import clean_if_due
 
 LOG = logging.getLogger("lakebraid")
+T = TypeVar("T")
 
 
 def run_inline(metadata: MetadataTable) -> dict[str, str]:
@@ -38,10 +44,13 @@ def run_inline(metadata: MetadataTable) -> dict[str, str]:
     cleaned = _attempt(metadata, "clean", lambda: clean_if_due(metadata.table))
     if cleaned is not None:
         ran["clean"] = cleaned
+    archived = _attempt(metadata, "archival", lambda: archive_if_due(metadata.table))
+    if archived is not None:
+        ran["archive"] = archived.horizon
     return ran
 
 
-def _attempt(metadata: MetadataTable, name: str, service: Callable[[], str | None]) -> str | None:
+def _attempt(metadata: MetadataTable, name: str, service: Callable[[], T | None]) -> T | None:
     """``service()``, or None (logged) if it failed: the write that ran it already committed."""
     try:
         return service()

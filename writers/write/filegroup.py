@@ -36,8 +36,8 @@ from lakebraid.metadata.integrity import (
     WRITE_OPTIONS,
     file_crc32,
 )
+from lakebraid.timeline.durable import make_durable
 from lakebraid.timeline.layout import TableLayout, data_file_name
-from lakebraid.timeline.store import make_durable
 from lakebraid.writers.write.datafile import (
     COMMIT_TIME,
     column_stats,

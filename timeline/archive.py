@@ -1,0 +1,314 @@
+"""The timeline archive, format version 1: completed history moved out of the active timeline
+folders, so that listing a timeline costs the same at commit 10 and at commit 10,000 (the
+policy of what and when: ``timeline.archiver``).
+
+Layout (``TableLayout.archive_dir``, ``.braid/archive/``)::
+
+    manifest.<version>.json          the archive's commit point (version: 10 digits, from 1)
+    <version>_<token>.parquet        archived instant files (token: 32 hex digits), written
+                                     before the manifest that names them
+
+A manifest is JSON::
+
+    {"format_version": 1, "version": 3, "horizon": "20261123101500123",
+     "files": [{"name": "0000000003_9f...e1.parquet", "level": 0, "rows": 180,
+                "first": "20261123100000001", "last": "20261123101500123"}]}
+
+``files`` cover disjoint ranges of instant times, ordered by ``first``; ``level`` counts how
+many merges a file went through (``timeline.archiver`` merges files of one level). An archive
+Parquet file holds one row per archived instant file, sorted by (timeline, name):
+``timeline`` (string: ``data``, ``metadata`` or ``global``), ``name`` (the instant file's
+name, grammar of ``timeline.instant``) and ``body`` (binary: the file's bytes, unchanged).
+
+Rules:
+
+* The manifest with the highest version is the archive. It holds every instant file, of all
+  three timelines, whose instant time is at or below its ``horizon``; the active folders hold
+  the rest. An active file at or below the horizon is a leftover of an archival that stopped
+  before deleting it: the same file is archived, and readers ignore the active copy.
+* A manifest is created put-if-absent, never overwritten; files it names are never changed.
+  Files and manifests that a newer manifest superseded are deleted after it is durable; a
+  reader that loses one of them to that deletion reads the archive again.
+* Readers list an active folder before the archive folder. The archiver writes the new
+  manifest before it deletes the active files it archived, so a reader that missed a deleted
+  active file finds the manifest that holds it.
+"""
+
+from __future__ import annotations
+
+import collections
+import posixpath
+import re
+import uuid
+from collections.abc import Iterable, Sequence
+
+import msgspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec import AbstractFileSystem
+
+from lakebraid.timeline.durable import list_folder, make_durable, put_if_absent
+from lakebraid.timeline.errors import InstantFileError
+from lakebraid.timeline.instant import Instant, is_valid_time, parse
+from lakebraid.timeline.layout import TableLayout, TimelineKind
+from lakebraid.timeline.timeline import Timeline
+
+FORMAT_VERSION = 1
+SCHEMA = pa.schema([("timeline", pa.string()), ("name", pa.string()), ("body", pa.binary())])
+_MANIFEST_RE = re.compile(r"^manifest\.(\d{10})\.json$")
+_FILE_RE = re.compile(r"^(\d{10})_[0-9a-f]{32}\.parquet$")
+_RETRIES = 5
+Row = tuple[TimelineKind, str, bytes]  # (timeline, instant file name, body)
+
+
+class ArchiveFile(msgspec.Struct, frozen=True):
+    name: str
+    level: int
+    rows: int
+    first: str  # earliest instant time in the file
+    last: str  # latest instant time in the file
+
+
+class Manifest(msgspec.Struct, frozen=True):
+    format_version: int
+    version: int
+    horizon: str
+    files: tuple[ArchiveFile, ...]
+
+
+def manifest_name(version: int) -> str:
+    return f"manifest.{version:010d}.json"
+
+
+def file_name(version: int) -> str:
+    """A new archive file's name: the manifest version that first names it, and a token."""
+    return f"{version:010d}_{uuid.uuid4().hex}.parquet"
+
+
+def encode_manifest(manifest: Manifest) -> bytes:
+    return msgspec.json.encode(manifest)
+
+
+def decode_manifest(data: bytes, *, where: str) -> Manifest:
+    """A manifest, checked (:class:`InstantFileError` naming ``where`` if it is not one)."""
+    try:
+        manifest = msgspec.json.decode(data, type=Manifest)
+    except msgspec.DecodeError as exc:
+        raise InstantFileError(f"{where} is not an archive manifest: {exc}") from None
+    if manifest.format_version != FORMAT_VERSION:
+        raise InstantFileError(
+            f"{where} has archive format version {manifest.format_version}; this lakebraid "
+            f"reads version {FORMAT_VERSION}: upgrade lakebraid to read this table"
+        )
+    problem = _manifest_problem(manifest)
+    if problem is not None:
+        raise InstantFileError(f"{where} is not a valid archive manifest: {problem}")
+    return manifest
+
+
+def _manifest_problem(manifest: Manifest) -> str | None:
+    if manifest.version < 1 or not is_valid_time(manifest.horizon):
+        return f"version {manifest.version} / horizon {manifest.horizon!r} out of range"
+    previous = ""
+    for entry in manifest.files:
+        if not _FILE_RE.match(entry.name) or entry.rows < 1 or entry.level < 0:
+            return f"file entry {entry.name!r} is malformed"
+        if not (is_valid_time(entry.first) and is_valid_time(entry.last)):
+            return f"file entry {entry.name!r} has invalid times"
+        if not previous < entry.first <= entry.last <= manifest.horizon:
+            return f"file {entry.name!r} overlaps another or passes the horizon"
+        previous = entry.last
+    return None
+
+
+def encode_rows(rows: Iterable[Row]) -> pa.Table:
+    ordered = sorted(rows, key=lambda row: (row[0].value, row[1]))
+    return pa.table(
+        [
+            pa.array([r[0].value for r in ordered], pa.string()),
+            pa.array([r[1] for r in ordered], pa.string()),
+            pa.array([r[2] for r in ordered], pa.binary()),
+        ],
+        schema=SCHEMA,
+    )
+
+
+def decode_names(table: pa.Table, *, where: str) -> list[tuple[TimelineKind, Instant]]:
+    """The instants of an archive file's ``timeline`` and ``name`` columns, checked."""
+    if not table.schema.names[:2] == ["timeline", "name"]:
+        raise InstantFileError(f"{where} is not an archive file (columns {table.schema.names})")
+    found = []
+    for kind_text, name in zip(
+        table.column("timeline").to_pylist(), table.column("name").to_pylist(), strict=True
+    ):
+        try:
+            kind = TimelineKind(kind_text)
+        except ValueError:
+            raise InstantFileError(f"{where}: unknown timeline {kind_text!r}") from None
+        found.append((kind, parse(name, folder=where)))
+    return found
+
+
+class Snapshot(msgspec.Struct, frozen=True):
+    """What the archive holds at one manifest (None: nothing archived yet)."""
+
+    manifest: Manifest | None
+    timelines: dict[TimelineKind, Timeline]
+
+    @property
+    def horizon(self) -> str | None:
+        return self.manifest.horizon if self.manifest is not None else None
+
+    @property
+    def version(self) -> int:
+        return self.manifest.version if self.manifest is not None else 0
+
+    def holds(self, time: str) -> bool:
+        return self.manifest is not None and time <= self.manifest.horizon
+
+    def timeline(self, kind: TimelineKind) -> Timeline:
+        return self.timelines.get(kind) or Timeline(kind, ())
+
+
+EMPTY = Snapshot(None, {})
+# immutable files (names carry a random token), so these caches never go stale
+_NAMES: dict[str, list[tuple[TimelineKind, Instant]]] = {}
+_SNAPSHOTS: dict[tuple[str, str, tuple[str, ...]], Snapshot] = {}
+_BODIES: collections.OrderedDict[str, dict[tuple[str, str], bytes]] = collections.OrderedDict()
+_BODY_FILES = 4  # archive files whose bodies stay in memory
+
+
+class Archive:
+    """Reads and writes one table's archive (see the module doc)."""
+
+    def __init__(self, fs: AbstractFileSystem, layout: TableLayout):
+        self.fs = fs
+        self.folder = layout.archive_dir
+
+    def path(self, name: str) -> str:
+        return posixpath.join(self.folder, name)
+
+    def listing(self) -> list[str]:
+        return list_folder(self.fs, self.folder)
+
+    def snapshot(self) -> Snapshot:
+        """The archive now (the newest manifest); read again if a concurrent archival
+        deleted what it named while it was read."""
+        for attempt in range(_RETRIES):
+            names = self.listing()
+            manifests = sorted(n for n in names if _MANIFEST_RE.match(n))
+            if not manifests:
+                return EMPTY
+            try:
+                return self._snapshot_at(manifests[-1])
+            except FileNotFoundError:
+                if attempt == _RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _snapshot_at(self, name: str) -> Snapshot:
+        known = [key for key in _SNAPSHOTS if key[:2] == (self.folder, name)]
+        if known:
+            return _SNAPSHOTS[known[0]]
+        path = self.path(name)
+        manifest = decode_manifest(self.fs.cat_file(path), where=path)
+        by_kind: dict[TimelineKind, list[Instant]] = {kind: [] for kind in TimelineKind}
+        for entry in manifest.files:
+            for kind, instant in self._names(entry.name):
+                by_kind[kind].append(instant)
+        snap = Snapshot(
+            manifest, {k: Timeline.from_instants(k, found) for k, found in by_kind.items()}
+        )
+        if len(_SNAPSHOTS) >= 32:
+            _SNAPSHOTS.clear()
+        _SNAPSHOTS[(self.folder, name, tuple(f.name for f in manifest.files))] = snap
+        return snap
+
+    def _names(self, name: str) -> list[tuple[TimelineKind, Instant]]:
+        path = self.path(name)
+        known = _NAMES.get(path)
+        if known is None:
+            with self.fs.open(path, "rb") as handle:
+                table = pq.read_table(handle, columns=["timeline", "name"])
+            known = decode_names(table, where=path)
+            if len(_NAMES) >= 1024:
+                _NAMES.clear()
+            _NAMES[path] = known
+        return known
+
+    def body(self, snap: Snapshot, kind: TimelineKind, instant: Instant) -> bytes:
+        """The archived body of ``instant``'s file on the ``kind`` timeline."""
+        assert snap.manifest is not None and snap.holds(instant.time)
+        entry = next((f for f in snap.manifest.files if f.first <= instant.time <= f.last), None)
+        bodies = self._bodies(entry.name) if entry is not None else {}
+        found = bodies.get((kind.value, instant.file_name))
+        if found is None:
+            raise InstantFileError(
+                f"{instant.file_name} of the {kind} timeline is at or below the archive's "
+                f"horizon {snap.horizon} but not in the archive "
+                f"({self.path(manifest_name(snap.version))})",
+                instant=instant.time,
+            )
+        return found
+
+    def _bodies(self, name: str) -> dict[tuple[str, str], bytes]:
+        path = self.path(name)
+        known = _BODIES.get(path)
+        if known is None:
+            with self.fs.open(path, "rb") as handle:
+                table = pq.read_table(handle)
+            known = {
+                (kind, file): body
+                for kind, file, body in zip(
+                    table.column("timeline").to_pylist(),
+                    table.column("name").to_pylist(),
+                    table.column("body").to_pylist(),
+                    strict=True,
+                )
+            }
+            _BODIES[path] = known
+            while len(_BODIES) > _BODY_FILES:
+                _BODIES.popitem(last=False)
+        _BODIES.move_to_end(path)
+        return known
+
+    # ---- writing (the archiver holds the table lock) ----------------------------------
+    def write_file(self, version: int, level: int, rows: Sequence[Row]) -> ArchiveFile:
+        """Write one archive file, durably, before any manifest names it."""
+        name = file_name(version)
+        table = encode_rows(rows)
+        self.fs.makedirs(self.folder, exist_ok=True)
+        with self.fs.open(self.path(name), "wb") as handle:
+            pq.write_table(table, handle, compression="zstd")
+        make_durable(self.fs, self.path(name))
+        times = [parse(r[1]).time for r in rows]
+        return ArchiveFile(name, level, len(rows), min(times), max(times))
+
+    def read_rows(self, entry: ArchiveFile) -> list[Row]:
+        """Every row of one archive file (to merge it into another)."""
+        bodies = self._bodies(entry.name)
+        return [(TimelineKind(kind), name, body) for (kind, name), body in bodies.items()]
+
+    def commit(self, manifest: Manifest) -> None:
+        """Create ``manifest`` put-if-absent: ``InstantExistsError`` if that version exists."""
+        self.fs.makedirs(self.folder, exist_ok=True)
+        put_if_absent(
+            self.fs, self.path(manifest_name(manifest.version)), encode_manifest(manifest)
+        )
+
+    def remove_superseded(self, snap: Snapshot) -> int:
+        """Delete manifests older than ``snap``'s and files it does not name (merged ones, or
+        orphans of a run that stopped before its manifest). Only the archiver calls this,
+        under the table lock, so no other archival is writing files meanwhile."""
+        if snap.manifest is None:
+            return 0
+        named = {f.name for f in snap.manifest.files}
+        removed = 0
+        for name in self.listing():
+            manifest = _MANIFEST_RE.match(name)
+            if (manifest and int(manifest.group(1)) < snap.version) or (
+                _FILE_RE.match(name) and name not in named
+            ):
+                self.fs.rm_file(self.path(name))
+                removed += 1
+        return removed

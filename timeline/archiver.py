@@ -1,0 +1,181 @@
+"""Timeline archival: which instant files move from the active timeline folders into the
+archive (``timeline.archive``), and when.
+
+Archival is due when the active global timeline holds more than ``archive.max.instants``
+instants. It then archives every instant file of all three timelines at or before a horizon
+that leaves the newest ``archive.min.instants`` global instants active, lowered if needed so
+that it stays before:
+
+* the earliest pending global instant that no completed rollback or restore undid (a write or
+  a service still running, or dead and waiting for recovery);
+* the earliest pending reindex or index build of the metadata timeline whose writer's
+  heartbeat is live.
+
+Other pending metadata instants (a metadata compaction that stopped, or that a reindex left
+pending on purpose) never complete and are archived as they are; a compaction still running
+when archival passes it is refused its completion (``InstantStore`` refuses every transition
+at or below the horizon) and stays pending, unread, like one that stopped.
+
+Archival moves files only: a timeline (archive joined with the active folder) is the same
+value before and after, so visibility, as-of reads, rollback, restore and savepoints see the
+same history; savepointed instants and everything a pending operation needs stay readable.
+
+Steps, under the table lock; a crash at any point leaves a readable table and the next run
+finishes the work:
+
+1. delete leftovers of an earlier run: active files at or below the horizon, manifests and
+   files a newer manifest superseded;
+2. write one archive file of the instant files after the old horizon, up to the new one;
+3. create the next manifest (put-if-absent: the commit point) naming the old files and the
+   new one, with the new horizon;
+4. delete the archived files from the active folders;
+5. merge: once ``archive.merge.files`` files of one level exist (they are adjacent), write them
+   as one file of the next level under a further manifest, and delete what it superseded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from lakebraid.timeline import config as cfg
+from lakebraid.timeline.archive import Archive, ArchiveFile, Manifest, Row, Snapshot
+from lakebraid.timeline.instant import Action, Instant, is_instant_file, parse
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.timeline import Timeline
+
+REWRITES = frozenset({Action.REINDEX, Action.INDEX})
+
+
+class ArchiveResult(msgspec.Struct, frozen=True):
+    horizon: str  # the archive's horizon after this run
+    instants: int  # global instants archived by this run
+    files: int  # instant files archived by this run
+    version: int  # the archive's manifest version after this run
+    merged: int  # archive files merged into one (0: no merge)
+
+
+def plan_horizon(
+    timelines: Mapping[TimelineKind, Timeline],
+    undone: frozenset[str],
+    alive: frozenset[str],
+    after: str | None,
+    keep: int,
+) -> str | None:
+    """The new horizon (module doc), or None when nothing can be archived. Pure.
+
+    ``undone``: times undone by completed rollbacks/restores; ``alive``: pending instants
+    whose writer's heartbeat is live; ``after``: the current horizon."""
+    active = [i for i in timelines[TimelineKind.GLOBAL] if after is None or i.time > after]
+    if len(active) <= keep:
+        return None
+    horizon = active[len(active) - keep - 1].time
+    blockers = [i.time for i in active if i.is_pending and i.time not in undone]
+    blockers += [
+        i.time
+        for i in timelines[TimelineKind.METADATA]
+        if i.is_pending and i.action in REWRITES and i.time in alive
+    ]
+    if blockers and min(blockers) <= horizon:
+        earlier = [i.time for i in active if i.time < min(blockers)]
+        return earlier[-1] if earlier else None
+    return horizon
+
+
+def is_due(table: TableTimelines) -> bool:
+    """Whether the active global timeline holds more than ``archive.max.instants``."""
+    snap = table.store.archive.snapshot()
+    active = len(table.timeline()) - len(snap.timeline(TimelineKind.GLOBAL))
+    return active > table.options.get(cfg.ARCHIVE_MAX)
+
+
+def archive_if_due(table: TableTimelines) -> ArchiveResult | None:
+    """Archive when on (``archive.inline``) and due; the inline service's entry point."""
+    if not table.options.get(cfg.ARCHIVE_INLINE) or not is_due(table):
+        return None
+    return archive(table)
+
+
+def archive(table: TableTimelines, keep: int | None = None) -> ArchiveResult | None:
+    """Archive all but the newest ``keep`` (default ``archive.min.instants``) global
+    instants, as far as pending work allows; None when nothing moved."""
+    keep = keep if keep is not None else table.options.get(cfg.ARCHIVE_MIN)
+    store, archive_ = table.store, table.store.archive
+    with table.lock:
+        snap = archive_.snapshot()
+        _remove_leftovers(table, snap)
+        timelines = {kind: table.timeline(kind) for kind in TimelineKind}
+        undone = table.visibility(global_timeline=timelines[TimelineKind.GLOBAL]).undone
+        alive = frozenset(
+            i.time
+            for i in timelines[TimelineKind.METADATA]
+            if i.is_pending and i.action in REWRITES and table.is_alive(i.time)
+        )
+        horizon = plan_horizon(timelines, undone, alive, snap.horizon, keep)
+        if horizon is None:
+            return None
+        moved = [
+            (kind, inst)
+            for kind, timeline in timelines.items()
+            for inst in timeline.files
+            if not snap.holds(inst.time) and inst.time <= horizon
+        ]
+        rows: list[Row] = [(k, i.file_name, store.read_body(k, i)) for k, i in moved]
+        version = snap.version + 1
+        entry = archive_.write_file(version, 0, rows)
+        old = snap.manifest.files if snap.manifest is not None else ()
+        archive_.commit(Manifest(1, version, horizon, (*old, entry)))
+        _delete_active(table, moved)
+        merged, latest = _merge_if_due(table, archive_)
+        archive_.remove_superseded(latest)
+    instants = sum(1 for k, i in moved if k is TimelineKind.GLOBAL and i.is_completed)
+    return ArchiveResult(horizon, instants, len(rows), latest.version, merged)
+
+
+def _delete_active(table: TableTimelines, files: list[tuple[TimelineKind, Instant]]) -> None:
+    paths = [table.store.path_of(kind, inst) for kind, inst in files]
+    if paths:
+        table.fs.rm(paths)
+
+
+def _remove_leftovers(table: TableTimelines, snap: Snapshot) -> None:
+    """Active files at or below the horizon (a run that stopped before deleting them, or a
+    transition refused as archived) and whatever a newer manifest superseded."""
+    if snap.manifest is None:
+        return
+    left = [
+        (kind, inst)
+        for kind in TimelineKind
+        for name in table.store.list_names(kind)
+        if not name.startswith(".")
+        and (inst := _parse_or_none(name)) is not None
+        and snap.holds(inst.time)
+    ]
+    _delete_active(table, left)
+    table.store.archive.remove_superseded(snap)
+
+
+def _parse_or_none(name: str) -> Instant | None:
+    return parse(name) if is_instant_file(name) else None
+
+
+def _merge_if_due(table: TableTimelines, archive_: Archive) -> tuple[int, Snapshot]:
+    """Merge the files of the lowest level holding ``archive.merge.files`` of them."""
+    snap = archive_.snapshot()
+    assert snap.manifest is not None
+    files = snap.manifest.files
+    fan_in = table.options.get(cfg.ARCHIVE_MERGE_FILES)
+    for level in sorted({f.level for f in files}):
+        group = [i for i, f in enumerate(files) if f.level == level]
+        if len(group) < fan_in:
+            continue
+        chosen = files[group[0] : group[-1] + 1]
+        rows = [row for entry in chosen for row in archive_.read_rows(entry)]
+        version = snap.version + 1
+        merged: ArchiveFile = archive_.write_file(version, level + 1, rows)
+        kept = (*files[: group[0]], merged, *files[group[-1] + 1 :])
+        archive_.commit(Manifest(1, version, snap.manifest.horizon, kept))
+        return len(chosen), archive_.snapshot()
+    return 0, snap
