@@ -1,16 +1,17 @@
 """Cost of a write as a table's history grows (issue 14): milliseconds, file-system calls by
 kind, and files and bytes on disk, per 100-row upsert at several commit counts.
 
-A 100,000-row table (30 day partitions, default options: inline compaction and cleaning on)
-takes one 100-row upsert (90 updates of random keys, 10 new keys) per commit. At each commit
-count asked (``--at``) the next ``--runs`` upserts are measured one by one, each as a user
-makes it (``WriteClient.open`` then ``upsert``): the median milliseconds, the median number of
+A 100,000-row table (30 day partitions, default options: inline compaction, cleaning and
+archival on) takes one 100-row upsert (90 updates of random keys, 10 new keys) per commit. At
+each commit count asked (``--at``) the next ``--runs`` upserts are measured one by one, each
+as a user makes it (``WriteClient.open`` then ``upsert``): the median milliseconds and the
+mean (which carries the inline services a write runs when due), the median number of
 calls per fsspec method of the local file system (counted by wrapping the methods of
 ``LocalFileSystem``, so every layer's calls count), and the files and bytes under the table's
 folder after them. Figures are printed, never asserted. Run from the repo root::
 
-    .venv/bin/python benchmarks/history.py                       # commits 1, 100, 1000
-    .venv/bin/python benchmarks/history.py --at 1,100,1000,5000  # the issue's full row (slow)
+    .venv/bin/python benchmarks/history.py --at 1,10,100,1000,5000  # make bench (~40 min)
+    .venv/bin/python benchmarks/history.py --at 1,100               # a quick look
 """
 
 from __future__ import annotations
@@ -118,17 +119,22 @@ def main(argv: list[str] | None = None) -> int:
                 work.upsert()
             runs = [work.upsert() for _ in range(args.runs)]
             ms = statistics.median(r[0] for r in runs) * 1000
+            mean = statistics.mean(r[0] for r in runs) * 1000
             kinds = sorted({k for _, c in runs for k in c})
             calls = {k: statistics.median(c[k] for _, c in runs) for k in kinds}
             files, size = disk(work.path)
             shown = ", ".join(f"{k} {v:g}" for k, v in calls.items())
             print(
-                f"[commit {mark:,}] {ms:.0f} ms per upsert; calls per upsert: {shown}; "
+                f"[commit {mark:,}] {ms:.0f} ms per upsert (mean {mean:.0f}); calls per upsert: "
+                f"{shown}; "
                 f"{files:,} files, {size / 2**20:.1f} MiB on disk "
                 f"({time.perf_counter() - started:.0f} s so far)",
                 flush=True,
             )
             report.add(f"upsert {BATCH} rows at commit {mark:,}", "ms", {"lakebraid": ms})
+            report.add(
+                f"mean upsert with inline services at commit {mark:,}", "ms", {"lakebraid": mean}
+            )
             report.add(
                 f"fs calls per upsert at commit {mark:,}",
                 "calls",
@@ -136,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                 "; ".join(f"{k} {v:g}" for k, v in calls.items()),
             )
             report.add(f"files on disk at commit {mark:,}", "files", {"lakebraid": files})
+            report.add(f"MiB on disk at commit {mark:,}", "MiB", {"lakebraid": size / 2**20})
     report.notes.append(
         "ms = median of each mark's upserts, each `WriteClient.open` + `upsert`; calls = median "
         "per fsspec LocalFileSystem method (every layer's calls); files = under the table folder"

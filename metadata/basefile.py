@@ -54,6 +54,7 @@ from lakebraid.metadata.errors import (
     MetadataError,
     MetadataFormatError,
     MetadataValueError,
+    MissingMetadataFileError,
 )
 from lakebraid.metadata.files import open_file
 from lakebraid.metadata.integrity import (
@@ -251,7 +252,7 @@ def _open(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInfo]
     try:
         item = _footer(fs, path)
     except FileNotFoundError as exc:
-        raise MetadataError(f"cannot read metadata base file {path}: {exc}") from None
+        raise MissingMetadataFileError(f"cannot read metadata base file {path}: {exc}") from None
     FOOTERS.put(path, item)
     return item
 

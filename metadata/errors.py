@@ -31,6 +31,11 @@ class MetadataTypeError(MetadataError, TypeError):
     """A value of the wrong type handed to the metadata package; also a ``TypeError``."""
 
 
+class MissingMetadataFileError(MetadataError, FileNotFoundError):
+    """A metadata file a read needs is gone (a concurrent clean removed it, or the table is
+    damaged); also a ``FileNotFoundError``, so callers treat it as any vanished file."""
+
+
 class MetadataFormatError(MetadataError):
     """A metadata record, block or file has a version this lakebraid does not support."""
 

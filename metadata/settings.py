@@ -51,11 +51,10 @@ MAX_GROUPS = cfg.register(
 COMMIT_BASES = cfg.register(
     "metadata.record_index.commit.bases",
     bool,
-    False,
+    True,
     "A write whose record-index entries fall in a file group that holds no file yet (a new "
     "table's first bulk insert) writes them as that group's base file, not as a log a "
-    "compaction would rewrite at once: a third of the bytes on disk, no compaction. Off by "
-    "default until the metadata-table model test passes with it (see the issue notes).",
+    "compaction would rewrite at once: a third of the bytes on disk, no compaction.",
 )
 AUTO_RESIZE = cfg.register(
     "metadata.record_index.auto.resize",

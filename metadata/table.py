@@ -171,6 +171,19 @@ class MetadataTable:
             i for i in range(n) if file_group_id(str(Partition.RECORD_INDEX), i) not in used
         )
 
+    def base_neighbours(self, instant: str, groups: Collection[str]) -> frozenset[str]:
+        """Instants of other files now in the record-index file groups where ``instant``
+        wrote commit bases (``groups``). Readers pick one base per group, so with any such
+        file ``instant`` must not complete (writers' conflict rule 7). One listing; call it
+        under the table lock, right before completing."""
+        if not groups:
+            return frozenset()
+        folder = self.layout.metadata_partition_dir(str(Partition.RECORD_INDEX))
+        found = group_files(str(n).rsplit("/", 1)[-1] for n in self.fs.ls(folder, detail=False))
+        return frozenset(
+            f.instant for group in groups for f in found.get(group, []) if f.instant != instant
+        )
+
     # ---- compaction ------------------------------------------------------------------
     def compact(
         self,

@@ -97,6 +97,11 @@ class CleanPlan(msgspec.Struct, frozen=True, kw_only=True):
     earliest_retained: str
     data_files: list[str] = []  # relative to the table root
     metadata_files: list[str] = []  # relative to the metadata folder
+    # where the next clean starts (completion times; "": the table's beginning): the commits
+    # completed after ``scan_from`` name every data file this clean kept that a later one may
+    # delete (written or replaced by them); undos completed up to ``swept_to`` were swept
+    scan_from: str = ""
+    swept_to: str = ""
 
 
 class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):

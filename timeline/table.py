@@ -59,6 +59,9 @@ class TableTimelines:
                 table=layout.root,
             )
         self.lock = TableLock(fs, layout, options.get(cfg.LOCK_TIMEOUT_S))
+        self._undo_bodies: dict[Instant, UndoBody] = {}
+        # id(timeline) -> (that timeline, kept alive so the id stays its, {as_of: visibility})
+        self._visibility: dict[int, tuple[Timeline, dict[str | None, Visibility]]] = {}
         self.store = InstantStore(fs, layout, self.lock)
 
     @property
@@ -113,18 +116,34 @@ class TableTimelines:
         return self.store.load(TimelineKind(kind))
 
     def undo_bodies(self, global_timeline: Timeline) -> dict[str, UndoBody]:
+        """The bodies of the completed rollbacks and restores (a completed body never
+        changes: each is read once per client)."""
         bodies: dict[str, UndoBody] = {}
         for inst in global_timeline.completed():
             if inst.action in UNDO_ACTIONS:
-                body_type = RollbackBody if inst.action is Action.ROLLBACK else RestoreBody
-                bodies[inst.time] = self.store.read_typed(TimelineKind.GLOBAL, inst, body_type)
+                known = self._undo_bodies.get(inst)
+                if known is None:
+                    body_type = RollbackBody if inst.action is Action.ROLLBACK else RestoreBody
+                    known = self.store.read_typed(TimelineKind.GLOBAL, inst, body_type)
+                    self._undo_bodies[inst] = known
+                bodies[inst.time] = known
         return bodies
 
     def visibility(
         self, as_of: str | None = None, global_timeline: Timeline | None = None
     ) -> Visibility:
+        """What is visible as of ``as_of`` (``visibility.resolve``); remembered per timeline
+        value (timelines are frozen, and loads of an unchanged listing return the same one)."""
         tl = global_timeline if global_timeline is not None else self.timeline()
-        return resolve(tl, self.undo_bodies(tl), as_of_point(tl, as_of))
+        seen = self._visibility.get(id(tl))
+        if seen is None or seen[0] is not tl:
+            if len(self._visibility) >= 8:
+                self._visibility.clear()
+            seen = self._visibility[id(tl)] = (tl, {})
+        found = seen[1].get(as_of)
+        if found is None:
+            found = seen[1][as_of] = resolve(tl, self.undo_bodies(tl), as_of_point(tl, as_of))
+        return found
 
     def savepointed(self, visibility: Visibility | None = None) -> dict[str, str]:
         """Visible savepoints: savepointed commit time -> savepoint instant time."""
@@ -137,16 +156,22 @@ class TableTimelines:
         return found
 
     def retained_from(self, global_timeline: Timeline, visibility: Visibility) -> str | None:
-        """Completion time of the earliest commit the latest visible clean kept (None: no
-        clean ran); reads as of earlier points need a savepoint."""
-        cleans = [i for i in visibility.visible if i.action is Action.CLEAN]
-        if not cleans:
-            return None
-        earliest = self.store.read_typed(
-            TimelineKind.GLOBAL, cleans[-1], CleanBody
-        ).earliest_retained
-        kept = global_timeline.get(earliest)
-        return kept.completion_time if kept is not None else None
+        """Completion time of the earliest commit the cleaner keeps (None: no clean ran);
+        reads as of earlier points need a savepoint. A clean still pending counts too (it
+        deletes before it completes), so the latest of it and the latest visible clean."""
+        cleans = [i for i in visibility.visible if i.action is Action.CLEAN][-1:]
+        cleans += [
+            i
+            for i in global_timeline.pending()
+            if i.action is Action.CLEAN and i.time not in visibility.undone
+        ]
+        kept = [
+            global_timeline.get(
+                self.store.read_typed(TimelineKind.GLOBAL, inst, CleanBody).earliest_retained
+            )
+            for inst in cleans
+        ]
+        return max((i.completion_time for i in kept if i and i.completion_time), default=None)
 
     def read_point(self, as_of: object, global_timeline: Timeline | None = None) -> str | None:
         """A user's ``as_of`` (``timeline.as_of``) as a checked completion-time read point:

@@ -8,7 +8,9 @@ transitions).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import bisect
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -16,7 +18,23 @@ from lakebraid.timeline.errors import IllegalTransitionError, InstantExistsError
 from lakebraid.timeline.instant import Action, Instant, State, parse
 from lakebraid.timeline.layout import TimelineKind
 
+T = TypeVar("T")
+
 _BUILT: dict[tuple[TimelineKind, frozenset[str], str | None], Timeline] = {}  # listing -> timeline
+# id(timeline) -> (the timeline, kept alive so the id stays its; {name: derived value})
+_MEMO: dict[int, tuple[Timeline, dict[str, Any]]] = {}
+
+
+def _memo(timeline: Timeline, name: str, compute: Callable[[], T]) -> T:
+    """A value derived from a (frozen) timeline, computed once per timeline object."""
+    entry = _MEMO.get(id(timeline))
+    if entry is None or entry[0] is not timeline:
+        if len(_MEMO) >= 64:
+            _MEMO.clear()
+        entry = _MEMO[id(timeline)] = (timeline, {})
+    if name not in entry[1]:
+        entry[1][name] = compute()
+    return entry[1][name]
 
 
 class Timeline(msgspec.Struct, frozen=True):
@@ -57,7 +75,18 @@ class Timeline(msgspec.Struct, frozen=True):
             return newer
         if newer.instants and newer.instants[0].time <= self.instants[-1].time:
             raise ValueError("joined timelines overlap")
-        return Timeline(self.kind, self.instants + newer.instants, self.files | newer.files)
+        joined = Timeline(self.kind, self.instants + newer.instants, self.files | newer.files)
+        # what a timeline derives, from this (long-lived) part's and the few newer instants
+        done = list(self.by_completion())
+        for inst in newer.instants:
+            if inst.is_completed:
+                bisect.insort(done, inst, key=Instant.completion_key)
+        _memo(joined, "by_completion", lambda: tuple(done))
+        both = self.completed().instants + newer.completed().instants
+        _memo(joined, "completed", lambda: Timeline(self.kind, both, joined.files))
+        newest = [t for t in (self.max_time(), newer.max_time()) if t]
+        _memo(joined, "max_time", lambda: max(newest, default=None))
+        return joined
 
     @classmethod
     def from_instants(cls, kind: TimelineKind, files: Iterable[Instant]) -> Timeline:
@@ -98,7 +127,7 @@ class Timeline(msgspec.Struct, frozen=True):
         return Timeline(self.kind, kept, self.files)
 
     def completed(self) -> Timeline:
-        return self.filter(states=[State.COMPLETED])
+        return _memo(self, "completed", lambda: self.filter(states=[State.COMPLETED]))
 
     def pending(self) -> Timeline:
         return self.filter(states=[State.REQUESTED, State.INFLIGHT])
@@ -108,14 +137,29 @@ class Timeline(msgspec.Struct, frozen=True):
 
     def by_completion(self, as_of: str | None = None) -> list[Instant]:
         """Completed instants in completion order (ties impossible: times are unique)."""
-        done = [i for i in self.instants if i.is_completed]
-        if as_of is not None:
-            done = [i for i in done if i.completion_time <= as_of]  # type: ignore[operator]
-        return sorted(done, key=Instant.completion_key)
+        done = _memo(self, "by_completion", self._by_completion)
+        if as_of is None:
+            return list(done)
+        end = bisect.bisect_right(done, as_of, key=lambda i: i.completion_time)
+        return list(done[:end])
+
+    def _by_completion(self) -> tuple[Instant, ...]:
+        return tuple(
+            sorted((i for i in self.instants if i.is_completed), key=Instant.completion_key)
+        )
+
+    def at_time(self, time: str) -> tuple[Instant, ...]:
+        """The instants at ``time`` (one per action; binary search: instants are in time
+        order)."""
+        start = bisect.bisect_left(self.instants, time, key=lambda i: i.time)
+        end = start
+        while end < len(self.instants) and self.instants[end].time == time:
+            end += 1
+        return self.instants[start:end]
 
     def get(self, time: str, action: Action | None = None) -> Instant | None:
-        for inst in self.instants:
-            if inst.time == time and (action is None or inst.action == action):
+        for inst in self.at_time(time):
+            if action is None or inst.action == action:
                 return inst
         return None
 
@@ -125,18 +169,30 @@ class Timeline(msgspec.Struct, frozen=True):
 
     def max_time(self) -> str | None:
         """The greatest instant or completion time on this timeline."""
+        return _memo(self, "max_time", self._max_time)
+
+    def _max_time(self) -> str | None:
         times = [t for i in self.instants for t in (i.time, i.completion_time) if t]
         return max(times, default=None)
 
     def states_of(self, time: str, action: Action) -> set[State]:
-        return {f.state for f in self.files if f.time == time and f.action == action}
+        """The state files present for ``(time, action)``."""
+        found = {
+            state
+            for state in (State.REQUESTED, State.INFLIGHT)
+            if Instant(time, action, state) in self.files
+        }
+        latest = self.get(time, action)
+        if latest is not None and latest.is_completed and latest in self.files:
+            found.add(State.COMPLETED)
+        return found
 
 
 def check_transition(timeline: Timeline, time: str, action: Action, target: State) -> None:
     """Refuse any move but requested -> inflight -> completed, each once, per instant."""
     states = timeline.states_of(time, action)
     where = f"{time}.{action} on the {timeline.kind} timeline"
-    others = {i.action for i in timeline.instants if i.time == time and i.action != action}
+    others = {i.action for i in timeline.at_time(time) if i.action != action}
     if others:
         raise IllegalTransitionError(
             f"{where}: time {time} is already used by {sorted(others)}", instant=time
@@ -162,7 +218,7 @@ def check_transition(timeline: Timeline, time: str, action: Action, target: Stat
             f"(states present: {sorted(states) or 'none'})",
             instant=time,
         )
-    if target is State.REQUESTED and any(i.time > time for i in timeline.instants):
+    if target is State.REQUESTED and timeline.instants and timeline.instants[-1].time > time:
         newest = timeline.instants[-1].time
         raise IllegalTransitionError(
             f"{where}: cannot request an instant older than {newest} already on the timeline; "

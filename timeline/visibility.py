@@ -81,8 +81,8 @@ def resolve(
     )
     rebased = {
         base: reindex
-        for inst in global_timeline.completed()
-        if inst.action in UNDO_ACTIONS
-        for reindex, base in undo_bodies[inst.time].rebased.items()
+        for time, body in undo_bodies.items()
+        if (inst := global_timeline.get(time)) is not None and inst.is_completed
+        for reindex, base in body.rebased.items()
     }
     return Visibility(as_of, visible, frozenset(undone), rebased)

@@ -13,8 +13,9 @@ is checked (``writers.write.inputs``) before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn
 
 import pyarrow as pa
 
@@ -40,7 +41,7 @@ from lakebraid.writers import settings
 from lakebraid.writers.engine.inprocess import delete_keys, write_rows
 from lakebraid.writers.engine.spark.session import attach, embedded_session
 from lakebraid.writers.engine.spark.write import write_frame
-from lakebraid.writers.errors import WriteError
+from lakebraid.writers.errors import VanishedFileError, WriteError
 from lakebraid.writers.read.plan import plan_paths, read_arrow_files, read_spark, selected_paths
 from lakebraid.writers.services.clean import clean
 from lakebraid.writers.services.describe import describe
@@ -281,7 +282,8 @@ class WriteClient:
         parts = key_partitions(
             self.table.config, len(texts), partition, None, table=self.path, what="lookup"
         )
-        found = locations(self._reader(as_of), index_keys(texts, parts).to_pylist())
+        with self._reading(as_of):
+            found = locations(self._reader(as_of), index_keys(texts, parts).to_pylist())
         scoped = parts is not None
         return {key_of(k, scoped): where for k, where in found.items()}
 
@@ -296,6 +298,32 @@ class WriteClient:
     def _reader(self, as_of: object) -> MetadataReader:
         return self.metadata.reader(self.table.read_point(as_of))
 
+    @contextmanager
+    def _reading(self, as_of: object) -> Iterator[None]:
+        """An in-process read, checked again when it ends: if a clean passed its read point
+        meanwhile (deleting files it may have missed, or have found gone), the read fails
+        instead of answering with part of the table: :class:`AsOfError` for an ``as_of``
+        now older than the retention, :class:`VanishedFileError` (retryable) otherwise."""
+        latest = self.table.visibility().latest() if as_of is None else None
+        try:
+            yield
+        except FileNotFoundError as exc:
+            self._vanished(as_of, exc.filename or str(exc))
+        self.table.read_point(as_of)  # raises AsOfError once a clean passed it
+        now = self.table.timeline()
+        retained = self.table.retained_from(now, self.table.visibility(global_timeline=now))
+        if latest is not None and retained is not None and latest.completion_time < retained:
+            self._vanished(as_of, "its files")
+
+    def _vanished(self, as_of: object, missing: str) -> NoReturn:
+        point = "now" if as_of is None else f"as of {as_of}"
+        self.table.read_point(as_of)  # raises AsOfError once the cleaner passed it
+        raise VanishedFileError(
+            f"{missing} was removed while reading {point} (a concurrent clean or restore); "
+            "read again (if it keeps failing, run validate())",
+            table=self.path,
+        ) from None
+
     def timeline(self, which: str = "global") -> list[Instant]:
         return list(self.table.timeline(TimelineKind(which)))
 
@@ -309,11 +337,11 @@ class WriteClient:
 
     def read_arrow(self, as_of: object = None) -> pa.Table:
         """The table as a pyarrow Table (in-process; small tables and tests)."""
-        point = self.table.read_point(as_of)  # checked once; the calls below take it as is
-        schema = schema_as_of(self.table, point)
-        return read_arrow_files(
-            self.table.fs, plan_paths(self.table, point), schema, self.table.config.record_key
-        )
+        with self._reading(as_of):
+            point = self.table.read_point(as_of)  # checked once; the calls below take it as is
+            schema = schema_as_of(self.table, point)
+            paths = plan_paths(self.table, point)
+            return read_arrow_files(self.table.fs, paths, schema, self.table.config.record_key)
 
     def read(self, as_of: object = None, where: Any = None) -> Any:
         """A Spark DataFrame of the table now or as of an instant."""

@@ -6,6 +6,8 @@
   written, so the table is unchanged.
 * :class:`WriteConflictError` -- a concurrent writer committed overlapping file groups first;
   this write was rolled back: retry it (a :class:`timeline.errors.RetryableError`).
+* :class:`VanishedFileError` -- a file a read needed was removed while it ran (a
+  concurrent clean); read again (a :class:`timeline.errors.RetryableError`).
 * :class:`CorruptDataFileError` -- a data file of the table is damaged (a page checksum, the
   footer or the decoded data does not hold); names the file and says what to do.
 """
@@ -26,6 +28,11 @@ class InputError(WriteError):
 class WriteConflictError(WriteError, RetryableError):
     """A concurrent commit touched the same file groups first; this write was rolled back
     and nothing of the other writer was touched: safe to retry."""
+
+
+class VanishedFileError(WriteError, RetryableError):
+    """A file of the read point was removed while the read ran (a concurrent clean passed
+    the read point, whose files are older than the retention): read again."""
 
 
 class ConflictDetected(WriteError):

@@ -37,6 +37,7 @@ from lakebraid.metadata.records import (
     int_to_instant,
     ints_to_file_id,
 )
+from lakebraid.metadata.slices import parse_name
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import InstantChanges
 from lakebraid.timeline.bodies import RollbackBody, encode_body
@@ -137,14 +138,19 @@ class Harness:
                 self.completed.append((done, time))
         return time
 
-    def finish(self, time: str) -> str:
-        """Complete a pending instant on every timeline still missing it (a slow writer)."""
+    def finish(self, time: str) -> str | None:
+        """Complete a pending instant on every timeline still missing it (a slow writer), or
+        roll it back when a file of another instant now sits beside one of its record-index
+        commit bases: the writer's conflict rule 7 refuses that completion (None)."""
         store, level = self.table.store, self.level[time]
         assert level != DONE
         if level == REQUESTED:
             for kind in KINDS:
                 store.start(kind, time, ACTIONS[kind])
         with self.table.lock:
+            if self.meta.base_neighbours(time, self.commit_base_groups(time)):
+                self.rollback(time)
+                return None
             done = self.issue()
             kinds = KINDS if level != META_DONE else (TimelineKind.GLOBAL,)
             for kind in kinds:
@@ -152,6 +158,15 @@ class Harness:
         self.level[time] = DONE
         self.completed.append((done, time))
         return done
+
+    def commit_base_groups(self, time: str) -> set[str]:
+        folder = self.table.layout.metadata_partition_dir(str(Partition.RECORD_INDEX))
+        names = os.listdir(folder) if os.path.isdir(folder) else []
+        return {
+            f.file_group
+            for f in map(parse_name, names)
+            if f and f.instant == time and f.kind == "base"
+        }
 
     def rollback(self, target: str) -> str:
         store, kind = self.table.store, TimelineKind.GLOBAL
@@ -335,7 +350,8 @@ class MetadataTableModel(RuleBasedStateMachine):
         self.folder = tempfile.mkdtemp(prefix="lakebraid-model-")
         # one reader thread: starting pools would dominate the cost of these tiny reads (the
         # other tests keep the default pool)
-        table = make_table(f"{self.folder}/t", MODEL_INDEX, {"metadata.lookup.threads": 1})
+        options = {"metadata.lookup.threads": 1, "metadata.record_index.commit.bases": True}
+        table = make_table(f"{self.folder}/t", MODEL_INDEX, options)
         self.harness = Harness(table)
         self.snapshot: tuple[int, dict] | None = None  # (len(times), reads) when taken
 

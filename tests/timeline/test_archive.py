@@ -10,6 +10,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from table_fixtures import small_config
 
 from lakebraid.timeline.archive import (
     ArchiveFile,
@@ -26,7 +27,6 @@ from lakebraid.timeline.instant import Action, Instant, State, millis_to_time
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.timeline import Timeline
-from tests.conftest import small_config
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
 BASE_MS = 1_795_000_000_000

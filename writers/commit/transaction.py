@@ -36,7 +36,7 @@ from lakebraid.metadata.commits import (
     read_commit,
 )
 from lakebraid.metadata.records import ColumnStatsRecord, Partition
-from lakebraid.metadata.slices import ReadPoint, group_files
+from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import InstantChanges, WrittenLog
 from lakebraid.timeline import progress
@@ -270,19 +270,9 @@ class Transaction:
         return conflicts.check(mine, others, my_keys, self._keys_of)
 
     def _neighbours(self, base_groups: frozenset[str]) -> frozenset[str]:
-        """The instants of other files now in the record-index groups this write gave a
-        commit base (one listing, under the lock; conflict rule 7)."""
-        if not base_groups:
-            return frozenset()
-        folder = self.table.layout.metadata_partition_dir(str(Partition.RECORD_INDEX))
-        names = (str(n).rsplit("/", 1)[-1] for n in self.table.fs.ls(folder, detail=False))
-        found = group_files(names)
-        return frozenset(
-            f.instant
-            for group in base_groups
-            for f in found.get(group, [])
-            if f.instant != self.time
-        )
+        """Other instants' files now in the record-index groups this write gave a commit
+        base (conflict rule 7; ``MetadataTable.base_neighbours``)."""
+        return self.metadata.base_neighbours(self.time, base_groups)
 
     def _commit_of(self, inst: Instant) -> conflicts.Other:
         body = read_commit(self.table, inst)

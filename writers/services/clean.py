@@ -25,6 +25,8 @@ from __future__ import annotations
 import datetime as dt
 import time
 
+import msgspec
+
 from lakebraid.metadata.commits import read_commit
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
@@ -41,6 +43,7 @@ from lakebraid.timeline.bodies import (
 )
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.visibility import Visibility
 from lakebraid.writers.services.lifecycle import G, M, complete_all, remove, run_service, start_all
 from lakebraid.writers.services.markers import sweep_completed
 from lakebraid.writers.services.rollback import delete_undone_files
@@ -104,7 +107,11 @@ def clean_if_due(table: TableTimelines) -> str | None:
     return clean(table) if clean_due(table) else None
 
 
-def plan_clean(table: TableTimelines) -> CleanPlan | None:
+def plan_clean(table: TableTimelines, previous: CleanPlan | None = None) -> CleanPlan | None:
+    """What to delete: data files no retained read point lists, among those written or
+    replaced by the commits completed after ``previous.scan_from`` (an older file was kept
+    by the previous clean only while a read point it kept listed it, and those points are
+    all after that time), and stale metadata file slices."""
     visibility = table.visibility()
     commits = [i for i in visibility.visible if i.action is Action.COMMIT]
     keep_n = table.options.get(RETAIN_COMMITS)
@@ -115,21 +122,54 @@ def plan_clean(table: TableTimelines) -> CleanPlan | None:
     points = [earliest.completion_time] + [i.completion_time for i in commits if i.time in held]
     running = _running_rewrites(table)
     points += [time for time, _ in running]
-    metadata = MetadataTable(table)
+    keep_data, keep_meta = _kept(MetadataTable(table), points)  # type: ignore[arg-type]
+    # every commit after the earliest retained one keeps what it wrote, even when a restore
+    # moved the earliest retained commit back before where the previous clean stopped
+    scan_from = min(previous.scan_from if previous is not None else "", earliest.completion_time)  # type: ignore[type-var]
+    candidates: set[str] = set()
+    for inst in commits:
+        if (inst.completion_time or "") <= scan_from:
+            continue
+        statuses = read_commit(table, inst).statuses
+        if inst.completion_time > earliest.completion_time:  # type: ignore[operator]
+            keep_data.update(_relative(s.partition, s.file_name) for s in statuses)
+        candidates.update(_relative(s.partition, s.file_name) for s in statuses)
+        candidates.update(_relative(s.partition, s.old_file) for s in statuses)
+    candidates.discard("")
+    root = table.layout.root
+    doomed = [f for f in sorted(candidates - keep_data) if table.fs.exists(f"{root}/{f}")]
+    return CleanPlan(
+        earliest_retained=earliest.time,
+        data_files=doomed,
+        metadata_files=_stale_metadata(table, visibility, earliest, keep_meta, running),
+        scan_from=min(p for p in points if p),
+    )
+
+
+def _relative(partition: str, name: str | None) -> str:
+    return f"{partition}/{name}".lstrip("/") if name else ""
+
+
+def _kept(metadata: MetadataTable, points: list[str]) -> tuple[set[str], set[str]]:
+    """Data files and metadata files the read points list."""
     keep_data: set[str] = set()
     keep_meta: set[str] = set()
     for point in points:
         reader = metadata.reader(point)
         for partition, files in reader.files().items():
-            keep_data.update(f"{partition}/{name}".lstrip("/") for name in files)
+            keep_data.update(_relative(partition, name) for name in files)
         keep_meta.update(_slice_files(reader))
-    written: set[str] = set()
-    for inst in commits:
-        body = read_commit(table, inst)
-        names = {f"{s.partition}/{s.file_name}".lstrip("/") for s in body.statuses if s.file_name}
-        if inst.completion_time > earliest.completion_time:  # type: ignore[operator]
-            keep_data.update(names)
-        written.update(names)
+    return keep_data, keep_meta
+
+
+def _stale_metadata(
+    table: TableTimelines,
+    visibility: Visibility,
+    earliest: Instant,
+    keep_meta: set[str],
+    running: list[tuple[str, list[str]]],
+) -> list[str]:
+    """Metadata files no read point lists, of instants settled before the retention."""
     old_enough = {
         i.time for i in visibility.visible if i.completion_time <= earliest.completion_time
     }  # type: ignore[operator]
@@ -156,13 +196,7 @@ def plan_clean(table: TableTimelines) -> CleanPlan | None:
             settled = old_enough if parsed.kind == "log" or commit_base else meta_done
             if parsed.instant in settled:
                 stale_meta.append(relative)
-    root = table.layout.root
-    doomed = [f for f in sorted(written - keep_data) if table.fs.exists(f"{root}/{f}")]
-    return CleanPlan(
-        earliest_retained=earliest.time,
-        data_files=doomed,
-        metadata_files=sorted(stale_meta),
-    )
+    return sorted(stale_meta)
 
 
 def _running_rewrites(table: TableTimelines) -> list[tuple[str, list[str]]]:
@@ -195,11 +229,13 @@ def _slice_files(reader: MetadataReader) -> set[str]:
     return kept
 
 
-def sweep_undone(table: TableTimelines) -> None:
+def sweep_undone(table: TableTimelines, after: str = "") -> None:
     """Delete files a completed rollback or restore left behind (its writer died after the
-    undo's commit point, before its deletes)."""
+    undo's commit point, before its deletes), of the undos completed after ``after``."""
     for inst in table.timeline(G).completed():
         if inst.action not in (Action.ROLLBACK, Action.RESTORE):
+            continue
+        if (inst.completion_time or "") <= after:
             continue
         kind = RollbackPlan if inst.action is Action.ROLLBACK else RestorePlan
         plan = table.store.read_typed(G, inst, kind)
@@ -241,14 +277,23 @@ def _mtime(info: dict) -> float | None:
 def clean(table: TableTimelines) -> str | None:
     """Run the cleaner; returns the clean instant (None: nothing to clean)."""
     sweep_staging(table)
-    sweep_undone(table)
+    previous = latest_plan(table)
+    swept_to = table.timeline(G).max_time() or ""
+    sweep_undone(table, previous.swept_to if previous is not None else "")
     sweep_completed(table)
-    plan = plan_clean(table)
+    plan = plan_clean(table, previous)
     if plan is None or not (plan.data_files or plan.metadata_files):
         return None
+    plan = msgspec.structs.replace(plan, swept_to=swept_to)
     return run_service(
         table, Action.CLEAN, encode_body(plan), lambda time: execute_clean(table, time, plan)
     )
+
+
+def latest_plan(table: TableTimelines) -> CleanPlan | None:
+    """The plan of the latest visible clean (None: no clean ran)."""
+    cleans = [i for i in table.visibility().visible if i.action is Action.CLEAN]
+    return table.store.read_typed(G, cleans[-1], CleanPlan) if cleans else None
 
 
 def execute_clean(table: TableTimelines, time: str, plan: CleanPlan) -> None:

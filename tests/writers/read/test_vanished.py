@@ -1,0 +1,77 @@
+"""A read whose files vanish while it runs fails with a clear error, never a partial answer:
+:class:`AsOfError` once the cleaner has passed its read point, else a retryable
+:class:`VanishedFileError` naming the file."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from lakebraid.timeline.as_of import AsOfError
+from lakebraid.timeline.bodies import CleanPlan, encode_body
+from lakebraid.timeline.errors import RetryableError
+from lakebraid.timeline.instant import Action
+from lakebraid.writers import client as client_module
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import VanishedFileError
+from lakebraid.writers.services.lifecycle import open_instant
+
+OPTIONS = {"clean.inline": False, "clean.retain.commits": 1}
+
+
+def rows(value: int) -> pa.Table:
+    keys = [f"k{i}" for i in range(4)]
+    return pa.table({"id": keys, "day": ["d0"] * 4, "ts": [value] * 4, "v": [value] * 4})
+
+
+@pytest.fixture
+def table(tmp_path) -> WriteClient:
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **OPTIONS)
+    return client
+
+
+def test_a_clean_during_an_as_of_read_is_an_as_of_error(table, monkeypatch) -> None:
+    old = table.upsert(rows(1))
+    table.upsert(rows(2))
+    table.upsert(rows(3))
+    planned = client_module.plan_paths
+
+    def plan_then_clean(*args, **kwargs):
+        paths = planned(*args, **kwargs)
+        table.clean()  # a concurrent cleaner passes the read point after it was checked
+        return paths
+
+    monkeypatch.setattr(client_module, "plan_paths", plan_then_clean)
+    with pytest.raises(AsOfError, match="older than the clean retention"):
+        table.read_arrow(old)
+
+
+def test_a_file_removed_under_a_read_of_now_is_retryable(table, monkeypatch) -> None:
+    table.upsert(rows(1))
+    planned = client_module.plan_paths
+    gone: list[str] = []
+
+    def plan_then_remove(*args, **kwargs):
+        paths = planned(*args, **kwargs)
+        os.remove(paths[0])  # what a restore or a damaged disk would do
+        gone.append(paths[0])
+        return paths
+
+    monkeypatch.setattr(client_module, "plan_paths", plan_then_remove)
+    with pytest.raises(VanishedFileError) as err:
+        table.read_arrow()
+    assert isinstance(err.value, RetryableError)
+    assert gone[0] in str(err.value) and table.path in str(err.value)
+
+
+def test_a_running_clean_already_bounds_as_of_reads(table) -> None:
+    old = table.upsert(rows(1))
+    table.upsert(rows(2))
+    last = table.upsert(rows(3))
+    # a cleaner that requested its plan and is deleting: not completed yet
+    open_instant(table.table, Action.CLEAN, encode_body(CleanPlan(earliest_retained=last)))
+    with pytest.raises(AsOfError, match="older than the clean retention"):
+        table.read_arrow(old)
+    assert set(table.read_arrow(last).column("v").to_pylist()) == {3}

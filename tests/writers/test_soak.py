@@ -1,0 +1,50 @@
+"""The soak run, short (``benchmarks/soak.py --commits 200``): two writer processes, one killed
+with SIGKILL and restarted, a reader checking as-of reads; the table equals the model of the
+writes that returned success, ``validate()`` is clean and files on disk stay bounded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+DAYS = 10  # benchmarks/soak.py's day partitions
+
+
+def test_soak_200_commits(tmp_path: Path) -> None:
+    out = tmp_path / "soak.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "soak.py"),
+            "--commits",
+            "200",
+            "--kill-every",
+            "12",
+            "--dir",
+            str(tmp_path),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.exists(), done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["failures"] == [], result["failures"]
+    assert done.returncode == 0
+    assert result["commits"] >= 200 and result["kills"] >= 1
+    assert result["reader"]["checks"] >= 5 and result["reader"]["mismatches"] == 0
+    files = result["files_at_end"]
+    # archival keeps at most archive.max.instants (40) + the writers' pending instants per
+    # timeline folder, three files each; the cleaner keeps clean.retain.commits (10) plus
+    # clean.inline.every.commits (10) commits' slices of each day partition
+    for folder in (".braid/global", ".braid/timeline"):
+        assert files.get(folder, 0) <= 3 * (40 + 4), files
+    assert files["data"] <= DAYS * (10 + 10 + 2), files
