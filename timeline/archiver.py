@@ -130,7 +130,7 @@ def archive(table: TableTimelines, keep: int | None = None) -> ArchiveResult | N
         _delete_active(table, moved)
         merged, latest = _merge_if_due(table, archive_)
         archive_.remove_superseded(latest)
-    instants = sum(1 for k, i in moved if k is TimelineKind.GLOBAL and i.is_completed)
+    instants = len({i.time for k, i in moved if k is TimelineKind.GLOBAL})
     return ArchiveResult(horizon, instants, len(rows), latest.version, merged)
 
 

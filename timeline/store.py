@@ -33,6 +33,8 @@ from lakebraid.timeline.layout import TableLayout, TimelineKind
 from lakebraid.timeline.lock import TableLock, is_local
 from lakebraid.timeline.timeline import Timeline, check_transition
 
+_ARCHIVE_RETRIES = 5
+
 
 class InstantStore:
     """Reads and writes the instant files of one table's three timelines."""
@@ -72,19 +74,29 @@ class InstantStore:
     def read_body(self, kind: TimelineKind, instant: Instant) -> bytes:
         """An instant file's body, from its active folder or from the archive."""
         if self._seen.holds(instant.time):
-            return self.archive.body(self._seen, kind, instant)
+            return self._archived(kind, instant)
         path = self.path_of(kind, instant)
         try:
             return self.fs.cat_file(path)
         except FileNotFoundError:
             self._seen = self.archive.snapshot()
             if self._seen.holds(instant.time):  # archived since this timeline was loaded
-                return self.archive.body(self._seen, kind, instant)
+                return self._archived(kind, instant)
             raise InstantFileError(
                 f"{path} is missing: the {kind} timeline changed while being read; retry",
                 table=self.layout.root,
                 instant=instant.time,
             ) from None
+
+    def _archived(self, kind: TimelineKind, instant: Instant) -> bytes:
+        """An archived body; when another process's archival merged away the file the
+        archive seen last named, the archive is read again (its newer files hold it)."""
+        for _ in range(_ARCHIVE_RETRIES - 1):
+            try:
+                return self.archive.body(self._seen, kind, instant)
+            except FileNotFoundError:
+                self._seen = self.archive.snapshot()
+        return self.archive.body(self._seen, kind, instant)
 
     def read_typed(self, kind: TimelineKind, instant: Instant, body_type: type[B]) -> B:
         """The body of an instant file as ``body_type``, version-checked (``timeline.bodies``;

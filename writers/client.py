@@ -309,10 +309,12 @@ class WriteClient:
             yield
         except FileNotFoundError as exc:
             self._vanished(as_of, exc.filename or str(exc))
-        self.table.read_point(as_of)  # raises AsOfError once a clean passed it
+        if latest is None:
+            self.table.read_point(as_of)  # raises AsOfError once a clean passed it
+            return
         now = self.table.timeline()
         retained = self.table.retained_from(now, self.table.visibility(global_timeline=now))
-        if latest is not None and retained is not None and latest.completion_time < retained:
+        if retained is not None and latest.completion_time < retained:
             self._vanished(as_of, "its files")
 
     def _vanished(self, as_of: object, missing: str) -> NoReturn:

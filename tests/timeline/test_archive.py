@@ -245,3 +245,18 @@ def test_transition_of_an_archived_pending_instant_is_refused(new_table) -> None
     with pytest.raises(IllegalTransitionError, match="was archived"):
         table.store.complete(M, running, Action.COMPACTION, b"done")
     assert table.timeline(M).get(running).is_pending
+
+
+def test_a_reader_finds_bodies_another_archival_merged_away(new_table) -> None:
+    table = new_table(**{"archive.merge.files": 2})
+    model = Model(table)
+    for _ in range(4):
+        model.commit("done")
+    assert archive(table, keep=3) is not None
+    reader = TableTimelines.open(table.path)  # sees the archive with one file
+    first = reader.timeline(G).instants[0]
+    for _ in range(4):
+        model.commit("done")
+    merged = archive(table, keep=3)  # a second file: merged with the first, both deleted
+    assert merged is not None and merged.merged == 2
+    assert reader.store.read_body(G, first) == f"done {first.time}".encode()
