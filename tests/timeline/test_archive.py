@@ -8,7 +8,7 @@ import tempfile
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from table_fixtures import small_config
 
@@ -210,6 +210,7 @@ def active_files(table: TableTimelines) -> int:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS)
+@example(ops=[("commit", "pending"), ("rollback", 0), ("archive", 1)])  # a rolled-back pending
 def test_archival_changes_no_timeline_body_or_as_of_read(ops: list[tuple[str, object]]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         table = TableTimelines.create(os.path.join(folder, "t"), small_config("t"))
