@@ -41,7 +41,8 @@ import msgspec
 
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.archive import Archive, ArchiveFile, Manifest, Row, Snapshot
-from lakebraid.timeline.instant import Action, Instant, is_instant_file, parse
+from lakebraid.timeline.errors import InstantFileError
+from lakebraid.timeline.instant import Action, Instant, parse
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.timeline import Timeline
@@ -84,11 +85,15 @@ def plan_horizon(
     return horizon
 
 
+def active_count(table: TableTimelines, snap: Snapshot | None = None) -> int:
+    """Global instants not archived (of the archive ``snap``, default: its newest)."""
+    snap = snap if snap is not None else table.store.archive.snapshot()
+    return len(table.timeline()) - len(snap.timeline(TimelineKind.GLOBAL))
+
+
 def is_due(table: TableTimelines) -> bool:
     """Whether the active global timeline holds more than ``archive.max.instants``."""
-    snap = table.store.archive.snapshot()
-    active = len(table.timeline()) - len(snap.timeline(TimelineKind.GLOBAL))
-    return active > table.options.get(cfg.ARCHIVE_MAX)
+    return active_count(table) > table.options.get(cfg.ARCHIVE_MAX)
 
 
 def archive_if_due(table: TableTimelines) -> ArchiveResult | None:
@@ -158,7 +163,10 @@ def _remove_leftovers(table: TableTimelines, snap: Snapshot) -> None:
 
 
 def _parse_or_none(name: str) -> Instant | None:
-    return parse(name) if is_instant_file(name) else None
+    try:
+        return parse(name)
+    except InstantFileError:
+        return None
 
 
 def _merge_if_due(table: TableTimelines, archive_: Archive) -> tuple[int, Snapshot]:

@@ -30,12 +30,12 @@ from lakebraid.metadata.logblock import BlockType, iter_blocks
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline import archiver
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.bodies import SavepointBody
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.timeline.timeline import Timeline
 
 SERVICE_SETTINGS = ("archive.", "clean.", "metadata.compact.", "metadata.record_index.")
 
@@ -213,7 +213,7 @@ def services(table: TableTimelines, reader: MetadataReader, ri: dict[str, Any]) 
             "compaction": compaction_due(table, reader),
             "resize": resize_due(table, ri),
             "clean": {"commits_since_last_clean": len(since)},
-            "archive": archive_due(table, glob),
+            "archive": archive_due(table),
         },
         "settings": {
             name: key_value(table.options, name)
@@ -223,14 +223,13 @@ def services(table: TableTimelines, reader: MetadataReader, ri: dict[str, Any]) 
     }
 
 
-def archive_due(table: TableTimelines, glob: Timeline) -> dict[str, Any]:
+def archive_due(table: TableTimelines) -> dict[str, Any]:
     """The archive's horizon and size, and whether archival is due (``timeline.archiver``)."""
     snap = table.store.archive.snapshot()
-    archived = len(snap.timeline(TimelineKind.GLOBAL))
-    active = len(glob) - archived
+    active = archiver.active_count(table, snap)
     return {
         "horizon": snap.horizon,
-        "archived_instants": archived,
+        "archived_instants": len(snap.timeline(TimelineKind.GLOBAL)),
         "active_instants": active,
         "archive_files": len(snap.manifest.files) if snap.manifest is not None else 0,
         "inline": table.options.get(cfg.ARCHIVE_INLINE),
