@@ -31,9 +31,10 @@ import pyarrow as pa
 
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.hashing import file_groups_of, scoped_groups
+from lakebraid.timeline.memo import memo
 
 
-class ReadPoint(msgspec.Struct, frozen=True):
+class ReadPoint(msgspec.Struct, frozen=True, weakref=True):
     """What a metadata reader may see; plain data, safe to send to Spark executors."""
 
     as_of: str | None
@@ -103,6 +104,11 @@ def group_files(names: Iterable[str | tuple[str, int]]) -> dict[str, list[Metada
     return groups
 
 
+def visible_rank(point: ReadPoint) -> dict[str, int]:
+    """Each visible instant's place in completion order (computed once per read point)."""
+    return memo(point, "visible_rank", lambda: {t: n for n, t in enumerate(point.visible)})
+
+
 def build_slice(
     file_group: str,
     files: Iterable[MetadataFile],
@@ -126,7 +132,7 @@ def build_slice(
         key=lambda f: (base_rank[f.instant], f.instant),  # a correction after its reindex
         reverse=True,
     )
-    log_rank = {t: n for n, t in enumerate(point.visible)}
+    log_rank = visible_rank(point)
     if reindex is None:  # after a reindex every group has a base: no commit base counts
         bases += sorted(
             (f for f in files if f.kind == "base" and f.instant in log_rank),

@@ -25,9 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
-
-import msgspec
 
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
@@ -43,8 +40,8 @@ from lakebraid.timeline.bodies import CompactionPlan, IndexPlan, ReindexPlan, en
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines, as_of_point
+from lakebraid.timeline.timeline import Timeline
 
-P = TypeVar("P", bound=msgspec.Struct)
 BASE_ACTIONS = frozenset({Action.COMPACTION, Action.REINDEX, Action.INDEX})
 REWRITES = frozenset({Action.REINDEX, Action.INDEX})  # bases of a whole partition, new layout
 
@@ -66,6 +63,8 @@ class MetadataTable:
         self.table = table
         self.fs = table.fs
         self.layout = table.layout
+        # (id(global), id(metadata), point) -> (the two timelines, the read point)
+        self._points: dict[tuple[int, int, str | None], tuple[Timeline, Timeline, ReadPoint]] = {}
 
     # ---- reading ---------------------------------------------------------------------
     def read_point(self, as_of: object = None) -> ReadPoint:
@@ -74,8 +73,21 @@ class MetadataTable:
         history is checked by ``TableTimelines.read_point``."""
         global_timeline = self.table.timeline(TimelineKind.GLOBAL)
         point = as_of_point(global_timeline, parse_as_of(as_of, table=self.table.path))
-        visibility = self.table.visibility(point, global_timeline)
         meta = self.table.timeline(TimelineKind.METADATA)
+        key = (id(global_timeline), id(meta), point)
+        known = self._points.get(key)
+        if known is not None and known[0] is global_timeline and known[1] is meta:
+            return known[2]  # a function of the two (frozen) timelines and the point
+        if len(self._points) >= 8:
+            self._points.clear()
+        found = self._read_point(global_timeline, meta, point)
+        self._points[key] = (global_timeline, meta, found)
+        return found
+
+    def _read_point(
+        self, global_timeline: Timeline, meta: Timeline, point: str | None
+    ) -> ReadPoint:
+        visibility = self.table.visibility(point, global_timeline)
         bases = [i for i in meta.by_completion(point) if i.action in BASE_ACTIONS]
         counts = default_group_counts(self.table)
         reindexed: dict[str, str] = {}
@@ -84,13 +96,13 @@ class MetadataTable:
         stats: dict[str, str] = {}  # columns with built statistics
         for inst in bases:
             if inst.action is Action.REINDEX:
-                plan = self._plan(inst.time, Action.REINDEX, ReindexPlan)
+                plan = self.table.store.read_typed(TimelineKind.METADATA, inst, ReindexPlan)
                 counts.update(plan.group_counts)
                 reindexed.update(dict.fromkeys(plan.group_counts, inst.time))
                 if str(Partition.RECORD_INDEX) in plan.group_counts:
                     spans = plan.spans
             elif inst.action is Action.INDEX:
-                built = self._plan(inst.time, Action.INDEX, IndexPlan)
+                built = self.table.store.read_typed(TimelineKind.METADATA, inst, IndexPlan)
                 counts.update(built.group_counts)
                 stats_kind = built.kind == "column_stats"
                 rewritten = Partition.COLUMN_STATS if stats_kind else Partition.SECONDARY_INDEX
@@ -111,9 +123,7 @@ class MetadataTable:
             rebased={b: r for b, r in visibility.rebased.items() if r in seen},
             secondary=secondary,
             stats_columns=stats,
-            pending_indexes=tuple(
-                i.time for i in meta if i.action is Action.INDEX and i.is_pending
-            ),
+            pending_indexes=tuple(i.time for i in meta.pending() if i.action is Action.INDEX),
             read_at=visibility.visible[-1].completion_time if visibility.visible else None,
             scoped=self.table.config.index.record_index_scope == "partition",
             spans=spans,
@@ -121,11 +131,6 @@ class MetadataTable:
 
     def reader(self, as_of: object = None) -> MetadataReader:
         return MetadataReader(self.fs, self.layout, self.read_point(as_of), self.table.options)
-
-    def _plan(self, time: str, action: Action, kind: type[P]) -> P:
-        meta = self.table.timeline(TimelineKind.METADATA)
-        inst = meta.get(time, action)
-        return self.table.store.read_typed(TimelineKind.METADATA, inst, kind)  # type: ignore[arg-type]
 
     # ---- writing ---------------------------------------------------------------------
     def write(

@@ -9,35 +9,19 @@ transitions).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterable, Iterator
 
 import msgspec
 
 from lakebraid.timeline.errors import IllegalTransitionError, InstantExistsError
 from lakebraid.timeline.instant import Action, Instant, State, parse
 from lakebraid.timeline.layout import TimelineKind
-
-T = TypeVar("T")
+from lakebraid.timeline.memo import memo
 
 _BUILT: dict[tuple[TimelineKind, frozenset[str], str | None], Timeline] = {}  # listing -> timeline
-# id(timeline) -> (the timeline, kept alive so the id stays its; {name: derived value})
-_MEMO: dict[int, tuple[Timeline, dict[str, Any]]] = {}
 
 
-def _memo(timeline: Timeline, name: str, compute: Callable[[], T]) -> T:
-    """A value derived from a (frozen) timeline, computed once per timeline object."""
-    entry = _MEMO.get(id(timeline))
-    if entry is None or entry[0] is not timeline:
-        if len(_MEMO) >= 64:
-            _MEMO.clear()
-        entry = _MEMO[id(timeline)] = (timeline, {})
-    if name not in entry[1]:
-        entry[1][name] = compute()
-    return entry[1][name]
-
-
-class Timeline(msgspec.Struct, frozen=True):
+class Timeline(msgspec.Struct, frozen=True, weakref=True):
     """One timeline's instants (see the module doc)."""
 
     kind: TimelineKind
@@ -77,15 +61,13 @@ class Timeline(msgspec.Struct, frozen=True):
             raise ValueError("joined timelines overlap")
         joined = Timeline(self.kind, self.instants + newer.instants, self.files | newer.files)
         # what a timeline derives, from this (long-lived) part's and the few newer instants
-        done = list(self.by_completion())
-        for inst in newer.instants:
-            if inst.is_completed:
-                bisect.insort(done, inst, key=Instant.completion_key)
-        _memo(joined, "by_completion", lambda: tuple(done))
+        memo(joined, "by_completion", lambda: _merged(self.by_completion_view(), newer))
         both = self.completed().instants + newer.completed().instants
-        _memo(joined, "completed", lambda: Timeline(self.kind, both, joined.files))
+        memo(joined, "completed", lambda: Timeline(self.kind, both, joined.files))
+        pending = self.pending().instants + newer.pending().instants
+        memo(joined, "pending", lambda: Timeline(self.kind, pending, joined.files))
         newest = [t for t in (self.max_time(), newer.max_time()) if t]
-        _memo(joined, "max_time", lambda: max(newest, default=None))
+        memo(joined, "max_time", lambda: max(newest, default=None))
         return joined
 
     @classmethod
@@ -127,21 +109,25 @@ class Timeline(msgspec.Struct, frozen=True):
         return Timeline(self.kind, kept, self.files)
 
     def completed(self) -> Timeline:
-        return _memo(self, "completed", lambda: self.filter(states=[State.COMPLETED]))
+        return memo(self, "completed", lambda: self.filter(states=[State.COMPLETED]))
 
     def pending(self) -> Timeline:
-        return self.filter(states=[State.REQUESTED, State.INFLIGHT])
+        return memo(self, "pending", lambda: self.filter(states=[State.REQUESTED, State.INFLIGHT]))
 
     def by_time(self) -> list[Instant]:
         return list(self.instants)
 
     def by_completion(self, as_of: str | None = None) -> list[Instant]:
         """Completed instants in completion order (ties impossible: times are unique)."""
-        done = _memo(self, "by_completion", self._by_completion)
+        done = self.by_completion_view()
         if as_of is None:
             return list(done)
         end = bisect.bisect_right(done, as_of, key=lambda i: i.completion_time)
         return list(done[:end])
+
+    def by_completion_view(self) -> tuple[Instant, ...]:
+        """:meth:`by_completion` as the remembered tuple itself (no copy)."""
+        return memo(self, "by_completion", self._by_completion)
 
     def _by_completion(self) -> tuple[Instant, ...]:
         return tuple(
@@ -169,7 +155,7 @@ class Timeline(msgspec.Struct, frozen=True):
 
     def max_time(self) -> str | None:
         """The greatest instant or completion time on this timeline."""
-        return _memo(self, "max_time", self._max_time)
+        return memo(self, "max_time", self._max_time)
 
     def _max_time(self) -> str | None:
         times = [t for i in self.instants for t in (i.time, i.completion_time) if t]
@@ -186,6 +172,16 @@ class Timeline(msgspec.Struct, frozen=True):
         if latest is not None and latest.is_completed and latest in self.files:
             found.add(State.COMPLETED)
         return found
+
+
+def _merged(done: tuple[Instant, ...], newer: Timeline) -> tuple[Instant, ...]:
+    """``done`` (completion order) with ``newer``'s completed instants merged in; only the
+    tail of ``done`` that completed after the earliest of them is touched."""
+    added = newer.by_completion_view()
+    if not added:
+        return done
+    split = bisect.bisect_right(done, added[0].completion_key(), key=Instant.completion_key)
+    return done[:split] + tuple(sorted(done[split:] + added, key=Instant.completion_key))
 
 
 def check_transition(timeline: Timeline, time: str, action: Action, target: State) -> None:

@@ -72,9 +72,7 @@ def test_resize_target_grows_only_past_the_factor() -> None:
     st.dictionaries(st.text(min_size=1, max_size=4), st.integers(0, 5000), max_size=12),
     st.integers(1, 16),
 )
-@example(
-    counts={"0": 24, "5": 24, "4": 25, "3": 76, "2": 85, "1": 32, "000": 33, "00": 28}, n=15
-)
+@example(counts={"0": 24, "5": 24, "4": 25, "3": 76, "2": 85, "1": 32, "000": 33, "00": 28}, n=15)
 def test_partition_spans_give_large_partitions_their_share(counts, n) -> None:
     spans = partition_spans(counts, n)
     total = sum(counts.values())

@@ -1,0 +1,73 @@
+"""A timeline joined from an older part (the archive) and a newer part (the active folder)
+derives the same values as one built from all its instant files at once; and a derived value
+is remembered for as long as its timeline lives, and no longer."""
+
+from __future__ import annotations
+
+import gc
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lakebraid.timeline import memo as memo_module
+from lakebraid.timeline.instant import Action, Instant, State, millis_to_time
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.timeline import Timeline
+
+BASE = 1_780_000_000_000
+G = TimelineKind.GLOBAL
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[list[Instant], str]:
+    """Instants at times 0..n-1 (ms after BASE), each requested, inflight or completed at a
+    later, distinct completion time; and a split time."""
+    n = draw(st.integers(1, 30))
+    actions = [Action.COMMIT, Action.CLEAN, Action.ROLLBACK]
+    states = draw(st.lists(st.sampled_from(list(State)), min_size=n, max_size=n))
+    delays = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n, unique=True))
+    files: list[Instant] = []
+    for k, (state, delay) in enumerate(zip(states, delays, strict=True)):
+        time = millis_to_time(BASE + k * 100)
+        action = draw(st.sampled_from(actions))
+        files.append(Instant(time, action, State.REQUESTED))
+        if state is not State.REQUESTED:
+            files.append(Instant(time, action, State.INFLIGHT))
+        if state is State.COMPLETED:
+            files.append(Instant(time, action, state, millis_to_time(BASE + k * 100 + delay * 7)))
+    split = millis_to_time(BASE + draw(st.integers(0, n)) * 100 - 50)
+    return files, split
+
+
+@given(histories())
+def test_a_joined_timeline_derives_what_one_built_at_once_derives(history) -> None:
+    files, split = history
+    whole = Timeline.from_instants(G, files)
+    older = Timeline.from_instants(G, [f for f in files if f.time < split])
+    newer = Timeline.from_instants(G, [f for f in files if f.time > split])
+    older.by_completion(), older.completed(), older.pending()  # the archived part's memos
+    joined = older.joined(newer)
+    assert joined == whole
+    assert joined.by_completion() == whole.by_completion()
+    assert joined.completed() == whole.completed()
+    assert joined.pending() == whole.pending()
+    assert joined.max_time() == whole.max_time()
+    for inst in whole.by_completion():
+        assert joined.by_completion(inst.completion_time) == whole.by_completion(
+            inst.completion_time
+        )
+
+
+def test_a_derived_value_lives_as_long_as_its_timeline() -> None:
+    calls: list[int] = []
+    timeline = Timeline.from_instants(
+        G, [Instant(millis_to_time(BASE), Action.COMMIT, State.REQUESTED)]
+    )
+    first = memo_module.memo(timeline, "probe", lambda: calls.append(1) or len(calls))
+    again = memo_module.memo(timeline, "probe", lambda: calls.append(1) or len(calls))
+    assert first == again == 1 and calls == [1]  # computed once
+    key = id(timeline)
+    assert key in memo_module._MEMO
+    del timeline
+    gc.collect()
+    assert key not in memo_module._MEMO  # dropped with its timeline: no stale value by id
