@@ -134,6 +134,18 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
             sorted((i for i in self.instants if i.is_completed), key=Instant.completion_key)
         )
 
+    def since(self, time: str) -> tuple[Instant, ...]:
+        """The instants at or after ``time`` (binary search: instants are in time order)."""
+        return self.instants[bisect.bisect_left(self.instants, time, key=lambda i: i.time) :]
+
+    def completed_after(self, point: str | None) -> tuple[Instant, ...]:
+        """Completed instants whose completion time is after ``point`` (None: all), in
+        completion order."""
+        done = self.by_completion_view()
+        if point is None:
+            return done
+        return done[bisect.bisect_right(done, point, key=lambda i: i.completion_time) :]
+
     def at_time(self, time: str) -> tuple[Instant, ...]:
         """The instants at ``time`` (one per action; binary search: instants are in time
         order)."""

@@ -71,3 +71,16 @@ def test_a_derived_value_lives_as_long_as_its_timeline() -> None:
     del timeline
     gc.collect()
     assert key not in memo_module._MEMO  # dropped with its timeline: no stale value by id
+
+
+@given(histories(), st.integers(-1, 40))
+def test_since_and_completed_after_select_by_binary_search(history, step) -> None:
+    files, _ = history
+    timeline = Timeline.from_instants(G, files)
+    point = millis_to_time(BASE + step * 100 + 50)
+    assert timeline.since(point) == tuple(i for i in timeline if i.time >= point)
+    for inst in timeline:  # at an instant's own time: it and every later one
+        assert timeline.since(inst.time)[0].time == inst.time
+    after = [i for i in timeline.by_completion() if i.completion_time > point]
+    assert list(timeline.completed_after(point)) == after
+    assert list(timeline.completed_after(None)) == timeline.by_completion()

@@ -245,22 +245,21 @@ class Transaction:
             builds_seen=frozenset(builds_seen),
             base_neighbours=self._neighbours(base_groups),
         )
-        visible = {i.time for i in table.visibility().visible}
+        glob = table.timeline(G)
         others = []
-        for inst in table.timeline(G):
-            if inst.action in (Action.ROLLBACK, Action.RESTORE) and inst.time >= time:
+        for inst in glob.since(time):
+            if inst.action in (Action.ROLLBACK, Action.RESTORE):
                 requested = Instant(inst.time, inst.action, State.REQUESTED)
                 plan = table.store.read_typed(G, requested, RestoreBody)
                 others.append(
                     conflicts.Other(time=inst.time, action=inst.action, target=plan.target)
                 )
-            elif (
-                inst.action is Action.COMMIT
-                and inst.time in visible
-                and inst.completion_time is not None
-                and inst.completion_time > mine.since
-            ):
-                others.append(self._commit_of(inst))
+        undone = table.visibility(global_timeline=glob).undone
+        others.extend(
+            self._commit_of(inst)
+            for inst in glob.completed_after(mine.since)
+            if inst.action is Action.COMMIT and inst.time not in undone
+        )
         others.extend(
             conflicts.Other(
                 time=i.time, action=i.action, completion_time=i.completion_time, alive=running
