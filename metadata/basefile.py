@@ -75,8 +75,7 @@ from lakebraid.metadata.keyorder import (
     wanted_keys,
     with_string_keys,
 )
-from lakebraid.timeline.durable import make_durable
-from lakebraid.timeline.lock import is_local
+from lakebraid.timeline.durable import is_local, make_durable
 
 BASE_VERSION = 3
 # version 1: no row-group note (bounds from Parquet statistics); 2: string keys only

@@ -11,7 +11,7 @@ from typing import BinaryIO, Literal
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from lakebraid.timeline.lock import is_local
+from lakebraid.timeline.durable import is_local
 
 
 def local_path(fs: AbstractFileSystem, path: str) -> str | None:

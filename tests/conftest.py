@@ -61,3 +61,25 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory):
+    """A moto S3 server on loopback for this test process; the AWS environment variables
+    point at it for the rest of the session (subprocesses inherit them)."""
+    from s3server import apply_environment, s3_server
+
+    with s3_server(tmp_path_factory.mktemp("moto")) as endpoint:
+        apply_environment(endpoint)
+        yield endpoint
+
+
+@pytest.fixture
+def s3_url(s3_endpoint):
+    """``s3_url(name)``: the URL of a table in a fresh bucket on the loopback S3 server."""
+    from s3server import new_bucket
+
+    def make(name: str = "t") -> str:
+        return f"s3://{new_bucket(s3_endpoint)}/{name}"
+
+    return make

@@ -136,6 +136,14 @@ LOCK_TIMEOUT_S = register(
     "How long to wait for the table lock before failing with a retryable error.",
     positive,
 )
+LOCK_LEASE_MS = register(
+    "lock.lease.ms",
+    int,
+    30_000,
+    "Object stores: how long the table lock's lease lasts without renewal (the holder renews "
+    "it every third of this); a holder silent this long is presumed dead and its lock broken.",
+    at_least(1_000),
+)
 HEARTBEAT_INTERVAL_MS = register(
     "heartbeat.interval.ms",
     int,

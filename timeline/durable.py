@@ -4,8 +4,10 @@
   ``.<name>.<uuid>.tmp`` in the same folder, fsyncs it, then ``os.link``-s it to its final name
   (fails if the name exists: an atomic rename without overwrite) and removes the temporary
   name. A crash leaves no file or a whole one; temporaries are dot files, ignored by listings.
-* other fsspec file systems (object stores): refuse if the name exists, else one
-  ``pipe_file`` (a single PUT); callers hold the table lock.
+* object stores: one conditional PUT (``pipe_file(mode="create")``, S3's
+  ``If-None-Match: *``), which the store refuses with 412 (``FileExistsError``) when the
+  name is taken: never check-then-write. :func:`create_settled` settles a create whose reply
+  was lost by reading the object back, never by overwriting it.
 """
 
 from __future__ import annotations
@@ -13,11 +15,33 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
+from collections.abc import Mapping
 
+import fsspec
 from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
 
-from lakebraid.timeline.errors import InstantExistsError
-from lakebraid.timeline.lock import is_local
+from lakebraid.timeline.errors import InstantExistsError, StateUnknownError
+
+_SETTLE_ATTEMPTS = 5
+
+
+def is_local(fs: AbstractFileSystem) -> bool:
+    return isinstance(fs, LocalFileSystem)
+
+
+def filesystem(
+    url: str, storage_options: Mapping[str, object] | None = None
+) -> tuple[AbstractFileSystem, str]:
+    """The fsspec file system of a table URL and the table's path on it. Object stores get
+    no listings cache: a listing must show what other processes wrote a moment ago.
+    ``storage_options`` go to the file system (endpoint, credentials...); without them an
+    S3 store takes the standard AWS environment variables."""
+    options = dict(storage_options or {})
+    protocol, _ = fsspec.core.split_protocol(url)
+    if protocol not in (None, "file", "local"):
+        options.setdefault("use_listings_cache", False)
+    return fsspec.core.url_to_fs(url, **options)
 
 
 def fsync_dir(folder: str) -> None:
@@ -48,9 +72,10 @@ def put_if_absent(fs: AbstractFileSystem, path: str, data: bytes) -> None:
     """Create ``path`` holding ``data`` whole, or raise :class:`InstantExistsError`."""
     folder, name = posixpath.split(path)
     if not is_local(fs):
-        if fs.exists(path):
-            raise InstantExistsError(f"{path} exists; instant files are never overwritten")
-        fs.pipe_file(path, data)
+        try:
+            fs.pipe_file(path, data, mode="create")
+        except FileExistsError:
+            raise InstantExistsError(f"{path} exists; it is never overwritten") from None
         return
     os.makedirs(folder, exist_ok=True)
     tmp = posixpath.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
@@ -67,6 +92,33 @@ def put_if_absent(fs: AbstractFileSystem, path: str, data: bytes) -> None:
     fsync_dir(folder)
 
 
+def create_settled(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
+    """Create ``path`` holding ``data`` unless the name is taken. True when ``path`` holds
+    exactly ``data`` afterwards (created now, or by an earlier attempt whose reply was lost),
+    False when it holds something else. A create whose outcome is unknown (an I/O error) is
+    settled by reading back; it is tried again only while the name is still free, which a
+    put-if-absent makes harmless. :class:`StateUnknownError` when no attempt settles."""
+    problem: Exception | None = None
+    for _ in range(_SETTLE_ATTEMPTS):
+        try:
+            put_if_absent(fs, path, data)
+            return True
+        except InstantExistsError:
+            pass
+        except OSError as exc:  # the request failed somewhere: read what the store holds
+            problem = exc
+        try:
+            return bool(fs.cat_file(path) == data)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            problem = exc
+    raise StateUnknownError(
+        f"could not create {path} nor read it back after {_SETTLE_ATTEMPTS} attempts "
+        f"({problem}); whether it was written is unknown"
+    )
+
+
 def list_folder(fs: AbstractFileSystem, folder: str) -> list[str]:
     """The names in ``folder`` (none if it does not exist); local folders without fsspec's
     per-entry ``stat``."""
@@ -76,6 +128,6 @@ def list_folder(fs: AbstractFileSystem, folder: str) -> list[str]:
         except FileNotFoundError:
             return []
     try:
-        return [posixpath.basename(p) for p in fs.ls(folder, detail=False)]
+        return [posixpath.basename(p) for p in fs.ls(folder, detail=False, refresh=True)]
     except FileNotFoundError:
         return []

@@ -67,3 +67,8 @@ class InstantExistsError(IllegalTransitionError):
 
 class LockTimeoutError(RetryableError, TimelineError):
     """The table lock could not be taken in time; safe to retry."""
+
+
+class LockLostError(RetryableError, TimelineError):
+    """The table lock's lease was taken over while this writer held it (it paused longer
+    than the lease); nothing of the operation was committed: safe to retry."""

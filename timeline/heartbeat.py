@@ -19,9 +19,9 @@ from types import TracebackType
 import msgspec
 from fsspec import AbstractFileSystem
 
+from lakebraid.timeline.durable import is_local
 from lakebraid.timeline.instant import Instant
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.timeline.lock import is_local
 from lakebraid.timeline.timeline import Timeline
 
 HEARTBEAT_VERSION = 1

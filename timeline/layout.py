@@ -10,7 +10,8 @@
       .braid/archive/                   archived instants of all three timelines
       .braid/markers/<instant>/         one marker per data file an in-flight write creates
       .braid/heartbeats/<instant>       liveness of an in-flight writer
-      .braid/lock                       the table lock (filelock)
+      .braid/lock                       the table lock (filelock; local and mounted disks)
+      .braid/lease/<seq>.json           the table lock on object stores (timeline.lease)
       .braid/staging/<job id>/          rows a Spark data source write stages until its commit
       .braid/metadata/.braid/timeline/  metadata timeline
       .braid/metadata/<partition>/      metadata partitions (files, column_stats, record_index)
@@ -168,6 +169,10 @@ class TableLayout:
     @property
     def lock(self) -> str:
         return self._join(BRAID_DIR, "lock")
+
+    @property
+    def lease_dir(self) -> str:
+        return self._join(BRAID_DIR, "lease")
 
     def timeline_dir(self, kind: TimelineKind) -> str:
         if kind is TimelineKind.DATA:

@@ -1,8 +1,12 @@
-"""The table lock: one ``filelock`` per table at ``.braid/lock``.
+"""The table lock, reentrant within a thread (nested ``with table.lock:`` blocks are fine)
+and exclusive across threads and processes.
 
-Reentrant within a thread (nested ``with table_lock:`` blocks are fine); exclusive across
-threads and processes. Works on local and mounted file systems; object stores need a lock
-provider that lakebraid does not ship yet, and are refused with a clear error.
+* local and mounted file systems: :class:`TableLock`, one ``filelock`` at ``.braid/lock``;
+* object stores with an atomic create-if-absent (S3): ``timeline.lease.LeaseLock``, a lease
+  kept as put-if-absent records, whose holder also fences the instant clock and global
+  completions (:func:`make_lock` picks one);
+* other file systems are refused with a clear error: a lock built on a check-then-write
+  create would not exclude anyone.
 """
 
 from __future__ import annotations
@@ -10,27 +14,39 @@ from __future__ import annotations
 import os
 import threading
 from types import TracebackType
+from typing import TypeAlias
 
 import filelock
 from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
 
+from lakebraid.timeline.durable import is_local
 from lakebraid.timeline.errors import ConfigError, LockTimeoutError
 from lakebraid.timeline.layout import TableLayout
+from lakebraid.timeline.lease import LeaseLock
+
+# protocols whose stores create an object only if the name is free (S3: If-None-Match)
+ATOMIC_CREATE = frozenset({"s3", "s3a"})
 
 
-def is_local(fs: AbstractFileSystem) -> bool:
-    return isinstance(fs, LocalFileSystem)
+def make_lock(
+    fs: AbstractFileSystem, layout: TableLayout, timeout_s: float, lease_ms: int
+) -> TableLock | LeaseLock:
+    """The table lock that suits ``fs``."""
+    if is_local(fs):
+        return TableLock(fs, layout, timeout_s)
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    if protocols & ATOMIC_CREATE:
+        return LeaseLock(fs, layout, timeout_s, lease_ms)
+    raise ConfigError(
+        f"table {layout.root}: {type(fs).__name__} ({'/'.join(sorted(protocols))}) is not a "
+        "file system lakebraid can lock: it needs local or mounted disk, or an object store "
+        f"with an atomic create-if-absent ({', '.join(sorted(ATOMIC_CREATE))})",
+        table=layout.root,
+    )
 
 
 class TableLock:
     def __init__(self, fs: AbstractFileSystem, layout: TableLayout, timeout_s: float = 120.0):
-        if not is_local(fs):
-            raise ConfigError(
-                f"table {layout.root}: the table lock needs a local or mounted file system "
-                f"(got {type(fs).__name__}); object-store locking is not supported yet",
-                table=layout.root,
-            )
         os.makedirs(os.path.dirname(layout.lock), exist_ok=True)
         self._layout = layout
         self._timeout = timeout_s
@@ -62,3 +78,6 @@ class TableLock:
     ) -> None:
         self._local.depth -= 1
         self._lock.release()
+
+
+Lock: TypeAlias = TableLock | LeaseLock

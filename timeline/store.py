@@ -7,6 +7,9 @@ folder first, then the archive, and bodies of archived instants come from the ar
 Transitions are checked against the timeline's listing (``timeline.check_transition``):
 requested -> inflight -> completed, each once. Requesting and completing happen under the
 table lock (the store takes it, reentrantly), so completion times are unique and increasing.
+On an object store the lock is a lease (``timeline.lease``): the clock lives in its records,
+and a global completion is decided by a lease record (fenced against a holder whose lease
+was broken) before its instant file is written.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from lakebraid.timeline.instant import (
     time_to_millis,
 )
 from lakebraid.timeline.layout import TableLayout, TimelineKind
-from lakebraid.timeline.lock import TableLock, is_local
+from lakebraid.timeline.lease import LeaseLock
+from lakebraid.timeline.lock import Lock
 from lakebraid.timeline.timeline import Timeline, check_transition
 
 _ARCHIVE_RETRIES = 5
@@ -39,7 +43,7 @@ _ARCHIVE_RETRIES = 5
 class InstantStore:
     """Reads and writes the instant files of one table's three timelines."""
 
-    def __init__(self, fs: AbstractFileSystem, layout: TableLayout, lock: TableLock):
+    def __init__(self, fs: AbstractFileSystem, layout: TableLayout, lock: Lock):
         self.fs = fs
         self.layout = layout
         self.lock = lock
@@ -116,8 +120,16 @@ class InstantStore:
                 table=self.layout.root,
                 instant=instant.time,
             )
+        path = self.path_of(kind, instant)
         try:
-            put_if_absent(self.fs, self.path_of(kind, instant), body)
+            if (
+                isinstance(self.lock, LeaseLock)
+                and kind is TimelineKind.GLOBAL
+                and instant.state is State.COMPLETED
+            ):
+                self.lock.decide(path, body)  # the commit point, fenced
+            else:
+                put_if_absent(self.fs, path, body)
         except InstantExistsError as exc:
             raise InstantExistsError(
                 exc.message, table=self.layout.root, instant=instant.time
@@ -157,6 +169,8 @@ class InstantStore:
             return issued
 
     def _last_issued(self) -> str | None:
+        if isinstance(self.lock, LeaseLock):  # its records carry every time ever issued
+            return self.lock.clock
         candidates = []
         try:
             text = self.fs.cat_file(self.layout.clock).decode().strip()
@@ -171,13 +185,13 @@ class InstantStore:
 
     def _write_clock(self, issued: str) -> None:
         path = self.layout.clock
-        if is_local(self.fs):
+        if isinstance(self.lock, LeaseLock):
+            self.lock.advance_clock(issued)  # fenced: a holder whose lease broke stops here
+        else:
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
             with open(tmp, "w") as handle:
                 handle.write(issued)
             os.replace(tmp, path)
-        else:
-            self.fs.pipe_file(path, issued.encode())
 
 
 def _wall_clock_ms() -> int:

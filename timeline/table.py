@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import fsspec
 import msgspec
 from fsspec import AbstractFileSystem
 
@@ -21,12 +20,12 @@ from lakebraid.timeline.bodies import (
     RollbackBody,
     SavepointBody,
 )
-from lakebraid.timeline.durable import put_if_absent
+from lakebraid.timeline.durable import filesystem, put_if_absent
 from lakebraid.timeline.errors import ConfigError, InstantExistsError
 from lakebraid.timeline.heartbeat import Heartbeat, dead_pending, is_beating, now_ms, read_beat
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TableLayout, TimelineKind
-from lakebraid.timeline.lock import TableLock
+from lakebraid.timeline.lock import make_lock
 from lakebraid.timeline.store import InstantStore
 from lakebraid.timeline.table_config import TableConfig
 from lakebraid.timeline.timeline import Timeline
@@ -58,7 +57,9 @@ class TableTimelines:
                 f"({most}): archival keeps the first and starts above the second",
                 table=layout.root,
             )
-        self.lock = TableLock(fs, layout, options.get(cfg.LOCK_TIMEOUT_S))
+        self.lock = make_lock(
+            fs, layout, options.get(cfg.LOCK_TIMEOUT_S), options.get(cfg.LOCK_LEASE_MS)
+        )
         self._undo_bodies: dict[Instant, UndoBody] = {}
         # id(timeline) -> (that timeline, kept alive so the id stays its, {as_of: visibility})
         self._visibility: dict[int, tuple[Timeline, dict[str | None, Visibility]]] = {}
@@ -71,9 +72,13 @@ class TableTimelines:
     # ---- create / open ---------------------------------------------------------------
     @classmethod
     def create(
-        cls, path: str, config: TableConfig, runtime_options: Mapping[str, object] | None = None
+        cls,
+        path: str,
+        config: TableConfig,
+        runtime_options: Mapping[str, object] | None = None,
+        storage_options: Mapping[str, object] | None = None,
     ) -> TableTimelines:
-        fs, root = fsspec.core.url_to_fs(path)
+        fs, root = filesystem(path, storage_options)
         layout = TableLayout(root)
         options = cfg.Options({**config.options, **(runtime_options or {})})
         config.validate()
@@ -96,8 +101,13 @@ class TableTimelines:
         return table
 
     @classmethod
-    def open(cls, path: str, runtime_options: Mapping[str, object] | None = None) -> TableTimelines:
-        fs, root = fsspec.core.url_to_fs(path)
+    def open(
+        cls,
+        path: str,
+        runtime_options: Mapping[str, object] | None = None,
+        storage_options: Mapping[str, object] | None = None,
+    ) -> TableTimelines:
+        fs, root = filesystem(path, storage_options)
         layout = TableLayout(root)
         try:
             data = fs.cat_file(layout.table_config)

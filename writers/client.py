@@ -13,7 +13,7 @@ is checked (``writers.write.inputs``) before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
@@ -75,10 +75,13 @@ class WriteClient:
         spark: Any = None,
         schema: pa.Schema | None = None,
         index_scope: str = "global",
+        storage_options: Mapping[str, object] | None = None,
         **options: object,
     ) -> WriteClient:
-        """A new table at ``path``. ``index_scope="partition"``: a record key is unique within
-        its partition (the same key may live in several), see ``index.scope``."""
+        """A new table at ``path`` (a local path or an fsspec URL such as ``s3://bucket/t``;
+        ``storage_options`` go to the file system, else S3 takes the AWS environment
+        variables). ``index_scope="partition"``: a record key is unique within its partition
+        (the same key may live in several), see ``index.scope``."""
         partition_by = _field_list(partition_by, path)
         if schema is not None:
             if record_key in schema.names:
@@ -103,11 +106,18 @@ class WriteClient:
             index=IndexSettings(record_index_file_groups=groups, record_index_scope=index_scope),
             options=given,
         )
-        return cls(TableTimelines.create(path, config), spark)
+        return cls(TableTimelines.create(path, config, None, storage_options), spark)
 
     @classmethod
-    def open(cls, path: str, spark: Any = None, **options: object) -> WriteClient:
-        return cls(TableTimelines.open(path, {k: str(v) for k, v in options.items()}), spark)
+    def open(
+        cls,
+        path: str,
+        spark: Any = None,
+        storage_options: Mapping[str, object] | None = None,
+        **options: object,
+    ) -> WriteClient:
+        runtime = {k: str(v) for k, v in options.items()}
+        return cls(TableTimelines.open(path, runtime, storage_options), spark)
 
     @property
     def path(self) -> str:

@@ -17,7 +17,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from time import perf_counter
 from typing import NamedTuple
 
-import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,7 +32,7 @@ from lakebraid.metadata.hashing import group_order
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import progress
-from lakebraid.timeline.durable import make_durable
+from lakebraid.timeline.durable import filesystem, make_durable
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
@@ -100,7 +99,7 @@ class InProcessEngine:
             key=lambda i: (work[i].task.old_file is not None, work[i].size()),
             reverse=True,
         )
-        fs, root = fsspec.core.url_to_fs(work[0].task.root)
+        fs, root = filesystem(work[0].task.root)
         layout = TableLayout(root)
         with (
             ThreadPoolExecutor(min(self.threads, len(work))) as pool,

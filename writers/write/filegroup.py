@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import fsspec
 import msgspec
 import numpy as np
 import pyarrow as pa
@@ -36,7 +35,7 @@ from lakebraid.metadata.integrity import (
     WRITE_OPTIONS,
     file_crc32,
 )
-from lakebraid.timeline.durable import make_durable
+from lakebraid.timeline.durable import filesystem, make_durable
 from lakebraid.timeline.layout import TableLayout, data_file_name
 from lakebraid.writers.write.datafile import (
     COMMIT_TIME,
@@ -70,7 +69,7 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table, *, sync: bool = Tr
     out, new rows follow (a new group's rows sorted by key). One hash of the old keys and one
     ``take`` build the new file; no sort of the whole group. ``sync=False``: the caller makes
     the file durable (:func:`timeline.store.make_durable`) before it commits."""
-    fs, root = fsspec.core.url_to_fs(task.root)
+    fs, root = filesystem(task.root)
     layout = TableLayout(root)
     old, schema, key_column = _stored_rows(fs, layout, task)
     is_upsert = pc.equal(incoming.column(OP), OP_UPSERT)

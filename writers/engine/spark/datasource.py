@@ -56,7 +56,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import (
@@ -84,6 +83,7 @@ from pyspark.sql.types import DoubleType, FloatType, StructType
 from lakebraid.index.column_stats import Condition
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
@@ -122,7 +122,7 @@ def _root_url(options: Any, purpose: str) -> str:
     path = dict(options).get("path")
     if not path:
         raise ConfigError(f"{purpose} needs a table path: load(path) or save(path)")
-    fs, root = fsspec.core.url_to_fs(path)
+    fs, root = filesystem(path)
     layout = TableLayout(root)
     if not fs.exists(layout.table_config):
         raise ConfigError(
@@ -305,7 +305,7 @@ class LakebraidReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:
             return  # no file selected: Spark still runs one empty partition
-        fs, path = fsspec.core.url_to_fs(partition.value)
+        fs, path = filesystem(partition.value)
         table = conform(read_parquet(fs, path), self.arrow_schema, self.derive_key)
         for batch in table.to_batches():
             yield pa.RecordBatch.from_arrays(batch.columns, schema=self.arrow_schema)
@@ -326,7 +326,7 @@ class LakebraidWriter(DataSourceArrowWriter):
         self.options = options
 
     def _staging(self) -> tuple[Any, str]:
-        fs, root = fsspec.core.url_to_fs(self.root)
+        fs, root = filesystem(self.root)
         return fs, TableLayout(root).staging_dir(self.job_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
@@ -358,7 +358,7 @@ class LakebraidWriter(DataSourceArrowWriter):
             if staged:
                 parts = []
                 for url in staged:
-                    fs, path = fsspec.core.url_to_fs(url)
+                    fs, path = filesystem(url)
                     parts.append(read_parquet(fs, path))
                 table = _open(self.root, self.options)
                 recover(table)

@@ -21,7 +21,6 @@ import functools
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
-import fsspec
 import msgspec
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -37,6 +36,7 @@ from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.timeline import config as cfg
+from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
 from lakebraid.writers.write.route import (
@@ -114,7 +114,7 @@ def _dedup_tag(
         table = _prepared(table, ctx)
     table = deduplicate(table, ctx.precombine, ctx.scoped)
     if tagging:
-        fs, root = fsspec.core.url_to_fs(ctx.root)
+        fs, root = filesystem(ctx.root)
         reader = MetadataReader(fs, TableLayout(root), ctx.point, cfg.Options(ctx.options))
         keys = row_index_keys(table, ctx.scoped)
         table = tag(table, *locate(reader, keys))  # keys are unique now

@@ -1,0 +1,298 @@
+"""The table lock on object stores: a lease kept as a sequence of put-if-absent records.
+
+Object stores have no file locks, no atomic rename and no append, but they create an object
+only if its name is free (S3 ``If-None-Match: *``, 412 when taken) and list and read what
+was written (strong read-after-write consistency). The lock is built from those two alone.
+
+Layout (format version 1)::
+
+    .braid/lease/<seq, 20 digits>.json    one record per change, never overwritten
+
+A record (msgspec JSON, :class:`LeaseRecord`) says who holds the lock from then on (``owner``,
+``None`` once released), for how long without renewal (``lease_ms``), the last instant time
+issued (``clock``) and a completion the holder decided but may not have written yet
+(``pending``: the path and body of a global instant file). The newest record (the highest
+``seq``) is the lock's state. Every change, by anyone, is the creation of record ``seq + 1``
+with put-if-absent, so of two processes that read record ``n`` and act on it, exactly one
+creates ``n + 1``; the other gets 412 and knows it.
+
+Rules:
+
+* **Acquire**: list the folder, read the newest record. Free (released, or no record): create
+  the next record naming oneself. Held by another: wait; when the same record stays the
+  newest for its ``lease_ms`` on the waiter's own monotonic clock (no clock is compared
+  across machines), the holder is presumed dead and the waiter creates the next record
+  naming itself (the break). A live holder renews every ``lease_ms / 3`` (a new record), so
+  its lease never stays unchanged that long.
+* **Fenced changes**: issuing an instant time and deciding a global completion are records
+  the holder creates as ``seq + 1`` of the record it wrote last. If anyone else created that
+  number first (a break while the holder was paused), the create fails with 412 and the
+  holder raises :class:`LockLostError` (retryable: nothing of it was committed).
+* **Commit point**: a global instant completes when the record carrying it in ``pending`` is
+  created. The holder then writes the instant file (put-if-absent). A holder that dies in
+  between leaves ``pending`` in the newest record, and whoever takes the lock next writes the
+  file before anything else, so a decided completion is never lost and never doubled.
+* **A paused holder**: whatever it does after its lease was broken fails at its next fenced
+  change; its decided completions were carried forward by the breaker. Writes it makes that
+  are not fenced (data files, requested or inflight instant files) are those of any pending
+  instant: invisible until a completion, which it can no longer decide.
+
+Old records are deleted by the holder, keeping the newest :data:`KEEP`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import socket
+import threading
+import time
+import uuid
+from types import TracebackType
+
+import msgspec
+from fsspec import AbstractFileSystem
+
+from lakebraid.timeline.durable import create_settled, list_folder
+from lakebraid.timeline.errors import LockLostError, LockTimeoutError, TimelineError
+from lakebraid.timeline.layout import TableLayout
+
+FORMAT_VERSION = 1
+KEEP = 8
+_DIGITS = 20
+_NAME = re.compile(rf"\d{{{_DIGITS}}}\.json")
+
+
+class Pending(msgspec.Struct, frozen=True):
+    """A decided global completion: the instant file to write and its body."""
+
+    path: str
+    body: bytes
+
+
+class LeaseRecord(msgspec.Struct, frozen=True, kw_only=True):
+    version: int = FORMAT_VERSION
+    seq: int
+    owner: str | None
+    token: str | None = None  # the acquisition the record belongs to
+    lease_ms: int
+    clock: str | None = None
+    pending: Pending | None = None
+
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(LeaseRecord)
+
+
+def record_name(seq: int) -> str:
+    return f"{seq:0{_DIGITS}d}.json"
+
+
+def decode_record(data: bytes, where: str) -> LeaseRecord:
+    try:
+        record = _DECODER.decode(data)
+    except msgspec.DecodeError as exc:
+        raise TimelineError(f"lease record {where} is malformed: {exc}") from None
+    if record.version != FORMAT_VERSION:
+        raise TimelineError(
+            f"lease record {where} has format version {record.version}; this lakebraid reads "
+            f"version {FORMAT_VERSION}: upgrade lakebraid"
+        )
+    return record
+
+
+class LeaseLock:
+    """The table lock of an object-store table: reentrant within a thread, exclusive across
+    threads, processes and machines while the holder renews its lease."""
+
+    def __init__(
+        self, fs: AbstractFileSystem, layout: TableLayout, timeout_s: float, lease_ms: int
+    ):
+        self.fs = fs
+        self.layout = layout
+        self.folder = layout.lease_dir
+        self._timeout = timeout_s
+        self._lease_ms = lease_ms
+        self._owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._hold = threading.Lock()  # one holder thread in this process at a time
+        self._guard = threading.Lock()  # one record written at a time (holder, renewer)
+        self._local = threading.local()
+        self._last: LeaseRecord | None = None  # the newest record this holder created
+        self._written: Pending | None = None  # the pending completion whose file exists
+        self._claimed = 0  # seq of the record that took the lock
+        self._lost: LockLostError | None = None
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    # ---- the lock protocol of TableLock ------------------------------------------------
+    @property
+    def held(self) -> bool:
+        return getattr(self._local, "depth", 0) > 0
+
+    def __enter__(self) -> LeaseLock:
+        if not self.held:
+            self._hold.acquire()
+            try:
+                self._acquire()
+            except BaseException:
+                self._hold.release()
+                raise
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._local.depth -= 1
+        if self._local.depth == 0:
+            try:
+                self._release()
+            finally:
+                self._hold.release()
+
+    # ---- fenced changes (call while held) ------------------------------------------------
+    @property
+    def clock(self) -> str | None:
+        """The last instant time issued, as the newest record says."""
+        assert self._last is not None, "the lease lock is not held"
+        return self._last.clock
+
+    def advance_clock(self, issued: str) -> None:
+        """Record ``issued`` as the last instant time issued, or raise LockLostError."""
+        self._append(clock=issued)
+
+    def decide(self, path: str, body: bytes) -> None:
+        """Complete a global instant: the record carrying it is the commit point; then the
+        instant file is written. LockLostError: nothing was decided."""
+        self._append(pending=Pending(path, body))
+        self._materialise()
+
+    # ---- internals -------------------------------------------------------------------
+    def _head(self) -> tuple[LeaseRecord | None, list[str]]:
+        names = sorted(n for n in list_folder(self.fs, self.folder) if _NAME.fullmatch(n))
+        for name in reversed(names):
+            try:
+                data = self.fs.cat_file(f"{self.folder}/{name}")
+            except FileNotFoundError:  # deleted as old by the holder meanwhile
+                continue
+            return decode_record(data, f"{self.folder}/{name}"), names
+        return None, names
+
+    def _acquire(self) -> None:
+        deadline = time.monotonic() + self._timeout
+        seen: tuple[int, float] | None = None
+        delay = 0.02
+        while True:
+            head, _ = self._head()
+            now = time.monotonic()
+            free = head is None or head.owner is None
+            if not free and head is not None:
+                if seen is None or seen[0] != head.seq:
+                    seen = (head.seq, now)
+                free = (now - seen[1]) * 1000 >= head.lease_ms
+            if free and self._claim(head):
+                return
+            if now >= deadline:
+                raise LockTimeoutError(
+                    f"could not take the table lock ({self.folder}) within {self._timeout} s; "
+                    f"{head.owner if head else 'another writer'} holds it: retry, or raise "
+                    "lock.timeout.seconds",
+                    table=self.layout.root,
+                )
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 1.0)
+
+    def _claim(self, head: LeaseRecord | None) -> bool:
+        record = LeaseRecord(
+            seq=(head.seq + 1) if head else 0,
+            owner=self._owner,
+            token=uuid.uuid4().hex,
+            lease_ms=self._lease_ms,
+            clock=head.clock if head else None,
+            pending=head.pending if head else None,
+        )
+        if not self._create(record):
+            return False
+        self._last, self._lost, self._claimed = record, None, record.seq
+        try:
+            self._materialise()  # a decided completion of the previous holder first
+        except BaseException:
+            self._release()
+            raise
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._renew, daemon=True, name="lease-renewal")
+        self._renewer.start()
+        return True
+
+    def _create(self, record: LeaseRecord) -> bool:
+        path = f"{self.folder}/{record_name(record.seq)}"
+        return create_settled(self.fs, path, _ENCODER.encode(record))
+
+    def _append(self, **changes: object) -> LeaseRecord:
+        with self._guard:
+            last = self._last
+            if self._lost is not None:
+                raise self._lost
+            assert last is not None, "the lease lock is not held"
+            if last.pending is not None and last.pending is self._written:
+                changes.setdefault("pending", None)
+            record = msgspec.structs.replace(last, seq=last.seq + 1, **changes)
+            if not self._create(record):
+                self._lost = LockLostError(
+                    f"the table lock's lease ({self.folder}, record {record.seq}) was taken "
+                    f"over: this writer paused longer than lock.lease.ms ({self._lease_ms}); "
+                    "nothing of this operation was committed: retry it",
+                    table=self.layout.root,
+                )
+                raise self._lost
+            self._last = record
+            return record
+
+    def _materialise(self) -> None:
+        last = self._last
+        if last is None or last.pending is None:
+            return
+        pending = last.pending
+        if not create_settled(self.fs, pending.path, pending.body):
+            raise TimelineError(
+                f"{pending.path} exists with a body other than the one its lease record "
+                f"{last.seq} decided; the table's timeline was written outside lakebraid",
+                table=self.layout.root,
+            )
+        self._written = pending  # the next record drops it
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self._lease_ms / 3000):
+            try:
+                self._append()
+            except LockLostError:
+                return
+            except Exception:  # a failed renewal is retried at the next tick
+                continue
+
+    def _release(self) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+        try:
+            if self._lost is None and self._last is not None:
+                record = self._append(owner=None, token=None)
+                if record.seq // KEEP > self._claimed // KEEP:  # once every KEEP records
+                    self._tidy(record.seq)
+        finally:
+            self._last = None
+
+    def _tidy(self, newest: int) -> None:
+        """Delete records older than the newest :data:`KEEP` (best effort)."""
+        names = [n for n in list_folder(self.fs, self.folder) if _NAME.fullmatch(n)]
+        old = [f"{self.folder}/{n}" for n in names if int(n[:_DIGITS]) <= newest - KEEP]
+        if old:
+            try:
+                self.fs.rm(old)
+            except OSError:
+                pass
