@@ -33,7 +33,10 @@ Rules:
   between leaves ``pending`` in the newest record, and whoever takes the lock next writes the
   file before anything else, so a decided completion is never lost and never doubled.
 * **A paused holder**: whatever it does after its lease was broken fails at its next fenced
-  change; its decided completions were carried forward by the breaker. Writes it makes that
+  change; its decided completions were carried forward by the breaker. A fenced change lists
+  the folder after its create and fails if a higher record exists: once the breaker has
+  tidied old records, the paused holder's next number may be free again (deleted), and only
+  the listing, strongly consistent after the breaker's creates, shows the newer records. Writes it makes that
   are not fenced (data files, requested or inflight instant files) are those of any pending
   instant: invisible until a completion, which it can no longer decide.
 
@@ -163,12 +166,12 @@ class LeaseLock:
 
     def advance_clock(self, issued: str) -> None:
         """Record ``issued`` as the last instant time issued, or raise LockLostError."""
-        self._append(clock=issued)
+        self._append(fenced=True, clock=issued)
 
     def decide(self, path: str, body: bytes) -> None:
         """Complete a global instant: the record carrying it is the commit point; then the
         instant file is written. LockLostError: nothing was decided."""
-        self._append(pending=Pending(path, body))
+        self._append(fenced=True, pending=Pending(path, body))
         self._materialise()
 
     # ---- internals -------------------------------------------------------------------
@@ -232,7 +235,10 @@ class LeaseLock:
         path = f"{self.folder}/{record_name(record.seq)}"
         return create_settled(self.fs, path, _ENCODER.encode(record))
 
-    def _append(self, **changes: object) -> LeaseRecord:
+    def _append(self, fenced: bool = False, **changes: object) -> LeaseRecord:
+        """Create the record after this holder's last. ``fenced``: also list the folder
+        afterwards and fail if a higher record exists (the name was free only because a
+        breaker's tidy deleted it; see the module doc)."""
         with self._guard:
             last = self._last
             if self._lost is not None:
@@ -241,7 +247,7 @@ class LeaseLock:
             if last.pending is not None and last.pending is self._written:
                 changes.setdefault("pending", None)
             record = msgspec.structs.replace(last, seq=last.seq + 1, **changes)
-            if not self._create(record):
+            if not self._create(record) or (fenced and self._overtaken(record.seq)):
                 self._lost = LockLostError(
                     f"the table lock's lease ({self.folder}, record {record.seq}) was taken "
                     f"over: this writer paused longer than lock.lease.ms ({self._lease_ms}); "
@@ -251,6 +257,10 @@ class LeaseLock:
                 raise self._lost
             self._last = record
             return record
+
+    def _overtaken(self, seq: int) -> bool:
+        names = list_folder(self.fs, self.folder)
+        return any(_NAME.fullmatch(n) and int(n[:_DIGITS]) > seq for n in names)
 
     def _materialise(self) -> None:
         last = self._last

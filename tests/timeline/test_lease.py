@@ -104,6 +104,27 @@ def test_a_paused_holder_is_fenced_after_its_lease_is_broken(s3_url):
     assert clock is None or clock < "99999999999999998"
 
 
+def test_a_paused_holder_is_fenced_after_the_breaker_tidied_its_next_record(s3_url):
+    """The breaker makes enough changes to delete old records: the paused holder's next
+    record number is free again, and only the listing after its create fences it."""
+    table = _table(s3_url())
+    paused, other = _lock(table), _lock(table, timeout_s=10)
+    path = f"{table.layout.timeline_dir('global')}/00000000000000001_00000000000000002.commit"
+    paused.__enter__()
+    _pause(paused)
+    mine = paused._last.seq
+    for n in range(4 * 8):  # many acquisitions and changes, each release may tidy
+        with other:
+            other.advance_clock(f"{90000000000000000 + n:017d}")
+    names = table.fs.ls(table.layout.lease_dir, detail=False, refresh=True)
+    assert not any(n.endswith(record_name(mine + 1)) for n in names)  # tidied: free again
+    with pytest.raises(LockLostError, match="taken over"):
+        paused.decide(path, b"late")
+    assert not table.fs.exists(path)
+    with other:
+        assert other.clock == f"{90000000000000000 + 31:017d}"
+
+
 def test_a_decided_completion_is_written_by_the_next_holder(s3_url):
     table = _table(s3_url())
     crashed, other = _lock(table), _lock(table, timeout_s=10)

@@ -1,4 +1,5 @@
-"""Four writer processes x 25 upserts on one table: optimistic concurrency end to end."""
+"""Four writer processes x 25 upserts on one table: optimistic concurrency end to end, on
+local disk and on an S3 table (a moto server on loopback)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,9 @@ print(json.dumps(outcomes))
 """
 
 
-def test_four_writers(tmp_path, run_python) -> None:
-    path = str(tmp_path / "t")
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_four_writers(where, tmp_path, run_python, request) -> None:
+    path = str(tmp_path / "t") if where == "local" else request.getfixturevalue("s3_url")()
     # commit-time ordering: the last completed commit wins, which this test checks exactly
     options = {"write.inprocess.max.rows": 1000, "write.merge.mode": "commit_time"}
     c = WriteClient.create(path, "id", ["day"], "ts", **options)
