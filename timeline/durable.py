@@ -16,12 +16,14 @@ import os
 import posixpath
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
 import fsspec
+import msgspec
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from lakebraid.timeline.errors import InstantExistsError, StateUnknownError
+from lakebraid.timeline.errors import ConfigError, InstantExistsError, StateUnknownError
 
 _SETTLE_ATTEMPTS = 5
 
@@ -38,10 +40,46 @@ def filesystem(
     ``storage_options`` go to the file system (endpoint, credentials...); without them an
     S3 store takes the standard AWS environment variables."""
     options = dict(storage_options or {})
+    try:
+        msgspec.msgpack.encode(options)
+    except TypeError as exc:
+        raise ConfigError(
+            f"storage_options for {url} must be plain values (text, numbers, booleans, lists, "
+            f"dicts) so that Spark executors can open the table with them: {exc}"
+        ) from None
     protocol, _ = fsspec.core.split_protocol(url)
     if protocol not in (None, "file", "local"):
         options.setdefault("use_listings_cache", False)
+    if protocol in ("s3", "s3a"):
+        options = {**_aws_environment(), **options}
     return fsspec.core.url_to_fs(url, **options)
+
+
+def _aws_environment() -> dict[str, Any]:
+    """The standard AWS environment variables as s3fs options, so that the options a table
+    was opened with (shipped to Spark executors, whose environment may differ) name the
+    endpoint and credentials the driver used. Unset variables add nothing: the executor's
+    own credential chain (an instance role...) then applies."""
+    env = os.environ
+    options: dict[str, Any] = {}
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        options["endpoint_url"] = endpoint
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        options["key"] = env["AWS_ACCESS_KEY_ID"]
+        options["secret"] = env["AWS_SECRET_ACCESS_KEY"]
+        if env.get("AWS_SESSION_TOKEN"):
+            options["token"] = env["AWS_SESSION_TOKEN"]
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        options["client_kwargs"] = {"region_name": region}
+    return options
+
+
+def storage_of(fs: AbstractFileSystem) -> dict[str, Any]:
+    """The options that open ``fs`` again elsewhere (a Spark executor, another worker):
+    plain values, shipped in tasks beside the table's URL. Local disk needs none."""
+    return {} if is_local(fs) else dict(fs.storage_options)
 
 
 def fsync_dir(folder: str) -> None:

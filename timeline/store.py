@@ -15,8 +15,10 @@ was broken) before its instant file is written.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
+from collections import OrderedDict
 
 from fsspec import AbstractFileSystem
 
@@ -38,6 +40,7 @@ from lakebraid.timeline.lock import Lock
 from lakebraid.timeline.timeline import Timeline, check_transition
 
 _ARCHIVE_RETRIES = 5
+_BODY_CACHE_BYTES = 64 << 20
 
 
 class InstantStore:
@@ -50,6 +53,11 @@ class InstantStore:
         self.archive = Archive(fs, layout)
         self._seen = EMPTY  # the archive as of the latest load
         self._joined: dict[tuple[TimelineKind, tuple[str, ...], Timeline], Timeline] = {}
+        # path -> body of instant files read: they are created once and never change, so a
+        # body read once is read from memory after (one GET per instant on object stores)
+        self._bodies: OrderedDict[str, bytes] = OrderedDict()
+        self._body_bytes = 0
+        self._body_guard = threading.Lock()
 
     # ---- reading ---------------------------------------------------------------------
     def list_names(self, kind: TimelineKind) -> list[str]:
@@ -80,8 +88,11 @@ class InstantStore:
         if self._seen.holds(instant.time):
             return self._archived(kind, instant)
         path = self.path_of(kind, instant)
+        cached = self._bodies.get(path)
+        if cached is not None:
+            return cached
         try:
-            return self.fs.cat_file(path)
+            body = self.fs.cat_file(path)
         except FileNotFoundError:
             self._seen = self.archive.snapshot()
             if self._seen.holds(instant.time):  # archived since this timeline was loaded
@@ -91,6 +102,18 @@ class InstantStore:
                 table=self.layout.root,
                 instant=instant.time,
             ) from None
+        self._remember(path, body)
+        return body
+
+    def _remember(self, path: str, body: bytes) -> None:
+        """Keep a body read, the oldest read first out past :data:`_BODY_CACHE_BYTES`."""
+        with self._body_guard:
+            if path in self._bodies:
+                return
+            self._bodies[path] = body
+            self._body_bytes += len(body)
+            while self._body_bytes > _BODY_CACHE_BYTES and len(self._bodies) > 1:
+                self._body_bytes -= len(self._bodies.popitem(last=False)[1])
 
     def _archived(self, kind: TimelineKind, instant: Instant) -> bytes:
         """An archived body; when another process's archival merged away the file the

@@ -32,7 +32,7 @@ from lakebraid.metadata.hashing import group_order
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import progress
-from lakebraid.timeline.durable import filesystem, make_durable
+from lakebraid.timeline.durable import filesystem, make_durable, storage_of
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
@@ -99,7 +99,7 @@ class InProcessEngine:
             key=lambda i: (work[i].task.old_file is not None, work[i].size()),
             reverse=True,
         )
-        fs, root = filesystem(work[0].task.root)
+        fs, root = filesystem(work[0].task.root, work[0].task.storage)
         layout = TableLayout(root)
         with (
             ThreadPoolExecutor(min(self.threads, len(work))) as pool,
@@ -229,6 +229,7 @@ def tasks_of(
         targets,  # type: ignore[arg-type]
         listing,
         root=table.fs.unstrip_protocol(table.layout.root),
+        storage=storage_of(table.fs),
         time=time,
         schema=spec_of(schema),
         record_key=table.config.record_key,

@@ -19,6 +19,9 @@ pruning (ours, from ``column_stats``, NaN-aware) is what skips data: a lakebraid
 row group unless it outgrows the writer's row group size, so little skipping is lost; the
 reader still reads only the columns a query needs. (Disabling ``spark.sql.parquet.filterPushdown``
 would be global to the session; a cast of every float column would change ``-0.0``.)
+
+A table on an object store is read by Python workers instead (``writers.read.spark_files``):
+Spark's JVM has no connector for the store, and its Parquet filters are not involved.
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ from lakebraid.index.secondary import matching_groups
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.durable import is_local, storage_of
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
+from lakebraid.writers.read.spark_files import read_files
 from lakebraid.writers.write.datafile import (
     conform,
     data_schema,
@@ -189,8 +194,12 @@ def read_spark(table: TableTimelines, spark: Any, point: str | None, where: Any)
     fields = schema_as_of(table, point)
     schema = table_schema(fields)
     paths = selected_paths(table, spark, point, where, schema)
+    derive = virtual_key(spec_of(fields), table.config.record_key)
     if not paths:
         frame = empty_frame(spark, schema)
+    elif not is_local(table.fs):  # no Hadoop connector needed: Python workers read them
+        urls = [table.fs.unstrip_protocol(p) for p in paths]
+        frame = read_files(spark, urls, schema, storage_of(table.fs), derive)
     else:
         urls = [table.fs.unstrip_protocol(p) for p in paths]
         # page checksums verified on any session, not only the embedded one
@@ -200,7 +209,6 @@ def read_spark(table: TableTimelines, spark: Any, point: str | None, where: Any)
         if any(pa.types.is_floating(f.type) for f in schema):
             reader = reader.options(**NAN_SAFE_PARQUET)
         frame = reader.parquet(*urls)
-        derive = virtual_key(spec_of(fields), table.config.record_key)
         columns = [
             F.col(derive).cast("string").alias(RECORD_KEY)
             if n == RECORD_KEY and derive is not None

@@ -52,6 +52,7 @@ OP_UPSERT, OP_DELETE = 0, 1
 
 class RewriteTask(msgspec.Struct, frozen=True, kw_only=True):
     root: str  # fsspec URL of the table
+    storage: dict[str, Any] = {}  # storage options to open it (timeline.durable.storage_of)
     record_key: str  # the table's record key column
     partition: str
     file_id: str
@@ -69,7 +70,7 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table, *, sync: bool = Tr
     out, new rows follow (a new group's rows sorted by key). One hash of the old keys and one
     ``take`` build the new file; no sort of the whole group. ``sync=False``: the caller makes
     the file durable (:func:`timeline.store.make_durable`) before it commits."""
-    fs, root = filesystem(task.root)
+    fs, root = filesystem(task.root, task.storage)
     layout = TableLayout(root)
     old, schema, key_column = _stored_rows(fs, layout, task)
     is_upsert = pc.equal(incoming.column(OP), OP_UPSERT)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -295,6 +296,7 @@ def rewrite_tasks(
     listing: Mapping[str, Mapping[str, str]],
     *,
     root: str,
+    storage: dict[str, Any],
     time: str,
     schema: list[tuple[str, str, bool]],
     record_key: str,
@@ -306,6 +308,7 @@ def rewrite_tasks(
     return [
         RewriteTask(
             root=root,
+            storage=storage,
             record_key=record_key,
             partition=partition,
             file_id=file_id,

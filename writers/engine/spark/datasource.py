@@ -6,7 +6,9 @@
     df.write.format("lakebraid").mode("append").save(path)
 
 :func:`register` adds it to a session; the library calls it for its embedded session
-(``writers.engine.spark.session``) and for every session handed to a ``WriteClient``.
+(``writers.engine.spark.session``) and for every session handed to a ``WriteClient``. A table
+on an object store takes its file system's options as ``.option("storage_options", json)``
+(else S3 reads the AWS environment variables); tasks carry them as plain values.
 
 **Reads.** ``schema()`` is the table schema as of the read point, exactly as
 ``WriteClient.read`` gives it (``writers.read.plan.table_schema``: the table's columns, then
@@ -17,9 +19,9 @@ into pruning conditions (``index.column_stats``: the same conditions and ``may_m
 file, so Spark still filters the rows. ``partitions()``
 lists the data files of the read point from the metadata table and keeps those the
 ``column_stats`` cannot rule out: one input partition per file, so the partition count is the
-number of files opened. ``read()`` runs in Python workers: it opens its file with fsspec from
-the plain URL, conforms it to the declared schema (older files lack newer columns) and yields
-Arrow batches carrying that schema exactly (nullability included). Reader and partitions hold
+number of files opened. ``read()`` runs in Python workers: it opens its file with fsspec
+(``writers.read.spark_files.read_file``), conforms it to the declared schema and yields Arrow
+batches carrying that schema exactly (nullability included). Reader and partitions hold
 plain values only (URLs, strings, the Arrow schema, the conditions), never a table object.
 
 **Writes (append only).** ``writer()`` checks the path is a lakebraid table, refuses
@@ -49,6 +51,7 @@ load again to see new commits.
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 import weakref
@@ -91,13 +94,14 @@ from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.engine.inprocess import write_rows
 from lakebraid.writers.errors import WriteError
 from lakebraid.writers.read.plan import keep_matching, plan_paths, table_schema
+from lakebraid.writers.read.spark_files import FileRead, read_file
 from lakebraid.writers.services.recovery import recover
-from lakebraid.writers.write.datafile import conform, read_parquet, spec_of, virtual_key
+from lakebraid.writers.write.datafile import read_parquet, spec_of, virtual_key
 from lakebraid.writers.write.operations import resolve_policy
 
 NAME = "lakebraid"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-_OWN_OPTIONS = ("path", "as_of", "pushdown")
+_OWN_OPTIONS = ("path", "as_of", "pushdown", "storage_options")
 _registered: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
@@ -117,12 +121,24 @@ def _table_options(options: Any) -> dict[str, str]:
     return {k: str(v) for k, v in dict(options).items() if k.lower() not in _OWN_OPTIONS}
 
 
+def _storage(options: Any) -> dict[str, Any]:
+    """The ``storage_options`` option: a JSON object of the table's file system options."""
+    text = dict(options).get("storage_options", "{}")
+    try:
+        value = json.loads(str(text))
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise ConfigError(f"option storage_options must be a JSON object, not {text!r}")
+    return value
+
+
 def _root_url(options: Any, purpose: str) -> str:
     """The table's fsspec URL; a clear error when the path holds no lakebraid table."""
     path = dict(options).get("path")
     if not path:
         raise ConfigError(f"{purpose} needs a table path: load(path) or save(path)")
-    fs, root = filesystem(path)
+    fs, root = filesystem(path, _storage(options))
     layout = TableLayout(root)
     if not fs.exists(layout.table_config):
         raise ConfigError(
@@ -133,9 +149,9 @@ def _root_url(options: Any, purpose: str) -> str:
     return fs.unstrip_protocol(layout.root)
 
 
-def _open(root: str, options: dict[str, str]) -> TableTimelines:
+def _open(root: str, options: dict[str, str], storage: dict[str, Any]) -> TableTimelines:
     """The table at ``root`` with the data source's config overrides (no Spark session)."""
-    return TableTimelines.open(root, options)
+    return TableTimelines.open(root, options, storage)
 
 
 def _schema(table: TableTimelines, as_of: object) -> list[FieldSpec]:
@@ -210,10 +226,11 @@ def plan_files(
     as_of: str | None,
     conditions: Sequence[Condition] = (),
     options: dict[str, str] | None = None,
+    storage: dict[str, Any] | None = None,
 ) -> list[str]:
     """URLs of the data files to read: the read point's, minus those the conditions rule
     out (``writers.read.plan.plan_paths``; no data file is opened)."""
-    table = _open(root, options or {})
+    table = _open(root, options or {}, storage or {})
     point = table.read_point(as_of)
     schema = table_schema(schema_as_of(table, point))
     keep = keep_matching(conditions, schema) if conditions else None
@@ -231,7 +248,7 @@ class LakebraidDataSource(DataSource):
 
     def schema(self) -> StructType:
         root = _root_url(self.options, "spark.read.format('lakebraid')")
-        table = _open(root, _table_options(self.options))
+        table = _open(root, _table_options(self.options), _storage(self.options))
         return from_arrow_schema(table_schema(_schema(table, self.options.get("as_of"))))
 
     def reader(self, schema: StructType) -> LakebraidReader:
@@ -244,7 +261,7 @@ class LakebraidDataSource(DataSource):
                 table=root,
             )
         as_of = self.options.get("as_of")
-        table = _open(root, _table_options(self.options))
+        table = _open(root, _table_options(self.options), _storage(self.options))
         derive = virtual_key(spec_of(_schema(table, as_of)), table.config.record_key)
         return LakebraidReader(
             root,
@@ -252,7 +269,7 @@ class LakebraidDataSource(DataSource):
             _table_options(self.options),
             schema,
             pushdown=pushdown == "true",
-            derive_key=derive,
+            read=FileRead(storage=_storage(self.options), derive_key=derive),
         )
 
     def writer(self, schema: StructType, overwrite: bool) -> LakebraidWriter:
@@ -264,7 +281,9 @@ class LakebraidDataSource(DataSource):
                 "(WriteClient.open(path).upsert / .delete) to replace or remove rows",
                 table=root,
             )
-        return LakebraidWriter(root, uuid.uuid4().hex, _table_options(self.options))
+        return LakebraidWriter(
+            root, uuid.uuid4().hex, _table_options(self.options), _storage(self.options)
+        )
 
 
 class LakebraidReader(DataSourceReader):
@@ -276,11 +295,11 @@ class LakebraidReader(DataSourceReader):
         schema: StructType,
         *,
         pushdown: bool = False,
-        derive_key: str | None = None,
+        read: FileRead,
     ):
         self.root = root
         self.pushdown = pushdown
-        self.derive_key = derive_key  # the key column of a virtual _braid_record_key
+        self.read_spec = read  # storage options, the key column of a virtual record key
         self.as_of = as_of
         self.options = options
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")  # what Spark checks
@@ -299,14 +318,15 @@ class LakebraidReader(DataSourceReader):
         return filters  # pruning is per file: Spark filters every row again
 
     def partitions(self) -> Sequence[InputPartition]:
-        urls = plan_files(self.root, self.as_of, self.conditions, self.options)
+        urls = plan_files(
+            self.root, self.as_of, self.conditions, self.options, self.read_spec.storage
+        )
         return [InputPartition(url) for url in urls]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:
             return  # no file selected: Spark still runs one empty partition
-        fs, path = filesystem(partition.value)
-        table = conform(read_parquet(fs, path), self.arrow_schema, self.derive_key)
+        table = read_file(partition.value, self.read_spec, self.arrow_schema)
         for batch in table.to_batches():
             yield pa.RecordBatch.from_arrays(batch.columns, schema=self.arrow_schema)
 
@@ -320,13 +340,14 @@ class StagedFile(WriterCommitMessage):
 
 
 class LakebraidWriter(DataSourceArrowWriter):
-    def __init__(self, root: str, job_id: str, options: dict[str, str]):
+    def __init__(self, root: str, job_id: str, options: dict[str, str], storage: dict[str, Any]):
         self.root = root
         self.job_id = job_id
         self.options = options
+        self.storage = storage
 
     def _staging(self) -> tuple[Any, str]:
-        fs, root = filesystem(self.root)
+        fs, root = filesystem(self.root, self.storage)
         return fs, TableLayout(root).staging_dir(self.job_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
@@ -358,9 +379,9 @@ class LakebraidWriter(DataSourceArrowWriter):
             if staged:
                 parts = []
                 for url in staged:
-                    fs, path = filesystem(url)
+                    fs, path = filesystem(url, self.storage)
                     parts.append(read_parquet(fs, path))
-                table = _open(self.root, self.options)
+                table = _open(self.root, self.options, self.storage)
                 recover(table)
                 policy = resolve_policy(table, "insert", None)
                 write_rows(table, MetadataTable(table), pa.concat_tables(parts), "insert", policy)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 import pyarrow as pa
@@ -72,6 +72,7 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     """What executors need to know about the table (plain data)."""
 
     root: str  # fsspec URL
+    storage: dict[str, Any] = {}  # storage options to open it (timeline.durable.storage_of)
     key: str
     partition_fields: list[str]
     precombine: str | None
@@ -114,7 +115,7 @@ def _dedup_tag(
         table = _prepared(table, ctx)
     table = deduplicate(table, ctx.precombine, ctx.scoped)
     if tagging:
-        fs, root = filesystem(ctx.root)
+        fs, root = filesystem(ctx.root, ctx.storage)
         reader = MetadataReader(fs, TableLayout(root), ctx.point, cfg.Options(ctx.options))
         keys = row_index_keys(table, ctx.scoped)
         table = tag(table, *locate(reader, keys))  # keys are unique now
@@ -256,6 +257,7 @@ def rewrite_frame(
     listing: Mapping[str, Mapping[str, str]],
     *,
     root: str,
+    storage: dict[str, Any],
     time: str,
     schema: list[tuple[str, str, bool]],
     record_key: str,
@@ -268,6 +270,7 @@ def rewrite_frame(
         targets,
         listing,
         root=root,
+        storage=storage,
         time=time,
         schema=schema,
         record_key=record_key,

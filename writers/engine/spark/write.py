@@ -15,6 +15,7 @@ from lakebraid.index.file_groups import current_files
 from lakebraid.index.scope import is_scoped
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.durable import storage_of
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit.transaction import run_write
@@ -53,6 +54,7 @@ def write_frame(
     root = table.fs.unstrip_protocol(table.layout.root)
     ctx = Context(
         root=root,
+        storage=storage_of(table.fs),
         key=config.record_key,
         partition_fields=list(config.partition_fields),
         precombine=config.precombine_field,
@@ -83,6 +85,7 @@ def write_frame(
             routed.targets,
             listing,
             root=root,
+            storage=ctx.storage,
             time=time,
             schema=spec,
             record_key=config.record_key,

@@ -1,0 +1,67 @@
+"""Spark reads of data files on object stores, read by Python workers through fsspec.
+
+Spark's JVM reads local files itself (``spark.read.parquet``), but it reaches an object store
+only through a Hadoop connector (S3A and the like) that a plain PySpark install lacks, and
+whose credentials would be configured apart from the table's. So for a table on an object
+store the read is a DataFrame of file URLs mapped by ``mapInArrow``: each task opens its files
+with fsspec from the plain URL and the table's storage options (plain values shipped in the
+task, as writes do), checks them as every lakebraid read does (``read_parquet``: page
+checksums, footer), conforms them to the read schema (older files lack newer columns, the
+virtual record key is derived) and yields Arrow batches of exactly that schema. The Spark data
+source's ``read()`` does the same per file.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from lakebraid.timeline.durable import filesystem
+from lakebraid.writers.write.datafile import conform, read_parquet
+
+URL = "_braid_url"
+
+
+class FileRead(msgspec.Struct, frozen=True, kw_only=True):
+    """What a reading task needs (plain values): how to open files, what to yield."""
+
+    storage: dict[str, Any]
+    derive_key: str | None  # the key column of a virtual _braid_record_key
+
+
+def read_file(url: str, read: FileRead, schema: pa.Schema) -> pa.Table:
+    """One data file, checked and conformed to ``schema``."""
+    fs, path = filesystem(url, read.storage)
+    return conform(read_parquet(fs, path), schema, read.derive_key)
+
+
+def _read_task(
+    packed: bytes, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    read = msgspec.msgpack.decode(packed, type=FileRead)
+    for batch in batches:
+        for url in batch.column(0).to_pylist():
+            for out in read_file(url, read, schema).to_batches():
+                yield pa.RecordBatch.from_arrays(out.columns, schema=schema)
+
+
+def read_files(
+    spark: Any,
+    urls: Sequence[str],
+    schema: pa.Schema,
+    storage: dict[str, Any],
+    derive_key: str | None,
+) -> Any:
+    """A DataFrame of the rows of ``urls`` with ``schema``, read by Python workers: one task
+    per file up to four per core, files spread evenly over the tasks."""
+    slices = max(1, min(len(urls), 4 * spark.sparkContext.defaultParallelism))
+    packed = msgspec.msgpack.encode(FileRead(storage=storage, derive_key=derive_key))
+    frame = spark.createDataFrame([(u,) for u in urls], f"{URL} string")
+    return frame.repartition(slices).mapInArrow(
+        functools.partial(_read_task, packed, schema), from_arrow_schema(schema)
+    )
