@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lakebraid.timeline.durable import is_local
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine.spark.session import embedded_session
 
@@ -97,9 +99,19 @@ def frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
 
 
 def rows_of(client: WriteClient, as_of: str | None = None) -> list[dict[str, Any]]:
-    """The table read by Spark (executors read the Parquet files), with each row's file."""
-    read = client.read(as_of=as_of).select(*SCHEMA.names, F.input_file_name().alias("file"))
-    return [row.asDict() for row in read.collect()]
+    """The table read by Spark (executors read the Parquet files), with each row's file. On an
+    object store executors read through fsspec, so Spark knows no input file: each key's file
+    comes from reading the files of the read point here."""
+    if is_local(client.table.fs):
+        read = client.read(as_of=as_of).select(*SCHEMA.names, F.input_file_name().alias("file"))
+        return [row.asDict() for row in read.collect()]
+    holder = {}
+    for url in client.file_paths(as_of=as_of):
+        with client.table.fs.open(url, "rb") as handle:
+            for key in pq.read_table(handle, columns=["id"]).column("id").to_pylist():
+                holder[key] = client.table.fs.unstrip_protocol(url)
+    read = client.read(as_of=as_of).select(*SCHEMA.names)
+    return [{**row.asDict(), "file": holder[row["id"]]} for row in read.collect()]
 
 
 def lookups(client: WriteClient, keys: list[str], as_of: str | None = None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pyspark
 import pytest
+from s3server import environment
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -186,12 +187,13 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         stop(list(made.procs.values()))
 
 
-def drive(cluster: Cluster) -> dict[str, Any]:
-    """Run the driver, its JVM starting while the cluster comes up; its JSON report."""
+def drive(cluster: Cluster, path: str = TABLE) -> dict[str, Any]:
+    """Run the driver, its JVM starting while the cluster comes up; its JSON report. ``path``:
+    the table (relative to the driver's cwd, or an ``s3://`` URL)."""
     base = cluster.base / "driver"
     base.mkdir()
     spec, ready, out = base / "spec.json", base / "ready", base / "stdout.txt"
-    spec.write_text(json.dumps(SPEC))
+    spec.write_text(json.dumps({**SPEC, "path": path}))
     args = [sys.executable, str(DRIVER), cluster.url, str(spec), str(ready)]
     cluster.launch("driver", args, stdout=out)
     cluster.wait_for("master", "New state: ALIVE")
@@ -206,7 +208,8 @@ def drive(cluster: Cluster) -> dict[str, Any]:
         pytest.fail(f"the driver ran over {DRIVER_S} s; see {cluster.base}/*.log")
     assert driver.returncode == 0, (cluster.base / "driver.log").read_text()[-5000:]
     result = json.loads(out.read_text().strip().splitlines()[-1])  # its last line
-    result["table"] = str(cluster.base / TABLE)  # TABLE is relative to the driver's cwd
+    # TABLE is relative to the driver's cwd
+    result["table"] = str(cluster.base / TABLE) if path == TABLE else path
     return result
 
 
@@ -268,7 +271,7 @@ def check_state(seen: dict[str, Any], model: dict[str, dict], table: Path) -> No
         assert {k: r[k] for k in ("id", "day", "ts", "amount")} == model[r["id"]]
         folder, fid = location_of(r["file"])
         assert folder == f"day={r['day']}", r
-        assert Path(r["file"].removeprefix("file://")).parent.parent == table, r["file"]
+        assert Path(r["file"].removeprefix("file://")).parent.parent == Path(table), r["file"]
         holder[r["id"]] = (folder, fid)
     for key, location in seen["lookup"].items():
         assert location == (list(holder[key]) if key in model else None), key
@@ -311,7 +314,14 @@ def check_steps(report: dict[str, Any]) -> None:
         assert report["as_of"][step]["lookup"] == report["steps"][step]["lookup"]
 
 
-def test_writes_on_a_standalone_cluster_match_the_model(cluster: Cluster) -> None:
-    report = drive(cluster)
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_writes_on_a_standalone_cluster_match_the_model(cluster: Cluster, where, request) -> None:
+    """On S3 (a loopback server; the workers inherit its AWS environment) executors write data
+    files straight to the store and read them back through fsspec."""
+    path = TABLE
+    if where == "s3":
+        path = request.getfixturevalue("s3_url")()
+        cluster.env.update(environment(request.getfixturevalue("s3_endpoint")))
+    report = drive(cluster, path)
     check_cluster_use(cluster, report)
     check_steps(report)
