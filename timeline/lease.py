@@ -36,9 +36,9 @@ Rules:
   change; its decided completions were carried forward by the breaker. A fenced change lists
   the folder after its create and fails if a higher record exists: once the breaker has
   tidied old records, the paused holder's next number may be free again (deleted), and only
-  the listing, strongly consistent after the breaker's creates, shows the newer records. Writes it makes that
-  are not fenced (data files, requested or inflight instant files) are those of any pending
-  instant: invisible until a completion, which it can no longer decide.
+  the listing, strongly consistent after the breaker's creates, shows the newer records.
+  Writes it makes that are not fenced (data files, requested or inflight instant files) are
+  those of any pending instant: invisible until a completion, which it can no longer decide.
 
 Old records are deleted by the holder, keeping the newest :data:`KEEP`.
 """
