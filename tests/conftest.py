@@ -64,22 +64,31 @@ def spark():
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint(tmp_path_factory):
-    """A moto S3 server on loopback for this test process; the AWS environment variables
-    point at it for the rest of the session (subprocesses inherit them)."""
-    from s3server import apply_environment, s3_server
+def loopback_s3(tmp_path_factory):
+    """A moto S3 server on loopback behind the counting, fault-injecting proxy for this test
+    process (``LoopbackS3``: ``.counting()``, ``.inject()``; a test that injects faults stops
+    them before it ends); the AWS environment variables point at the proxy for the rest of
+    the session (subprocesses inherit them)."""
+    from s3server import apply_environment
 
-    with s3_server(tmp_path_factory.mktemp("moto")) as endpoint:
-        apply_environment(endpoint)
-        yield endpoint
+    from lakebraid.writers.cli.loopback_s3 import LoopbackS3
+
+    with LoopbackS3(tmp_path_factory.mktemp("moto")) as server:
+        apply_environment(server.endpoint)
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(loopback_s3):
+    """The endpoint URL of the loopback S3 server (its proxy) for this test process."""
+    return loopback_s3.endpoint
 
 
 @pytest.fixture
-def s3_url(s3_endpoint):
+def s3_url(loopback_s3):
     """``s3_url(name)``: the URL of a table in a fresh bucket on the loopback S3 server."""
-    from s3server import new_bucket
 
     def make(name: str = "t") -> str:
-        return f"s3://{new_bucket(s3_endpoint)}/{name}"
+        return f"s3://{loopback_s3.new_bucket()}/{name}"
 
     return make

@@ -1,21 +1,14 @@
 """A real S3-protocol server on loopback for tests, benchmarks and the demo.
 
-:class:`LoopbackS3` starts moto's S3 server (``python -m moto.server``; it enforces
-``If-None-Match`` and ``If-Match`` with 412, as S3 does) on a free loopback port and, in front
-of it, a small threaded HTTP/1.1 proxy that clients talk to (``.endpoint``). The proxy forwards
-each request byte for byte (method, path and query, headers, body, chunked framing included)
-and streams the reply back, and on the way it
-
-* counts requests by kind (``LIST``, ``HEAD``, ``GET``, ``PUT``, ``DELETE``, ``POST``; a
-  multi-object delete ``POST ?delete`` counts as ``DELETE``): :meth:`LoopbackS3.counts`,
-  :meth:`LoopbackS3.counting`;
-* injects faults at a seeded random rate (:meth:`LoopbackS3.inject`): ``503`` (SlowDown) and
-  ``500`` (InternalError) answered without forwarding, ``reset`` (the connection is reset
-  without forwarding) and ``lost`` (forwarded, so the server acts on it, then the connection is
-  reset before the reply: a PUT stored whose response never arrived).
-
-Requests to moto's own ``/moto-api`` are neither counted nor faulted. Buckets are addressed
-path-style (``/bucket/key``), which is what S3 clients use for an IP endpoint.
+:class:`LoopbackS3` starts moto's S3 server (it enforces ``If-None-Match`` and ``If-Match``
+with 412, as S3 does) on a free loopback port and, in front of it, a threaded HTTP/1.1 proxy
+that clients talk to. The proxy forwards each request byte for byte (method, path and query,
+headers, body with its chunked framing) and streams the reply back; on the way it counts
+requests by kind (LIST, HEAD, GET, PUT, DELETE with multi-object deletes, POST) and injects
+faults at a seeded random rate: ``503`` SlowDown and ``500`` InternalError answered without
+forwarding, ``reset`` (connection reset, not forwarded) and ``lost`` (forwarded, so the server
+acts on it, then the connection is reset before the reply); not on moto's own ``/moto-api``.
+Buckets are addressed path-style, as S3 clients do for an IP endpoint.
 """
 
 from __future__ import annotations
@@ -33,7 +26,7 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -46,12 +39,14 @@ CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "lakebraid-test",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
-KINDS = ("LIST", "HEAD", "GET", "PUT", "DELETE", "POST")
 FAULT_KINDS = ("503", "500", "reset", "lost")
-# Headers about one hop, not the message: never forwarded as they came. ``Expect`` is
-# answered by the proxy itself (100 Continue) before it reads the body.
-HOP_BY_HOP = frozenset(
-    {"connection", "keep-alive", "proxy-connection", "te", "upgrade", "expect", "trailer"}
+# Headers about one hop, not the message, kept from the other hop; the proxy answers
+# ``Expect: 100-continue`` itself before it reads the body.
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "upgrade", "expect"})
+REPLY_FRAMING = HOP_BY_HOP | {"transfer-encoding", "trailer"}
+ERROR_XML = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    "<Error><Code>{}</Code><Message>{}</Message><RequestId>{}</RequestId></Error>"
 )
 ERRORS = {
     "503": (503, "SlowDown", "Please reduce your request rate."),
@@ -76,26 +71,14 @@ def request_kind(method: str, target: str) -> str:
 def create_bucket(endpoint: str, name: str | None = None) -> str:
     """Create a bucket (a fresh name unless given) on the server at ``endpoint``."""
     name = name or f"lb-{uuid.uuid4().hex[:12]}"
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
-    )
+    key, secret, region = CREDENTIALS.values()
+    client = boto3.Session(key, secret, region_name=region).client("s3", endpoint_url=endpoint)
     client.create_bucket(Bucket=name)
     return name
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Counting:
-    """The requests made inside one :meth:`LoopbackS3.counting` block, by kind: live while
-    the block runs, fixed when it ends."""
+    """The requests of one :meth:`LoopbackS3.counting` block by kind, fixed when it ends."""
 
     def __init__(self, owner: LoopbackS3) -> None:
         self._owner = owner
@@ -113,9 +96,6 @@ class Counting:
     def total(self) -> int:
         return sum(self.counts.values())
 
-    def _stop(self) -> None:
-        self._final = self.counts
-
 
 class _ProxyServer(ThreadingHTTPServer):
     daemon_threads = True
@@ -125,17 +105,7 @@ class _ProxyServer(ThreadingHTTPServer):
         self.owner = owner
         self.upstream = upstream
         self.open_connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _ProxyHandler)
-
-    def drop_connections(self) -> None:
-        with self.connections_lock:
-            open_now = list(self.open_connections)
-        for sock in open_now:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 class _ProxyHandler(BaseHTTPRequestHandler):
@@ -144,18 +114,15 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle stall
         self.upstream = http.client.HTTPConnection(*self.server.upstream, timeout=300)
-        with self.server.connections_lock:
-            self.server.open_connections.add(self.connection)
+        self.server.open_connections.add(self.connection)  # set.add/discard: atomic
 
     def finish(self) -> None:
-        with self.server.connections_lock:
-            self.server.open_connections.discard(self.connection)
+        self.server.open_connections.discard(self.connection)
         self.upstream.close()
-        try:
+        with suppress(OSError):
             super().finish()
-        except OSError:
-            pass
 
     def handle(self) -> None:
         try:
@@ -167,11 +134,6 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         pass  # quiet: the tests' output is not the place for an access log
 
     def do_GET(self) -> None:
-        self._proxy()
-
-    do_HEAD = do_PUT = do_POST = do_DELETE = do_OPTIONS = do_PATCH = do_GET
-
-    def _proxy(self) -> None:
         body = self._read_body()
         if body is None:
             self.close_connection = True
@@ -180,58 +142,51 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if not urlsplit(self.path).path.startswith("/moto-api"):
             fault = self.server.owner._observe(request_kind(self.command, self.path))
         if fault in ERRORS:
-            self._answer_error(*ERRORS[fault])
-            return
+            return self._answer_error(*ERRORS[fault])
         if fault == "reset":
-            self._reset()
-            return
+            return self._reset()
         try:
             reply = self._exchange(body)
         except (OSError, http.client.HTTPException) as error:
             self.upstream.close()
-            self._answer_error(502, "BadGateway", f"loopback proxy: {error!r}")
-            return
+            return self._answer_error(502, "BadGateway", f"loopback proxy: {error!r}")
         if fault == "lost":
             reply.read()
-            self._reset()
-            return
+            return self._reset()
         self._relay(reply)
+
+    do_HEAD = do_PUT = do_POST = do_DELETE = do_OPTIONS = do_PATCH = do_GET  # all alike
+
+    @property
+    def _chunked(self) -> bool:
+        return self.headers.get("Transfer-Encoding", "").lower().rstrip().endswith("chunked")
 
     def _read_body(self) -> bytes | None:
         """The body as sent, chunked framing and trailers included (None: the client left)."""
-        codings = self.headers.get("Transfer-Encoding", "")
-        if codings.replace(" ", "").lower().endswith("chunked"):
-            return self._read_chunked()
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        return body if len(body) == length else None
-
-    def _read_chunked(self) -> bytes | None:
-        raw = bytearray()
-        while True:
+        if not self._chunked:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            return body if len(body) == length else None
+        raw, size = bytearray(), -1
+        while True:  # chunks (size line, data, CRLF), the last of size 0, trailers, CRLF
             line = self.rfile.readline(PIECE + 1)
             if not line.endswith(b"\n"):
                 return None
             raw += line
-            size = int(line.split(b";", 1)[0].strip() or b"0", 16)
             if size == 0:
-                break
-            data = self.rfile.read(size + 2)
-            if len(data) != size + 2:
-                return None
-            raw += data
-        while True:  # trailer fields, then the empty line that ends the message
-            line = self.rfile.readline(PIECE + 1)
-            if not line.endswith(b"\n"):
-                return None
-            raw += line
-            if line in (b"\r\n", b"\n"):
-                return bytes(raw)
+                if line in (b"\r\n", b"\n"):
+                    return bytes(raw)
+                continue
+            size = int(line.split(b";", 1)[0].strip() or b"0", 16)
+            if size:
+                data = self.rfile.read(size + 2)
+                if len(data) != size + 2:
+                    return None
+                raw += data
 
     def _exchange(self, body: bytes) -> http.client.HTTPResponse:
-        """Send the request to moto and read its reply's head; a kept-alive connection moto
-        closed meanwhile is reopened once."""
-        chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
+        """Send the request to moto, read its reply's head (reconnecting once if moto closed
+        a kept-alive connection)."""
         while True:
             fresh = self.upstream.sock is None
             try:
@@ -240,7 +195,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 )
                 for name, value in self.headers.items():
                     lower = name.lower()
-                    if lower in HOP_BY_HOP or (chunked and lower == "content-length"):
+                    if lower in HOP_BY_HOP or (self._chunked and lower == "content-length"):
                         continue
                     self.upstream.putheader(name, value)
                 self.upstream.endheaders(body or None)
@@ -251,41 +206,28 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                     raise
 
     def _relay(self, reply: http.client.HTTPResponse) -> None:
-        """Send moto's reply to the client: its head as it came, its body streamed with the
-        framing it came with (a length, or chunks), or with a length if moto closed it."""
+        """Send moto's reply to the client: its head as it came, its body streamed."""
         self.send_response_only(reply.status, reply.reason)
         for name, value in reply.getheaders():
-            if name.lower() not in HOP_BY_HOP and name.lower() != "transfer-encoding":
+            if name.lower() not in REPLY_FRAMING:
                 self.send_header(name, value)
-        bodiless = self.command == "HEAD" or reply.status in (204, 304) or reply.status < 200
-        if bodiless:
+        if self.command == "HEAD" or reply.status in (204, 304) or reply.status < 200:
             reply.read()
             self.end_headers()
-        elif reply.chunked:
+        elif reply.length is not None:
+            self.end_headers()
+            while piece := reply.read1(PIECE):
+                self.wfile.write(piece)
+        else:  # chunked, or ended by moto closing the connection: chunked to the client
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             while piece := reply.read1(PIECE):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
             self.wfile.write(b"0\r\n\r\n")
-        elif reply.length is not None:
-            self.end_headers()
-            while piece := reply.read1(PIECE):
-                self.wfile.write(piece)
-        else:
-            data = reply.read()
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        if reply.will_close:
-            self.upstream.close()
 
     def _answer_error(self, status: int, code: str, message: str) -> None:
         request_id = uuid.uuid4().hex[:16].upper()
-        body = (
-            '<?xml version="1.0" encoding="UTF-8"?>\n'
-            f"<Error><Code>{code}</Code><Message>{message}</Message>"
-            f"<RequestId>{request_id}</RequestId></Error>"
-        ).encode()
+        body = ERROR_XML.format(code, message, request_id).encode()
         self.send_response_only(status)
         self.send_header("Content-Type", "application/xml")
         self.send_header("Content-Length", str(len(body)))
@@ -303,8 +245,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
 
 class LoopbackS3:
-    """moto's S3 server on loopback behind a counting, fault-injecting proxy (a context
-    manager; ``start``/``close`` for longer lives). Clients use :attr:`endpoint`."""
+    """moto's S3 server behind a counting, fault-injecting proxy at :attr:`endpoint`."""
 
     def __init__(self, log_dir: Path | str | None = None) -> None:
         self._log_dir = Path(log_dir) if log_dir is not None else None
@@ -318,8 +259,7 @@ class LoopbackS3:
         self._kinds: tuple[str, ...] = FAULT_KINDS
         self._random = random.Random(0)
         self._left: int | None = None
-        self.server_endpoint = ""
-        self.endpoint = ""
+        self.endpoint = self.server_endpoint = ""  # the proxy's URL; moto's
         self.log_path: Path | None = None
 
     def __enter__(self) -> LoopbackS3:
@@ -333,7 +273,9 @@ class LoopbackS3:
         if self._log_dir is None:
             self._temp = tempfile.TemporaryDirectory(prefix="loopback-s3-")
             self._log_dir = Path(self._temp.name)
-        port = _free_port()
+        with socket.socket() as probe:  # a free port, for moto to bind
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
         self.server_endpoint = f"http://127.0.0.1:{port}"
         self.log_path = self._log_dir / f"moto-{port}.log"
         with open(self.log_path, "wb") as log:
@@ -343,7 +285,11 @@ class LoopbackS3:
                 stderr=subprocess.STDOUT,
             )
         try:
-            self._wait_for_server()
+            deadline = time.monotonic() + 30
+            while not self._server_answers():
+                if self._server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto server did not start (log {self.log_path})")
+                time.sleep(0.1)
             self._proxy = _ProxyServer(self, ("127.0.0.1", port))
         except BaseException:
             self.close()
@@ -354,32 +300,24 @@ class LoopbackS3:
         ).start()
         return self
 
-    def _wait_for_server(self) -> None:
-        assert self._server is not None
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.server_endpoint}/moto-api/", timeout=1).close()
-                return
-            except OSError:
-                if self._server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto server did not start (log {self.log_path})") from None
-                time.sleep(0.1)
+    def _server_answers(self) -> bool:
+        with suppress(OSError):
+            urllib.request.urlopen(f"{self.server_endpoint}/moto-api/", timeout=1).close()
+            return True
+        return False
 
     def close(self) -> None:
         """Stop the proxy (dropping its open connections) and moto."""
         if self._proxy is not None:
             self._proxy.shutdown()
             self._proxy.server_close()
-            self._proxy.drop_connections()
+            for sock in list(self._proxy.open_connections):
+                with suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
             self._proxy = None
         if self._server is not None:
             self._server.terminate()
-            try:
-                self._server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._server.kill()
-                self._server.wait()
+            self._server.wait(timeout=10)
             self._server = None
         if self._temp is not None:
             self._temp.cleanup()
@@ -425,7 +363,7 @@ class LoopbackS3:
         try:
             yield counting
         finally:
-            counting._stop()
+            counting._final = counting.counts
 
     def inject(
         self,
@@ -436,8 +374,7 @@ class LoopbackS3:
     ) -> None:
         """Fail ``rate`` of the requests from now on (0 stops), each with a kind drawn from
         ``kinds`` by a random generator seeded with ``seed``; at most ``limit`` faults."""
-        unknown = set(kinds) - set(FAULT_KINDS)
-        if unknown or not kinds:
+        if not kinds or set(kinds) - set(FAULT_KINDS):
             raise ValueError(f"fault kinds must be some of {FAULT_KINDS}, not {list(kinds)}")
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"fault rate must be within [0, 1], not {rate}")
