@@ -135,21 +135,23 @@ def create_settled(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
     exactly ``data`` afterwards (created now, or by an earlier attempt whose reply was lost),
     False when it holds something else. A create whose outcome is unknown (an I/O error) is
     settled by reading back; it is tried again only while the name is still free, which a
-    put-if-absent makes harmless. :class:`StateUnknownError` when no attempt settles."""
+    put-if-absent makes harmless (an S3 client resends a PUT whose reply was lost, and its
+    resend meets 412: "taken" is settled by reading back too). :class:`StateUnknownError`
+    when no attempt settles."""
     problem: Exception | None = None
     for _ in range(_SETTLE_ATTEMPTS):
         try:
             put_if_absent(fs, path, data)
             return True
-        except InstantExistsError:
+        except InstantExistsError:  # taken: by an earlier attempt whose reply was lost?
             pass
-        except OSError as exc:  # the request failed somewhere: read what the store holds
+        except Exception as exc:  # the request failed somewhere: read what the store holds
             problem = exc
         try:
             return bool(fs.cat_file(path) == data)
         except FileNotFoundError:
             continue
-        except OSError as exc:
+        except Exception as exc:  # OSError, or a client's own (botocore's connection errors)
             problem = exc
     raise StateUnknownError(
         f"could not create {path} nor read it back after {_SETTLE_ATTEMPTS} attempts "

@@ -95,8 +95,8 @@ class Heartbeat:
         while not self._stop.wait(self._interval_s):
             try:
                 write_beat(self._fs, self._layout, self.instant)
-            except OSError:
-                continue  # a missed beat; expiry tolerates several
+            except Exception:  # a missed beat (any I/O failure); expiry tolerates several
+                continue
 
     def stop(self, *, remove: bool = True) -> None:
         self._stop.set()

@@ -65,6 +65,7 @@ FORMAT_VERSION = 1
 KEEP = 8
 _DIGITS = 20
 _NAME = re.compile(rf"\d{{{_DIGITS}}}\.json")
+_ATTEMPTS = 4  # of a listing or a release record when the store fails
 
 
 class Pending(msgspec.Struct, frozen=True):
@@ -259,7 +260,14 @@ class LeaseLock:
             return record
 
     def _overtaken(self, seq: int) -> bool:
-        names = list_folder(self.fs, self.folder)
+        for attempt in range(_ATTEMPTS):  # a listing is safe to repeat
+            try:
+                names = list_folder(self.fs, self.folder)
+                break
+            except Exception:
+                if attempt == _ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * 2**attempt)
         return any(_NAME.fullmatch(n) and int(n[:_DIGITS]) > seq for n in names)
 
     def _materialise(self) -> None:
@@ -291,11 +299,23 @@ class LeaseLock:
             self._renewer = None
         try:
             if self._lost is None and self._last is not None:
-                record = self._append(owner=None, token=None)
-                if record.seq // KEEP > self._claimed // KEEP:  # once every KEEP records
-                    self._tidy(record.seq)
+                record = self._released()
+                if record is not None and record.seq // KEEP > self._claimed // KEEP:
+                    self._tidy(record.seq)  # once every KEEP records
         finally:
             self._last = None
+
+    def _released(self) -> LeaseRecord | None:
+        """The release record; None when the store keeps failing (or the lease was lost):
+        the release never fails what the holder did, the lease then expires instead."""
+        for attempt in range(_ATTEMPTS):
+            try:
+                return self._append(owner=None, token=None)
+            except LockLostError:
+                return None
+            except Exception:
+                time.sleep(0.05 * 2**attempt)
+        return None
 
     def _tidy(self, newest: int) -> None:
         """Delete records older than the newest :data:`KEEP` (best effort)."""

@@ -24,7 +24,7 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.timeline.archive import EMPTY, Archive
 from lakebraid.timeline.bodies import B, decode_body
-from lakebraid.timeline.durable import list_folder, put_if_absent
+from lakebraid.timeline.durable import create_settled, is_local, list_folder, put_if_absent
 from lakebraid.timeline.errors import IllegalTransitionError, InstantExistsError, InstantFileError
 from lakebraid.timeline.instant import (
     Action,
@@ -151,6 +151,9 @@ class InstantStore:
                 and instant.state is State.COMPLETED
             ):
                 self.lock.decide(path, body)  # the commit point, fenced
+            elif not is_local(self.fs):  # a lost reply is settled by reading back
+                if not create_settled(self.fs, path, body):
+                    raise InstantExistsError(f"{path} exists; it is never overwritten")
             else:
                 put_if_absent(self.fs, path, body)
         except InstantExistsError as exc:

@@ -185,7 +185,10 @@ class Transaction:
                     table=table.path,
                     instant=time,
                 ) from exc
-        self.close()
+        try:
+            self.close()
+        except Exception:  # committed: a heartbeat file left of a completed instant is inert
+            pass
         return time
 
     def _refuse(self, verdict: conflicts.Verdict) -> None:
