@@ -1,0 +1,66 @@
+"""An S3 table opened with ``storage_options`` alone: a process whose environment names no AWS
+endpoint or credentials writes on both engines and reads through ``read()`` and the data
+source; Spark executors get the options in their tasks. Bad options are refused by name."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lakebraid.timeline.errors import ConfigError
+from lakebraid.writers.client import WriteClient
+
+pytestmark = pytest.mark.slow
+
+CODE = """
+import json, sys
+import pyarrow as pa
+from lakebraid.writers.client import WriteClient
+url, options = sys.argv[1], json.loads(sys.argv[2])
+c = WriteClient.create(url, "id", ["day"], "ts", storage_options=options)
+rows = pa.table({"id": ["a", "b", "c"], "day": ["d1", "d1", "d2"], "ts": [1, 1, 1], "v": [1, 2, 3]})
+first = c.bulk_insert(rows)
+c = WriteClient.open(url, storage_options=options, **{"write.inprocess.max.rows": 0})
+change = pa.table({"id": ["b", "d"], "day": ["d2", "d2"], "ts": [2, 2], "v": [20, 40]})
+c.upsert(c.spark.createDataFrame(change.to_pandas()))
+source = (c.spark.read.format("lakebraid").option("storage_options", json.dumps(options))
+          .load(url))
+print(json.dumps({
+    "read": sorted((r["id"], r["day"], r["v"]) for r in c.read().collect()),
+    "as_of": sorted(r["id"] for r in c.read(as_of=first).collect()),
+    "source": sorted((r["id"], r["v"]) for r in source.collect()),
+    "lookup": c.lookup(["b"])["b"].partition,
+    "problems": c.validate(),
+}))
+"""
+
+
+def test_storage_options_alone_reach_every_process(loopback_s3, s3_url, tmp_path) -> None:
+    url = s3_url()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", CODE, url, json.dumps(loopback_s3.storage_options())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["read"] == [["a", "d1", 1], ["b", "d2", 20], ["c", "d2", 3], ["d", "d2", 40]]
+    assert seen["as_of"] == ["a", "b", "c"]
+    assert seen["source"] == [["a", 1], ["b", 20], ["c", 3], ["d", 40]]
+    assert seen["lookup"] == "day=d2"
+    assert seen["problems"] == []
+
+
+def test_storage_options_that_cannot_ship_are_refused(s3_url) -> None:
+    with pytest.raises(ConfigError, match=r"storage_options .* must be plain values"):
+        WriteClient.create(s3_url(), "id", storage_options={"config_kwargs": object()})
