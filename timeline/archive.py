@@ -32,6 +32,13 @@ Rules:
 * Readers list an active folder before the archive folder. The archiver writes the new
   manifest before it deletes the active files it archived, so a reader that missed a deleted
   active file finds the manifest that holds it.
+* Before it deletes any active file, the archiver creates ``.archived.<version>`` (empty, a
+  dot file: timelines skip it) in each of the three timeline folders, naming the manifest
+  whose files it is about to delete, and afterwards deletes the older marks. A reader that
+  already holds an archive snapshot at least that new needs no listing of the archive folder:
+  a folder listing shows every active file not yet deleted, and a deleted one's mark (created
+  before the deletion) names a manifest no newer than the one in hand. A reader's first load
+  always reads the archive (an archive older than marks is found that way).
 """
 
 from __future__ import annotations
@@ -171,6 +178,19 @@ class Snapshot(msgspec.Struct, frozen=True):
 
 
 EMPTY = Snapshot(None, {})
+MARK = ".archived."
+
+
+def mark_name(version: int) -> str:
+    return f"{MARK}{version:010d}"
+
+
+def marked_version(names: Iterable[str]) -> int:
+    """The newest archive version a timeline folder's listing marks (0: none)."""
+    found = [n[len(MARK) :] for n in names if n.startswith(MARK)]
+    return max((int(v) for v in found if v.isdigit()), default=0)
+
+
 # immutable files (names carry a random token), so these caches never go stale
 _NAMES: dict[str, list[tuple[TimelineKind, Instant]]] = {}
 _SNAPSHOTS: dict[tuple[str, str, tuple[str, ...]], Snapshot] = {}

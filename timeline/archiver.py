@@ -40,8 +40,18 @@ from collections.abc import Mapping
 import msgspec
 
 from lakebraid.timeline import config as cfg
-from lakebraid.timeline.archive import Archive, ArchiveFile, Manifest, Row, Snapshot
-from lakebraid.timeline.errors import InstantFileError
+from lakebraid.timeline.archive import (
+    MARK,
+    Archive,
+    ArchiveFile,
+    Manifest,
+    Row,
+    Snapshot,
+    mark_name,
+    marked_version,
+)
+from lakebraid.timeline.durable import list_folder, put_if_absent
+from lakebraid.timeline.errors import InstantExistsError, InstantFileError
 from lakebraid.timeline.instant import Action, Instant, parse
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
@@ -132,17 +142,36 @@ def archive(table: TableTimelines, keep: int | None = None) -> ArchiveResult | N
         entry = archive_.write_file(version, 0, rows)
         old = snap.manifest.files if snap.manifest is not None else ()
         archive_.commit(Manifest(1, version, horizon, (*old, entry)))
-        _delete_active(table, moved)
+        _delete_active(table, moved, version)
         merged, latest = _merge_if_due(table, archive_)
         archive_.remove_superseded(latest)
     instants = len({i.time for k, i in moved if k is TimelineKind.GLOBAL})
     return ArchiveResult(horizon, instants, len(rows), latest.version, merged)
 
 
-def _delete_active(table: TableTimelines, files: list[tuple[TimelineKind, Instant]]) -> None:
+def _delete_active(
+    table: TableTimelines, files: list[tuple[TimelineKind, Instant]], version: int
+) -> None:
+    """Mark every timeline folder with the archive ``version`` holding ``files``, delete
+    them, then the older marks (``timeline.archive``: readers rely on the marks)."""
     paths = [table.store.path_of(kind, inst) for kind, inst in files]
-    if paths:
-        table.fs.rm(paths)
+    if not paths:
+        return
+    folders = [table.layout.timeline_dir(kind) for kind in TimelineKind]
+    for folder in folders:
+        try:
+            put_if_absent(table.fs, f"{folder}/{mark_name(version)}", b"")
+        except InstantExistsError:
+            pass
+    table.fs.rm(paths)
+    older = [
+        f"{folder}/{name}"
+        for folder in folders
+        for name in list_folder(table.fs, folder)
+        if name.startswith(MARK) and marked_version([name]) < version
+    ]
+    if older:
+        table.fs.rm(older)
 
 
 def _remove_leftovers(table: TableTimelines, snap: Snapshot) -> None:
@@ -158,7 +187,7 @@ def _remove_leftovers(table: TableTimelines, snap: Snapshot) -> None:
         and (inst := _parse_or_none(name)) is not None
         and snap.holds(inst.time)
     ]
-    _delete_active(table, left)
+    _delete_active(table, left, snap.version)
     table.store.archive.remove_superseded(snap)
 
 

@@ -22,7 +22,7 @@ from collections import OrderedDict
 
 from fsspec import AbstractFileSystem
 
-from lakebraid.timeline.archive import EMPTY, Archive
+from lakebraid.timeline.archive import EMPTY, Archive, marked_version
 from lakebraid.timeline.bodies import B, decode_body
 from lakebraid.timeline.durable import create_settled, is_local, list_folder, put_if_absent
 from lakebraid.timeline.errors import IllegalTransitionError, InstantExistsError, InstantFileError
@@ -52,6 +52,7 @@ class InstantStore:
         self.lock = lock
         self.archive = Archive(fs, layout)
         self._seen = EMPTY  # the archive as of the latest load
+        self._archive_read = False  # whether _seen came from reading the archive
         self._joined: dict[tuple[TimelineKind, tuple[str, ...], Timeline], Timeline] = {}
         # path -> body of instant files read: they are created once and never change, so a
         # body read once is read from memory after (one GET per instant on object stores)
@@ -64,11 +65,13 @@ class InstantStore:
         return list_folder(self.fs, self.layout.timeline_dir(kind))
 
     def load(self, kind: TimelineKind) -> Timeline:
-        """The timeline now: its active folder, listed first, then the archive."""
+        """The timeline now: its active folder, listed first, then the archive (read again
+        only when the folder marks a newer archive than the one in hand: ``timeline.archive``)."""
         folder = self.layout.timeline_dir(kind)
         names = self.list_names(kind)
-        snap = self.archive.snapshot()
-        self._seen = snap
+        if not self._archive_read or self._seen.version < marked_version(names):
+            self._seen, self._archive_read = self.archive.snapshot(), True
+        snap = self._seen
         active = Timeline.from_names(kind, names, folder=folder, after=snap.horizon)
         if snap.manifest is None:
             return active

@@ -205,7 +205,10 @@ def observe(table: TableTimelines) -> dict[str, object]:
 
 
 def active_files(table: TableTimelines) -> int:
-    return sum(len(table.store.list_names(kind)) for kind in TimelineKind)
+    """Instant files in the active folders (not the archive's dot-file marks)."""
+    return sum(
+        not name.startswith(".") for kind in TimelineKind for name in table.store.list_names(kind)
+    )
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -261,3 +264,29 @@ def test_a_reader_finds_bodies_another_archival_merged_away(new_table) -> None:
     merged = archive(table, keep=3)  # a second file: merged with the first, both deleted
     assert merged is not None and merged.merged == 2
     assert reader.store.read_body(G, first) == f"done {first.time}".encode()
+
+
+@pytest.mark.parametrize("archived_before", [0, 1, 2])
+def test_a_reader_holding_an_older_archive_sees_what_another_process_archived(
+    tmp_path, archived_before: int
+) -> None:
+    """A store reads the archive folder again only when a timeline folder marks a newer
+    archive: instants made and archived after the reader's last load, even ones it never
+    listed, are still in its timelines."""
+    path = str(tmp_path / "t")
+    writer = TableTimelines.create(path, small_config("t"))
+    model = Model(writer)
+    for _ in range(archived_before):
+        for _ in range(4):
+            model.commit("done")
+        archive(writer, keep=1)
+    reader = TableTimelines.open(path)
+    first = {kind: list(reader.timeline(kind)) for kind in TimelineKind}
+    for _ in range(6):  # new instants the reader never listed, then archived
+        model.commit("done")
+    assert archive(writer, keep=1) is not None
+    fresh = TableTimelines.open(path)
+    for kind in TimelineKind:
+        assert list(reader.timeline(kind)) == list(fresh.timeline(kind))
+        assert len(list(reader.timeline(kind))) > len(first[kind])
+    assert reader.visibility().visible == fresh.visibility().visible

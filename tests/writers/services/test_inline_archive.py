@@ -37,7 +37,8 @@ def state(client: WriteClient, as_of: object = None) -> dict[str, int]:
 
 
 def active(path: Path) -> int:
-    return sum(1 for _ in (path / ".braid" / "global").iterdir())
+    """Instant files in the global folder (not the archive's dot-file mark)."""
+    return sum(not p.name.startswith(".") for p in (path / ".braid" / "global").iterdir())
 
 
 def write_history(client: WriteClient, writes: int) -> dict[str, dict[str, int]]:
