@@ -102,6 +102,7 @@ class BaseInfo(msgspec.Struct, frozen=True):
 
 
 FOOTERS: Lru[str, tuple[pq.FileMetaData, BaseInfo]] = Lru(512)  # footers of base files
+SIZES: Lru[str, int] = Lru(512)  # sizes of base files on object stores (names never reused)
 
 
 def write_base(
@@ -214,6 +215,8 @@ def _footer(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInf
     with guarded(path, CorruptBaseFileError):
         with open_file(fs, path) as handle:
             meta = pq.ParquetFile(handle).metadata
+            if isinstance(getattr(handle, "size", None), int):  # an fsspec file
+                SIZES.put(path, handle.size)  # type: ignore[union-attr]
         check_footer(meta)
         kv = meta.metadata or {}
         if CRC_KEY in kv and int(kv[CRC_KEY]) != _kv_crc(kv):
@@ -262,7 +265,7 @@ def base_info(fs: AbstractFileSystem, path: str) -> BaseInfo:
 
 def read_base(fs: AbstractFileSystem, path: str, columns: list[str] | None = None) -> pa.Table:
     meta, info = _open(fs, path)
-    with guarded(path, CorruptBaseFileError), open_file(fs, path) as handle:
+    with guarded(path, CorruptBaseFileError), open_file(fs, path, size=SIZES.get(path)) as handle:
         parquet = pq.ParquetFile(handle, metadata=meta, pre_buffer=_remote(fs), **READ_OPTIONS)
         table = parquet.read(columns=columns)
         if table.num_rows != info.num_rows:
@@ -342,7 +345,7 @@ def _scan(
     counts = np.array([meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
     window = (np.cumsum(counts[run]) - counts[run]) // BATCH_ROWS
     found, options = [], {"pre_buffer": _remote(fs), "read_dictionary": dictionary}
-    with open_file(fs, path) as handle:
+    with open_file(fs, path, size=SIZES.get(path)) as handle:
         parquet = pq.ParquetFile(handle, metadata=meta, **options, **READ_OPTIONS)
         for block in np.split(np.array(run, np.int64), np.flatnonzero(np.diff(window)) + 1):
             rows, wanted = matcher.match(_read(parquet, block, [KEY], counts).column(0))

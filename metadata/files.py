@@ -22,13 +22,19 @@ def local_path(fs: AbstractFileSystem, path: str) -> str | None:
 
 @contextmanager
 def open_file(
-    fs: AbstractFileSystem, path: str, mode: Literal["rb", "wb"] = "rb", *, memory_map: bool = False
+    fs: AbstractFileSystem,
+    path: str,
+    mode: Literal["rb", "wb"] = "rb",
+    *,
+    memory_map: bool = False,
+    size: int | None = None,
 ) -> Iterator[pa.NativeFile | BinaryIO]:
     """``path`` opened for reading (``"rb"``) or writing (``"wb"``): a native Arrow file on
-    the local file system (``memory_map``: a read-only memory map), else the fsspec file."""
+    the local file system (``memory_map``: a read-only memory map), else the fsspec file
+    (``size``: the file's size when known, which spares an object store a HEAD request)."""
     local = local_path(fs, path)
     if local is None:
-        with fs.open(path, mode) as handle:
+        with fs.open(path, mode, **({} if size is None else {"size": size})) as handle:
             yield handle
     elif memory_map and mode == "rb":
         with pa.memory_map(local, "r") as mapped:

@@ -24,12 +24,13 @@ rows. Four layers, each catching what the others cannot:
 from __future__ import annotations
 
 import base64
+import io
 import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Generic, TypeVar
+from typing import Any, BinaryIO, Generic, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -125,6 +126,30 @@ def check_decoded(data: pa.Table | pa.RecordBatch) -> None:
     for column in data.columns:
         if pa.types.is_dictionary(column.type):
             column.validate(full=True)
+
+
+class Crc32Writer(io.RawIOBase):
+    """A writable file that passes every byte to ``sink`` and keeps their CRC-32 (zlib's),
+    so a file written to an object store needs no download to be checksummed."""
+
+    def __init__(self, sink: BinaryIO):
+        super().__init__()
+        self._sink = sink
+        self.crc = 0
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self.crc = zlib.crc32(view, self.crc)
+        self.size += len(view)
+        self._sink.write(view)
+        return len(view)
+
+    def tell(self) -> int:
+        return self.size
 
 
 def file_crc32(fs: AbstractFileSystem, path: str) -> int:

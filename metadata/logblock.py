@@ -348,7 +348,7 @@ def iter_blocks_backward(
 def read_log_file(
     fs: AbstractFileSystem, path: str, *, with_records: bool = True
 ) -> list[LogBlock]:
-    """Every block of a log file, first to last (the whole file is read at once)."""
-    with fs.open(path, "rb") as handle:
-        data = handle.read()
+    """Every block of a log file, first to last (the whole file is read at once: one GET on
+    an object store)."""
+    data = fs.cat_file(path)
     return list(iter_blocks(data, path, with_records=with_records))

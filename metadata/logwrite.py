@@ -49,7 +49,7 @@ from lakebraid.metadata.records import (
     encode_records,
     instant_to_int,
 )
-from lakebraid.timeline.durable import fsync_dir
+from lakebraid.timeline.durable import create_settled, fsync_dir
 
 _ENCODER = msgspec.msgpack.Encoder()
 _KEY = operator.attrgetter("key")
@@ -184,8 +184,9 @@ def append_blocks(fs: AbstractFileSystem, path: str, blocks: Sequence[bytes]) ->
 
     On a local filesystem the blocks are appended (mode ``"ab"``) and fsync-ed; an existing
     file must end with a whole, intact block (a torn tail is never built upon). Other fsspec
-    filesystems cannot append: the file is created with all the blocks at once, and
-    ``MetadataError`` is raised if it already exists. Nothing happens for an empty list."""
+    filesystems cannot append: the file is created with all the blocks at once by a
+    conditional create, and ``MetadataError`` is raised if it already exists. Nothing
+    happens for an empty list."""
     for i, blob in enumerate(blocks):
         try:
             _, after = decode_block(blob, 0, path, with_records=False)
@@ -196,14 +197,12 @@ def append_blocks(fs: AbstractFileSystem, path: str, blocks: Sequence[bytes]) ->
     if not blocks:
         return
     local = local_path(fs, path)
-    if local is None:
-        if fs.exists(path):
+    if local is None:  # one conditional create (a lost reply settled by reading back)
+        if not create_settled(fs, path, b"".join(blocks)):
             raise MetadataError(
                 f"cannot append to {path}: {type(fs).__name__} does not support appends, "
                 "so log files on it are written once"
             )
-        with fs.open(path, "wb") as handle:
-            handle.write(b"".join(blocks))
         return
     folder = os.path.dirname(local) or "."
     os.makedirs(folder, exist_ok=True)

@@ -96,9 +96,11 @@ def plan_horizon(
 
 
 def active_count(table: TableTimelines, snap: Snapshot | None = None) -> int:
-    """Global instants not archived (of the archive ``snap``, default: its newest)."""
-    snap = snap if snap is not None else table.store.archive.snapshot()
-    return len(table.timeline()) - len(snap.timeline(TimelineKind.GLOBAL))
+    """Global instants not archived (of the archive ``snap``, default: the one the store's
+    latest load joined; no listing of the archive)."""
+    timeline = table.timeline()
+    snap = snap if snap is not None else table.store.seen_archive
+    return sum(1 for inst in timeline if not snap.holds(inst.time))
 
 
 def is_due(table: TableTimelines) -> bool:

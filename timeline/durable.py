@@ -51,7 +51,8 @@ def filesystem(
     if protocol not in (None, "file", "local"):
         options.setdefault("use_listings_cache", False)
     if protocol in ("s3", "s3a"):
-        options = {**_aws_environment(), **options}
+        # one GET per whole-object read: with more, s3fs asks for the size first (a HEAD)
+        options = {"max_concurrency": 1, **_aws_environment(), **options}
     return fsspec.core.url_to_fs(url, **options)
 
 

@@ -128,6 +128,8 @@ class LeaseLock:
         self._lost: LockLostError | None = None
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        self.holds = 0  # outermost acquisitions so far, by any thread of this process
+        self._newest_mine: LeaseRecord | None = None  # the record this lock created last
 
     # ---- the lock protocol of TableLock ------------------------------------------------
     @property
@@ -142,6 +144,7 @@ class LeaseLock:
             except BaseException:
                 self._hold.release()
                 raise
+            self.holds += 1
         self._local.depth = getattr(self._local, "depth", 0) + 1
         return self
 
@@ -178,6 +181,9 @@ class LeaseLock:
     # ---- internals -------------------------------------------------------------------
     def _head(self) -> tuple[LeaseRecord | None, list[str]]:
         names = sorted(n for n in list_folder(self.fs, self.folder) if _NAME.fullmatch(n))
+        mine = self._newest_mine
+        if names and mine is not None and names[-1] == record_name(mine.seq):
+            return mine, names  # the newest is the record this lock created last: no GET
         for name in reversed(names):
             try:
                 data = self.fs.cat_file(f"{self.folder}/{name}")
@@ -222,6 +228,7 @@ class LeaseLock:
         if not self._create(record):
             return False
         self._last, self._lost, self._claimed = record, None, record.seq
+        self._newest_mine = record
         try:
             self._materialise()  # a decided completion of the previous holder first
         except BaseException:
@@ -256,7 +263,7 @@ class LeaseLock:
                     table=self.layout.root,
                 )
                 raise self._lost
-            self._last = record
+            self._last = self._newest_mine = record
             return record
 
     def _overtaken(self, seq: int) -> bool:

@@ -52,6 +52,7 @@ class TableLock:
         self._timeout = timeout_s
         self._lock = filelock.FileLock(layout.lock, timeout=timeout_s, is_singleton=True)
         self._local = threading.local()
+        self.holds = 0  # outermost acquisitions so far, by any thread of this process
 
     @property
     def held(self) -> bool:
@@ -67,6 +68,8 @@ class TableLock:
                 "another writer holds it: retry, or raise lock.timeout.seconds",
                 table=self._layout.root,
             ) from None
+        if not self.held:
+            self.holds += 1
         self._local.depth = getattr(self._local, "depth", 0) + 1
         return self
 

@@ -19,10 +19,12 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from fsspec import AbstractFileSystem
 
-from lakebraid.timeline.archive import EMPTY, Archive, marked_version
+from lakebraid.timeline.archive import EMPTY, Archive, Snapshot, marked_version
 from lakebraid.timeline.bodies import B, decode_body
 from lakebraid.timeline.durable import create_settled, is_local, list_folder, put_if_absent
 from lakebraid.timeline.errors import IllegalTransitionError, InstantExistsError, InstantFileError
@@ -59,12 +61,46 @@ class InstantStore:
         self._bodies: OrderedDict[str, bytes] = OrderedDict()
         self._body_bytes = 0
         self._body_guard = threading.Lock()
+        self._scope = threading.local()  # load_scope's listings, per thread
+        self._requested: set[tuple[TimelineKind, str, Action]] = set()  # not yet started
 
     # ---- reading ---------------------------------------------------------------------
+    @property
+    def seen_archive(self) -> Snapshot:
+        """The archive the latest load joined (EMPTY before the first)."""
+        return self._seen
+
     def list_names(self, kind: TimelineKind) -> list[str]:
         return list_folder(self.fs, self.layout.timeline_dir(kind))
 
+    @contextmanager
+    def load_scope(self) -> Iterator[None]:
+        """Within this block, until the calling thread next takes the table lock, each
+        timeline is listed once: later loads of it return that first load (a write's
+        preparation, the inline services' checks: one snapshot per timeline, a request each
+        on object stores). Loads under the lock and after it are fresh; a create drops the
+        timeline it changed. A block inside a live one is part of it; inside one that ended
+        (the lock was taken since), it starts anew."""
+        outer = getattr(self._scope, "loaded", None), getattr(self._scope, "holds", None)
+        if outer[0] is not None and outer[1] == self.lock.holds:
+            yield
+            return
+        self._scope.loaded, self._scope.holds = {}, self.lock.holds
+        try:
+            yield
+        finally:
+            self._scope.loaded, self._scope.holds = outer
+
     def load(self, kind: TimelineKind) -> Timeline:
+        """The timeline now, or within :meth:`load_scope` as first loaded there."""
+        loaded = getattr(self._scope, "loaded", None)
+        if loaded is None or self.lock.held or self.lock.holds != self._scope.holds:
+            return self._load(kind)
+        if kind not in loaded:
+            loaded[kind] = self._load(kind)
+        return loaded[kind]
+
+    def _load(self, kind: TimelineKind) -> Timeline:
         """The timeline now: its active folder, listed first, then the archive (read again
         only when the folder marks a newer archive than the one in hand: ``timeline.archive``)."""
         folder = self.layout.timeline_dir(kind)
@@ -137,7 +173,16 @@ class InstantStore:
 
     # ---- transitions -----------------------------------------------------------------
     def _create(self, kind: TimelineKind, instant: Instant, body: bytes) -> Instant:
-        timeline = self.load(kind)
+        loaded = getattr(self._scope, "loaded", None)
+        if loaded is not None:
+            loaded.pop(kind, None)
+        own = (kind, instant.time, instant.action)
+        if instant.state is State.INFLIGHT and own in self._requested:
+            # requested by this store: legal by construction (a second start meets the
+            # put-if-absent), no listing needed
+            self._requested.discard(own)
+            return self._put(kind, instant, body)
+        timeline = self._load(kind)
         check_transition(timeline, instant.time, instant.action, instant.state)
         if self._seen.holds(instant.time):
             raise IllegalTransitionError(
@@ -146,6 +191,15 @@ class InstantStore:
                 table=self.layout.root,
                 instant=instant.time,
             )
+        self._put(kind, instant, body)
+        if instant.state is State.REQUESTED:
+            self._requested.add(own)
+        else:
+            self._requested.discard(own)
+        return instant
+
+    def _put(self, kind: TimelineKind, instant: Instant, body: bytes) -> Instant:
+        """Create the instant file (see the module doc)."""
         path = self.path_of(kind, instant)
         try:
             if (
@@ -163,6 +217,7 @@ class InstantStore:
             raise InstantExistsError(
                 exc.message, table=self.layout.root, instant=instant.time
             ) from None
+        self._remember(path, body)  # its bytes, read back by this process for free
         return instant
 
     def request(self, kind: TimelineKind, time: str, action: Action, body: bytes = b"") -> Instant:

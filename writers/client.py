@@ -214,6 +214,10 @@ class WriteClient:
         key column. Keys that are absent are ignored; null keys are refused. A table with a
         partition-scoped index needs each key's partition: ``partition=`` (a mapping of the
         partition fields to values, or a partition path) or the rows' partition columns."""
+        with self.table.store.load_scope():  # the preparation: one listing per timeline
+            return self._delete(keys, partition)
+
+    def _delete(self, keys: Any, partition: Any) -> str:
         recover(self.table)
         config, key_type = self.table.config, self._key_type()
         if not is_table(keys):  # key values: a list, set, array, Series (a bare str refused)
@@ -242,6 +246,10 @@ class WriteClient:
         return None
 
     def _write(self, data: Any, operation: str, duplicates: str | None = None) -> str:
+        with self.table.store.load_scope():  # the preparation: one listing per timeline
+            return self._scoped_write(data, operation, duplicates)
+
+    def _scoped_write(self, data: Any, operation: str, duplicates: str | None) -> str:
         recover(self.table)
         policy = resolve_policy(self.table, operation, duplicates)
         if is_spark_frame(data):

@@ -51,7 +51,7 @@ from lakebraid.writers.commit import conflicts
 from lakebraid.writers.commit.metrics import PhaseClock, index_entries, metrics_of
 from lakebraid.writers.errors import ConflictDetected, WriteConflictError
 from lakebraid.writers.services.inline import run_inline
-from lakebraid.writers.services.markers import sweep_markers
+from lakebraid.writers.services.markers import sweep_committed
 from lakebraid.writers.services.rollback import rollback
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
@@ -342,7 +342,7 @@ def _finish(tx: Transaction, statuses: list[WriteStatus], schema: Sequence[Field
         ) from None
     written = [f"{s.partition}/{s.file_name}".lstrip("/") for s in statuses if s.file_name]
     try:
-        sweep_markers(table, time, written)
+        sweep_committed(table, time, written)
     except Exception:  # committed already: the cleaner sweeps what this left
         pass
 

@@ -35,6 +35,12 @@ T = TypeVar("T")
 def run_inline(metadata: MetadataTable) -> dict[str, str]:
     """Run the due inline services; returns ``{service: instant}`` of those that ran."""
     ran: dict[str, str] = {}
+    with metadata.table.store.load_scope():  # the checks share one listing per timeline
+        _run_due(metadata, ran)
+    return ran
+
+
+def _run_due(metadata: MetadataTable, ran: dict[str, str]) -> None:
     compaction = _attempt(metadata, "metadata compaction", metadata.compact_if_due)
     if compaction is not None:
         ran["compaction"] = compaction
@@ -47,7 +53,6 @@ def run_inline(metadata: MetadataTable) -> dict[str, str]:
     archived = _attempt(metadata, "archival", lambda: archive_if_due(metadata.table))
     if archived is not None:
         ran["archive"] = archived.horizon
-    return ran
 
 
 def _attempt(metadata: MetadataTable, name: str, service: Callable[[], T | None]) -> T | None:

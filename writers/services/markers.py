@@ -2,13 +2,18 @@
 files), so they are removed once it completes, and with them any data file a marker names
 that the statuses do not (a retried or zombie task's leftover, never visible to readers: the
 ``files`` partition does not list it). A crash between the commit and this sweep leaves the
-folder; the cleaner sweeps the folders of every completed commit."""
+folder; the cleaner sweeps the folders of every completed commit.
+
+On an object store a commit removes just the markers of the files it committed (one batch
+delete, no listing); a marker left (a retried task's) keeps its object "folder" alive, and the
+cleaner's sweep removes it and the file it names."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from lakebraid.metadata.commits import read_commit
+from lakebraid.timeline.durable import is_local
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.services.lifecycle import remove
@@ -16,23 +21,44 @@ from lakebraid.writers.services.lifecycle import remove
 SUFFIX = ".marker"
 
 
+def sweep_committed(table: TableTimelines, time: str, committed: Iterable[str]) -> list[str]:
+    """After commit ``time``: :func:`sweep_markers` on local disk; on an object store, delete
+    the committed files' markers only (see the module doc)."""
+    if is_local(table.fs):
+        return sweep_markers(table, time, committed)
+    folder = table.layout.markers_dir(time)
+    markers = [f"{folder}/{relative}{SUFFIX}" for relative in committed]
+    if markers:
+        table.fs.rm(markers)
+    return []
+
+
 def sweep_markers(table: TableTimelines, time: str, committed: Iterable[str]) -> list[str]:
     """Remove the markers folder of completed commit ``time`` and the marked files not in
     ``committed`` (paths relative to the table root); returns the files deleted."""
     fs, layout = table.fs, table.layout
     folder = layout.markers_dir(time)
-    if not fs.exists(folder):
+    try:
+        found = fs.find(folder)  # one listing; none when the folder is gone
+    except FileNotFoundError:
+        found = []
+    if not found:
+        if is_local(fs) and fs.exists(folder):
+            fs.rm(folder, recursive=True)
         return []
     keep = set(committed)
     deleted = []
-    for path in fs.find(folder):
+    for path in found:
         if not path.endswith(SUFFIX):
             continue
         relative = path[len(folder) :].strip("/")[: -len(SUFFIX)]
         if relative not in keep:
             remove(fs, f"{layout.root}/{relative}")
             deleted.append(relative)
-    fs.rm(folder, recursive=True)
+    if is_local(fs):
+        fs.rm(folder, recursive=True)
+    else:  # object stores have no folders: one batch delete of the markers
+        fs.rm(found)
     return deleted
 
 

@@ -33,9 +33,10 @@ from lakebraid.metadata.commits import WriteStatus, pack_keys
 from lakebraid.metadata.files import open_file
 from lakebraid.metadata.integrity import (
     WRITE_OPTIONS,
+    Crc32Writer,
     file_crc32,
 )
-from lakebraid.timeline.durable import filesystem, make_durable
+from lakebraid.timeline.durable import filesystem, is_local, make_durable
 from lakebraid.timeline.layout import TableLayout, data_file_name
 from lakebraid.writers.write.datafile import (
     COMMIT_TIME,
@@ -167,10 +168,13 @@ def _write_file(
     """Write the group's new file (its marker first) and describe it."""
     name = data_file_name(task.file_id, task.write_token, task.instant)
     marker_dir = f"{layout.markers_dir(task.instant)}/{task.partition}".rstrip("/")
-    fs.makedirs(marker_dir, exist_ok=True)
+    local = is_local(fs)
+    if local:  # object stores have no folders to make
+        fs.makedirs(marker_dir, exist_ok=True)
     fs.pipe_file(f"{marker_dir}/{name}.marker", b"")
     folder = layout.partition_dir(task.partition)
-    fs.makedirs(folder, exist_ok=True)
+    if local:
+        fs.makedirs(folder, exist_ok=True)
     path = f"{folder}/{name}"
     collected: list[pq.FileMetaData] = []
     # record keys are unique: no dictionary; the statistics of _braid_record_key are never
@@ -184,14 +188,16 @@ def _write_file(
         **WRITE_OPTIONS,
     )
     with open_file(fs, path, "wb") as sink:  # local: Arrow's own file I/O
-        pq.write_table(result, sink, **options)
-        size = sink.tell()  # the bytes written: no request for the file's size
+        counted = sink if local else Crc32Writer(sink)  # type: ignore[arg-type]
+        pq.write_table(result, counted, **options)
+        size = counted.tell()  # the bytes written: no request for the file's size
     if sync:
         make_durable(fs, path)
     return WriteStatus(
         file_name=name,
         size=int(size),
-        crc32=file_crc32(fs, path),
+        # local: read back from the page cache; an object store: no download
+        crc32=file_crc32(fs, path) if local else counted.crc,  # type: ignore[union-attr]
         rows=result.num_rows,
         stats=column_stats(result, collected[0], [n for n, _, _ in task.schema]),
         **status,
