@@ -10,7 +10,7 @@ STAMP := $(VENV)/.lakebraid-installed
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYTHONHASHSEED ?= 0
 
-.PHONY: venv demo test lint bench clean-venv
+.PHONY: venv demo demo-s3 test lint bench clean-venv
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "lakebraid needs Python 3.11 or newer on PATH"; exit 1; }
@@ -24,6 +24,9 @@ venv: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m lakebraid.writers.cli.demo $(ARGS)
+
+demo-s3: $(STAMP)
+	$(BIN)/python -m lakebraid.writers.cli.demo --s3 $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup

@@ -38,6 +38,17 @@ RUNS = {
     "footprint": ["bulk_footprint.py", "--rows", "10000000"],
     # the marks; building 5,000 commits takes most of this row's half hour
     "history": ["history.py", "--at", "1,10,100,1000,5000"],
+    # a loopback S3 server (moto); the fault run's 200 operations take most of its time
+    "object_store": [
+        "object_store.py",
+        "--rows",
+        "1000000",
+        "--partitions-listing",
+        "5000",
+        "--faults",
+        "--fault-ops",
+        "200",
+    ],
 }
 QUICK = {
     "record_index": ["record_index.py", "--keys", "300000", "--scale-keys", "0"],
@@ -47,6 +58,16 @@ QUICK = {
     "secondary": ["secondary.py", "--rows", "200000", "--file-rows", "10000"],
     "footprint": ["bulk_footprint.py", "--rows", "200000"],
     "history": ["history.py", "--at", "1,20", "--runs", "3"],
+    "object_store": [
+        "object_store.py",
+        "--rows",
+        "20000",
+        "--partitions-listing",
+        "200",
+        "--faults",
+        "--fault-ops",
+        "10",
+    ],
 }
 PACKAGES = ["pyspark", "pyarrow", "deltalake", "pyiceberg", "fsspec", "msgspec", "numpy"]
 

@@ -66,6 +66,7 @@ KEEP = 8
 _DIGITS = 20
 _NAME = re.compile(rf"\d{{{_DIGITS}}}\.json")
 _ATTEMPTS = 4  # of a listing or a release record when the store fails
+_MAX_WAIT_S = 0.2  # longest sleep between two looks at a held lock (a LIST and a GET each)
 
 
 class Pending(msgspec.Struct, frozen=True):
@@ -214,7 +215,7 @@ class LeaseLock:
                     table=self.layout.root,
                 )
             time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 1.0)
+            delay = min(delay * 2, _MAX_WAIT_S)
 
     def _claim(self, head: LeaseRecord | None) -> bool:
         record = LeaseRecord(

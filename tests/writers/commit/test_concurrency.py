@@ -61,7 +61,7 @@ def test_four_writers(where, tmp_path, run_python, request) -> None:
     }
     results = {}
     for me, proc in procs.items():
-        out, err = proc.communicate(timeout=600)
+        out, err = proc.communicate(timeout=1200)  # S3 on a loaded 2-core machine
         assert proc.returncode == 0, err[-3000:]
         results[me] = json.loads(out)
     for me in (0, 1):
