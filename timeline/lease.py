@@ -33,14 +33,17 @@ Rules:
   between leaves ``pending`` in the newest record, and whoever takes the lock next writes the
   file before anything else, so a decided completion is never lost and never doubled.
 * **A paused holder**: whatever it does after its lease was broken fails at its next fenced
-  change; its decided completions were carried forward by the breaker. A fenced change lists
+  change; its decided completions were carried forward by the breaker. A decision also lists
   the folder after its create and fails if a higher record exists: once the breaker has
   tidied old records, the paused holder's next number may be free again (deleted), and only
-  the listing, strongly consistent after the breaker's creates, shows the newer records.
+  the listing, strongly consistent after the breaker's creates, shows the newer records. (A
+  time issued in that case may repeat one the breaker issued: its instant files then meet
+  put-if-absent, and nothing of it can complete.)
   Writes it makes that are not fenced (data files, requested or inflight instant files) are
   those of any pending instant: invisible until a completion, which it can no longer decide.
 
-Old records are deleted by the holder, keeping the newest :data:`KEEP`.
+Old records are deleted by the holder, keeping the newest :data:`KEEP`, once every
+:data:`TIDY_EVERY` records (a write makes about seven).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from lakebraid.timeline.layout import TableLayout
 
 FORMAT_VERSION = 1
 KEEP = 8
+TIDY_EVERY = 32
 _DIGITS = 20
 _NAME = re.compile(rf"\d{{{_DIGITS}}}\.json")
 _ATTEMPTS = 4  # of a listing or a release record when the store fails
@@ -171,7 +175,7 @@ class LeaseLock:
 
     def advance_clock(self, issued: str) -> None:
         """Record ``issued`` as the last instant time issued, or raise LockLostError."""
-        self._append(fenced=True, clock=issued)
+        self._append(clock=issued)
 
     def decide(self, path: str, body: bytes) -> None:
         """Complete a global instant: the record carrying it is the commit point; then the
@@ -308,8 +312,8 @@ class LeaseLock:
         try:
             if self._lost is None and self._last is not None:
                 record = self._released()
-                if record is not None and record.seq // KEEP > self._claimed // KEEP:
-                    self._tidy(record.seq)  # once every KEEP records
+                if record is not None and record.seq // TIDY_EVERY > self._claimed // TIDY_EVERY:
+                    self._tidy(record.seq)
         finally:
             self._last = None
 

@@ -20,7 +20,7 @@ from lakebraid.timeline.bodies import (
     RollbackBody,
     SavepointBody,
 )
-from lakebraid.timeline.durable import filesystem, put_if_absent
+from lakebraid.timeline.durable import filesystem, is_local, put_if_absent
 from lakebraid.timeline.errors import ConfigError, InstantExistsError
 from lakebraid.timeline.heartbeat import Heartbeat, dead_pending, is_beating, now_ms, read_beat
 from lakebraid.timeline.instant import Action, Instant
@@ -97,6 +97,8 @@ class TableTimelines:
                     f"a lakebraid table already exists at {root}; open it instead of creating",
                     table=root,
                 ) from None
+        if not is_local(fs):  # a store lists a missing folder in two requests, a present one
+            fs.pipe_file(f"{layout.archive_dir}/.keep", b"")  # in one: every reader lists this
         table.config = created
         return table
 

@@ -15,6 +15,7 @@ from table_fixtures import small_config
 
 from lakebraid.timeline.errors import LockLostError, LockTimeoutError, TimelineError
 from lakebraid.timeline.lease import (
+    TIDY_EVERY,
     LeaseLock,
     LeaseRecord,
     Pending,
@@ -113,7 +114,7 @@ def test_a_paused_holder_is_fenced_after_the_breaker_tidied_its_next_record(s3_u
     paused.__enter__()
     _pause(paused)
     mine = paused._last.seq
-    for n in range(4 * 8):  # many acquisitions and changes, each release may tidy
+    for n in range(2 * TIDY_EVERY):  # many acquisitions and changes; releases tidy
         with other:
             other.advance_clock(f"{90000000000000000 + n:017d}")
     names = table.fs.ls(table.layout.lease_dir, detail=False, refresh=True)
@@ -122,7 +123,7 @@ def test_a_paused_holder_is_fenced_after_the_breaker_tidied_its_next_record(s3_u
         paused.decide(path, b"late")
     assert not table.fs.exists(path)
     with other:
-        assert other.clock == f"{90000000000000000 + 31:017d}"
+        assert other.clock == f"{90000000000000000 + 2 * TIDY_EVERY - 1:017d}"
 
 
 def test_a_decided_completion_is_written_by_the_next_holder(s3_url):
@@ -177,4 +178,4 @@ def test_old_records_are_tidied(s3_url):
     for _ in range(30):
         table.next_time()
     names = table.fs.ls(table.layout.lease_dir, detail=False, refresh=True)
-    assert len(names) <= 2 * 8 + 2
+    assert len(names) <= TIDY_EVERY + 8 + 2
