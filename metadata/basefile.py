@@ -75,7 +75,7 @@ from lakebraid.metadata.keyorder import (
     wanted_keys,
     with_string_keys,
 )
-from lakebraid.timeline.durable import is_local, make_durable
+from lakebraid.timeline.durable import is_local, make_durable, make_folder
 
 BASE_VERSION = 3
 # version 1: no row-group note (bounds from Parquet statistics); 2: string keys only
@@ -142,7 +142,7 @@ def write_base(
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
     if folder:
-        fs.makedirs(folder, exist_ok=True)  # a reindex may write the partition's first file
+        make_folder(fs, folder)  # a reindex may write the partition's first file
     tmp = f"{path}.inprogress"
     with open_file(fs, tmp, "wb") as handle:
         pq.write_table(

@@ -54,7 +54,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
-from lakebraid.timeline.durable import list_folder, make_durable, put_if_absent
+from lakebraid.timeline.durable import list_folder, make_durable, make_folder, put_if_absent
 from lakebraid.timeline.errors import InstantFileError
 from lakebraid.timeline.instant import Instant, is_valid_time, parse
 from lakebraid.timeline.layout import TableLayout, TimelineKind
@@ -297,7 +297,7 @@ class Archive:
         """Write one archive file, durably, before any manifest names it."""
         name = file_name(version)
         table = encode_rows(rows)
-        self.fs.makedirs(self.folder, exist_ok=True)
+        make_folder(self.fs, self.folder)
         with self.fs.open(self.path(name), "wb") as handle:
             pq.write_table(table, handle, compression="zstd")
         make_durable(self.fs, self.path(name))
@@ -311,7 +311,7 @@ class Archive:
 
     def commit(self, manifest: Manifest) -> None:
         """Create ``manifest`` put-if-absent: ``InstantExistsError`` if that version exists."""
-        self.fs.makedirs(self.folder, exist_ok=True)
+        make_folder(self.fs, self.folder)
         put_if_absent(
             self.fs, self.path(manifest_name(manifest.version)), encode_manifest(manifest)
         )

@@ -77,6 +77,13 @@ def _aws_environment() -> dict[str, Any]:
     return options
 
 
+def make_folder(fs: AbstractFileSystem, folder: str) -> None:
+    """Make ``folder`` on local disk; object stores have no folders (a name with slashes is
+    enough), so nothing is asked of them (s3fs would send a request per call)."""
+    if is_local(fs):
+        fs.makedirs(folder, exist_ok=True)
+
+
 def storage_of(fs: AbstractFileSystem) -> dict[str, Any]:
     """The options that open ``fs`` again elsewhere (a Spark executor, another worker):
     plain values, shipped in tasks beside the table's URL. Local disk needs none."""

@@ -195,13 +195,12 @@ def read_spark(table: TableTimelines, spark: Any, point: str | None, where: Any)
     schema = table_schema(fields)
     paths = selected_paths(table, spark, point, where, schema)
     derive = virtual_key(spec_of(fields), table.config.record_key)
-    if not paths:
+    urls = [table.fs.unstrip_protocol(p) for p in paths]
+    if not urls:
         frame = empty_frame(spark, schema)
     elif not is_local(table.fs):  # no Hadoop connector needed: Python workers read them
-        urls = [table.fs.unstrip_protocol(p) for p in paths]
         frame = read_files(spark, urls, schema, storage_of(table.fs), derive)
     else:
-        urls = [table.fs.unstrip_protocol(p) for p in paths]
         # page checksums verified on any session, not only the embedded one
         reader = spark.read.option("mergeSchema", "true").option(
             "parquet.page.verify-checksum.enabled", "true"

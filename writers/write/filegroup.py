@@ -36,7 +36,7 @@ from lakebraid.metadata.integrity import (
     Crc32Writer,
     file_crc32,
 )
-from lakebraid.timeline.durable import filesystem, is_local, make_durable
+from lakebraid.timeline.durable import filesystem, is_local, make_durable, make_folder
 from lakebraid.timeline.layout import TableLayout, data_file_name
 from lakebraid.writers.write.datafile import (
     COMMIT_TIME,
@@ -169,12 +169,10 @@ def _write_file(
     name = data_file_name(task.file_id, task.write_token, task.instant)
     marker_dir = f"{layout.markers_dir(task.instant)}/{task.partition}".rstrip("/")
     local = is_local(fs)
-    if local:  # object stores have no folders to make
-        fs.makedirs(marker_dir, exist_ok=True)
+    make_folder(fs, marker_dir)
     fs.pipe_file(f"{marker_dir}/{name}.marker", b"")
     folder = layout.partition_dir(task.partition)
-    if local:
-        fs.makedirs(folder, exist_ok=True)
+    make_folder(fs, folder)
     path = f"{folder}/{name}"
     collected: list[pq.FileMetaData] = []
     # record keys are unique: no dictionary; the statistics of _braid_record_key are never

@@ -86,7 +86,7 @@ from pyspark.sql.types import DoubleType, FloatType, StructType
 from lakebraid.index.column_stats import Condition
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.table import MetadataTable
-from lakebraid.timeline.durable import filesystem
+from lakebraid.timeline.durable import filesystem, make_folder
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
@@ -361,7 +361,7 @@ class LakebraidWriter(DataSourceArrowWriter):
                 if batch.num_rows == 0:
                     continue
                 if sink is None:
-                    fs.makedirs(folder, exist_ok=True)
+                    make_folder(fs, folder)
                     handle = fs.open(path, "wb")
                     sink = pq.ParquetWriter(handle, batch.schema, compression="zstd")
                 sink.write_batch(batch)
