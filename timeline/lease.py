@@ -71,6 +71,7 @@ _DIGITS = 20
 _NAME = re.compile(rf"\d{{{_DIGITS}}}\.json")
 _ATTEMPTS = 4  # of a listing or a release record when the store fails
 _MAX_WAIT_S = 0.2  # longest sleep between two looks at a held lock (a LIST and a GET each)
+_RENEW_RETRY_S = 1.0  # next try after a failed renewal (the store failed, not the lease)
 
 
 class Pending(msgspec.Struct, frozen=True):
@@ -202,13 +203,16 @@ class LeaseLock:
         seen: tuple[int, float] | None = None
         delay = 0.02
         while True:
+            asked = time.monotonic()  # the listing shows the store at some moment after this
             head, _ = self._head()
-            now = time.monotonic()
+            now = time.monotonic()  # ... and before this
             free = head is None or head.owner is None
             if not free and head is not None:
                 if seen is None or seen[0] != head.seq:
                     seen = (head.seq, now)
-                free = (now - seen[1]) * 1000 >= head.lease_ms
+                # unchanged from (at the latest) `seen` until (at the earliest) `asked`: a slow
+                # reply never stretches the time a holder is presumed silent
+                free = (asked - seen[1]) * 1000 >= head.lease_ms
             if free and self._claim(head):
                 return
             if now >= deadline:
@@ -257,19 +261,41 @@ class LeaseLock:
             if self._lost is not None:
                 raise self._lost
             assert last is not None, "the lease lock is not held"
-            if last.pending is not None and last.pending is self._written:
-                changes.setdefault("pending", None)
-            record = msgspec.structs.replace(last, seq=last.seq + 1, **changes)
-            if not self._create(record) or (fenced and self._overtaken(record.seq)):
-                self._lost = LockLostError(
-                    f"the table lock's lease ({self.folder}, record {record.seq}) was taken "
-                    f"over: this writer paused longer than lock.lease.ms ({self._lease_ms}); "
-                    "nothing of this operation was committed: retry it",
-                    table=self.layout.root,
-                )
-                raise self._lost
-            self._last = self._newest_mine = record
-            return record
+            record = self._after(last, changes)
+            while not self._create(record):
+                own = self._own_record(record.seq)
+                if own is None:
+                    break
+                # an earlier change of ours whose outcome was unknown did land: build on it
+                self._last = self._newest_mine = own
+                record = self._after(own, changes)
+            else:
+                if not (fenced and self._overtaken(record.seq)):
+                    self._last = self._newest_mine = record
+                    return record
+            self._lost = LockLostError(
+                f"the table lock's lease ({self.folder}, record {record.seq}) was taken "
+                f"over: this writer paused longer than lock.lease.ms ({self._lease_ms}); "
+                "nothing of this operation was committed: retry it",
+                table=self.layout.root,
+            )
+            raise self._lost
+
+    def _after(self, last: LeaseRecord, changes: dict[str, object]) -> LeaseRecord:
+        """The record following ``last``; a pending completion stays until its file exists."""
+        if last.pending is not None and last.pending is self._written:
+            changes = {"pending": None, **changes}
+        return msgspec.structs.replace(last, seq=last.seq + 1, **changes)
+
+    def _own_record(self, seq: int) -> LeaseRecord | None:
+        """Record ``seq`` when this acquisition created it (its token), else None."""
+        path = f"{self.folder}/{record_name(seq)}"
+        try:
+            record = decode_record(self.fs.cat_file(path), path)
+        except FileNotFoundError:
+            return None
+        token = self._last.token if self._last is not None else None
+        return record if token is not None and record.token == token else None
 
     def _overtaken(self, seq: int) -> bool:
         for attempt in range(_ATTEMPTS):  # a listing is safe to repeat
@@ -296,13 +322,15 @@ class LeaseLock:
         self._written = pending  # the next record drops it
 
     def _renew(self) -> None:
-        while not self._stop.wait(self._lease_ms / 3000):
+        wait = self._lease_ms / 3000
+        while not self._stop.wait(wait):
             try:
                 self._append()
+                wait = self._lease_ms / 3000
             except LockLostError:
                 return
-            except Exception:  # a failed renewal is retried at the next tick
-                continue
+            except Exception:  # the store failed: try again soon, the lease keeps running
+                wait = min(self._lease_ms / 3000, _RENEW_RETRY_S)
 
     def _release(self) -> None:
         self._stop.set()

@@ -179,3 +179,32 @@ def test_old_records_are_tidied(s3_url):
         table.next_time()
     names = table.fs.ls(table.layout.lease_dir, detail=False, refresh=True)
     assert len(names) <= TIDY_EVERY + 8 + 2
+
+
+def test_a_change_of_ours_that_landed_unseen_is_built_on_not_taken_for_a_break(s3_url):
+    """A renewal whose reply never came (the store kept failing) may have created its record:
+    the holder's next change finds its own token there and follows it."""
+    table = _table(s3_url())
+    lock = _lock(table)
+    with lock:
+        _pause(lock)  # no renewal of its own in between
+        last = lock._last
+        landed = msgspec.structs.replace(last, seq=last.seq + 1)
+        assert lock._create(landed)  # landed, but the holder never heard
+        lock.advance_clock("00000000000000042")
+        assert lock._last.seq == last.seq + 2
+        assert lock.clock == "00000000000000042"
+    with _lock(table) as again:
+        assert again.clock == "00000000000000042"
+
+
+def test_a_record_of_another_acquisition_in_the_next_place_fences(s3_url):
+    table = _table(s3_url())
+    lock = _lock(table)
+    with lock:
+        _pause(lock)
+        last = lock._last
+        stranger = msgspec.structs.replace(last, seq=last.seq + 1, owner="x:1", token="other")
+        assert lock._create(stranger)
+        with pytest.raises(LockLostError, match="taken over"):
+            lock.advance_clock("00000000000000042")

@@ -100,6 +100,9 @@ class Counting:
 class _ProxyServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # idle keep-alive connections must not hold up close()
+    # socketserver's default backlog of 5 drops connection attempts of many concurrent
+    # clients on a busy machine (each a SYN retry of 1 s or more: a stall no real S3 has)
+    request_queue_size = 128
 
     def __init__(self, owner: LoopbackS3, upstream: tuple[str, int]) -> None:
         self.owner = owner
