@@ -213,7 +213,7 @@ def _bounds(meta: pq.FileMetaData, kv: dict[bytes, bytes]) -> Groups:
 def _footer(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInfo]:
     """The footer of a base file, checked (see the module doc)."""
     with guarded(path, CorruptBaseFileError):
-        with open_file(fs, path) as handle:
+        with open_file(fs, path, size=SIZES.get(path)) as handle:
             meta = pq.ParquetFile(handle).metadata
             if isinstance(getattr(handle, "size", None), int):  # an fsspec file
                 SIZES.put(path, handle.size)  # type: ignore[union-attr]

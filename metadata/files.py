@@ -10,6 +10,7 @@ from typing import BinaryIO, Literal
 
 import pyarrow as pa
 from fsspec import AbstractFileSystem
+from fsspec.spec import AbstractBufferedFile
 
 from lakebraid.timeline.durable import is_local
 
@@ -35,6 +36,10 @@ def open_file(
     local = local_path(fs, path)
     if local is None:
         with fs.open(path, mode, **({} if size is None else {"size": size})) as handle:
+            if size is not None and mode == "rb" and isinstance(handle, AbstractBufferedFile):
+                # fsspec files ask the store for the details (a HEAD) at their first read
+                # otherwise; lakebraid's files never change under a name, so no ETag is kept
+                handle.details = {"name": path, "size": size, "type": "file"}
             yield handle
     elif memory_map and mode == "rb":
         with pa.memory_map(local, "r") as mapped:

@@ -36,7 +36,7 @@ from lakebraid.metadata.arrow_records import (
     records_to_table,
     table_to_records,
 )
-from lakebraid.metadata.basefile import base_info, lookup_base, read_base
+from lakebraid.metadata.basefile import SIZES, base_info, lookup_base, read_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
 from lakebraid.metadata.logblock import BlockType, LogBlock, read_log_file
@@ -303,6 +303,9 @@ class MetadataReader:
             except FileNotFoundError:
                 entries = []
             names = [(e["name"].rsplit("/", 1)[-1], int(e.get("size") or 0)) for e in entries]
+            for name, size in names:  # base files open without asking the store their size
+                if size and name.endswith(".parquet"):
+                    SIZES.put(f"{folder}/{name}", size)
             self._listings[partition] = group_files(names)
         return self._listings[partition]
 

@@ -64,3 +64,29 @@ def test_storage_options_alone_reach_every_process(loopback_s3, s3_url, tmp_path
 def test_storage_options_that_cannot_ship_are_refused(s3_url) -> None:
     with pytest.raises(ConfigError, match=r"storage_options .* must be plain values"):
         WriteClient.create(s3_url(), "id", storage_options={"config_kwargs": object()})
+
+
+def test_a_small_upsert_asks_no_sizes_and_stays_in_its_request_budget(loopback_s3, s3_url):
+    """A 1,000-row upsert into one partition of an S3 table (issue 13's goal: at most 60
+    requests): base and data files are opened with the sizes the listings gave, so no HEAD."""
+    import pyarrow as pa
+
+    from lakebraid.metadata.basefile import FOOTERS, SIZES
+
+    url = s3_url()
+    keys = [f"k{i:05d}" for i in range(20_000)]
+    days = [f"d{i % 10}" for i in range(20_000)]
+    rows = pa.table({"id": keys, "day": days, "ts": [1] * 20_000, "v": list(range(20_000))})
+    WriteClient.create(url, "id", ["day"], "ts").bulk_insert(rows)
+    changed = rows.filter(pa.compute.equal(rows["day"], "d3")).slice(0, 1000)
+    changed = changed.set_column(3, "v", pa.array([-1] * len(changed), pa.int64()))
+    FOOTERS.clear()  # as a new process would: nothing known of the files
+    SIZES.clear()
+    client = WriteClient.open(url)
+    with loopback_s3.counting() as counting:
+        client.upsert(changed)
+    assert counting.counts["HEAD"] == 0, counting.counts
+    assert counting.total <= 60, counting.counts
+    got = dict(zip(*client.read_arrow().select(["id", "v"]).to_pydict().values(), strict=True))
+    assert sum(v == -1 for v in got.values()) == len(changed) == 1000
+    assert len(got) == 20_000

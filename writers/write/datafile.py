@@ -27,6 +27,7 @@ from lakebraid.index.file_stats import stats_columns as stats_columns  # re-expo
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.files import open_file
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, check_footer, guarded
+from lakebraid.timeline.durable import is_local
 from lakebraid.timeline.table_config import FieldSpec, text_to_type
 from lakebraid.writers.errors import CorruptDataFileError
 
@@ -96,10 +97,14 @@ def read_parquet(
     Arrow's own file system (no Python file object crosses into Arrow's I/O threads). The
     dictionary-typed fields of ``dictionaries`` are read as dictionaries (no string per row).
     Page checksums are verified and the footer checked; a damaged file raises
-    :class:`CorruptDataFileError`."""
+    :class:`CorruptDataFileError`. A whole file on an object store is one GET (no size
+    request, no separate footer read)."""
     keep = [f.name for f in dictionaries or [] if pa.types.is_dictionary(f.type)]
     options: dict[str, Any] = dict(read_dictionary=keep or None, **READ_OPTIONS)
     with guarded(path, CorruptDataFileError):
+        if columns is None and not is_local(fs):
+            with pq.ParquetFile(pa.BufferReader(fs.cat_file(path)), **options) as parquet:
+                return _read_checked(parquet, threads, columns)
         with (
             open_file(fs, path, memory_map=True) as source,
             pq.ParquetFile(source, **options) as parquet,
