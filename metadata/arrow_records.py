@@ -127,11 +127,13 @@ def records_to_table(partition: Partition | str, records: Sequence[MetadataRecor
 def table_to_records(partition: Partition | str, table: pa.Table) -> list[MetadataRecord]:
     """Inverse of :func:`records_to_table`."""
     partition = Partition(partition)
-    rows = table.select(SCHEMAS[partition].names).to_pylist()
-    if partition is Partition.FILES:
+    if partition is Partition.FILES:  # column by column: no dict per row
+        keys, names, sizes = (table.column(c).to_pylist() for c in (KEY, "names", "sizes"))
         return [
-            FilesRecord(r[KEY], dict(zip(r["names"], r["sizes"], strict=True)), []) for r in rows
+            FilesRecord(key, dict(zip(n, s, strict=True)), [])
+            for key, n, s in zip(keys, names, sizes, strict=True)
         ]
+    rows = table.select(SCHEMAS[partition].names).to_pylist()
     if partition is Partition.COLUMN_STATS:
         return [
             ColumnStatsRecord(

@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import itertools
 import uuid
 from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
@@ -101,6 +102,8 @@ class FilesRecord(msgspec.Struct, frozen=True, array_like=True):
     ) -> FilesRecord:
         del keep_tombstones  # files records have no tombstones: deletes are always kept
         if older is None:
+            if not newer.deleted and _ascending(newer.added):
+                return newer  # already in the merged form: nothing to apply it to
             older = FilesRecord(newer.key, {}, [])
         _same_key(older.key, newer.key)
         gone = set(newer.deleted)
@@ -217,7 +220,7 @@ def merge_records(
     keep_tombstones: bool = False,
 ) -> MetadataRecord | None:
     """Apply ``newer`` on top of ``older`` (``None``: nothing yet) by the partition's rule."""
-    kind = RECORD_TYPES[Partition(partition)]
+    kind = RECORD_TYPES.get(partition) or RECORD_TYPES[Partition(partition)]  # type: ignore[call-overload]
     if not isinstance(newer, kind) or (older is not None and not isinstance(older, kind)):
         raise MetadataTypeError(f"merge_records({partition}): records must be {kind.__name__}")
     return kind.merge(older, newer, keep_tombstones=keep_tombstones)  # type: ignore[arg-type]
@@ -227,6 +230,12 @@ def column_stats_key(column: str, partition: str, file: str) -> str:
     if "\x00" in column or "\x00" in partition or "\x00" in file:
         raise MetadataValueError("column, partition and file names may not contain NUL")
     return f"{column}\x00{partition}\x00{file}"
+
+
+def _ascending(names: dict[str, int]) -> bool:
+    if len(names) < 2:
+        return True
+    return all(a < b for a, b in itertools.pairwise(names))
 
 
 def _same_key(older: str, newer: str) -> None:
