@@ -38,6 +38,8 @@ RUNS = {
     "footprint": ["bulk_footprint.py", "--rows", "10000000"],
     # the marks; building 5,000 commits takes most of this row's half hour
     "history": ["history.py", "--at", "1,10,100,1000,5000"],
+    # the same on the loopback S3 server, requests by kind (about a second per upsert)
+    "history-s3": ["history.py", "--s3", "--at", "1,10,100,500", "--runs", "5"],
     # a loopback S3 server (moto); the fault run's 200 operations take most of its time
     "object_store": [
         "object_store.py",
@@ -58,6 +60,7 @@ QUICK = {
     "secondary": ["secondary.py", "--rows", "200000", "--file-rows", "10000"],
     "footprint": ["bulk_footprint.py", "--rows", "200000"],
     "history": ["history.py", "--at", "1,20", "--runs", "3"],
+    "history-s3": ["history.py", "--s3", "--at", "1,5", "--runs", "2"],
     "object_store": [
         "object_store.py",
         "--rows",
