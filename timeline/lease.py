@@ -22,8 +22,13 @@ Rules:
   the next record naming oneself. Held by another: wait; when the same record stays the
   newest for its ``lease_ms`` on the waiter's own monotonic clock (no clock is compared
   across machines), the holder is presumed dead and the waiter creates the next record
-  naming itself (the break). A live holder renews every ``lease_ms / 3`` (a new record), so
-  its lease never stays unchanged that long.
+  naming itself (the break); the waiter counts from when its first sighting returned to when
+  its latest look was sent, so a slow reply never stretches a holder's silence. A live holder
+  renews every ``lease_ms / 3`` (a new record; after a failed renewal, again within a
+  second), so its lease never stays unchanged that long.
+* **Own changes landed unseen**: a refused create of the holder's next record whose body
+  carries the holder's own ``token`` was its own earlier change (the reply was lost); the
+  holder continues after it.
 * **Fenced changes**: issuing an instant time and deciding a global completion are records
   the holder creates as ``seq + 1`` of the record it wrote last. If anyone else created that
   number first (a break while the holder was paused), the create fails with 412 and the
