@@ -220,7 +220,7 @@ def merge_records(
     keep_tombstones: bool = False,
 ) -> MetadataRecord | None:
     """Apply ``newer`` on top of ``older`` (``None``: nothing yet) by the partition's rule."""
-    kind = RECORD_TYPES.get(partition) or RECORD_TYPES[Partition(partition)]  # type: ignore[call-overload]
+    kind = RECORD_TYPES[partition if isinstance(partition, Partition) else Partition(partition)]
     if not isinstance(newer, kind) or (older is not None and not isinstance(older, kind)):
         raise MetadataTypeError(f"merge_records({partition}): records must be {kind.__name__}")
     return kind.merge(older, newer, keep_tombstones=keep_tombstones)  # type: ignore[arg-type]
