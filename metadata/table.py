@@ -23,6 +23,7 @@ as of older instants keep working.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -54,6 +55,16 @@ def default_group_counts(table: TableTimelines) -> dict[str, int]:
         str(Partition.RECORD_INDEX): index.record_index_file_groups,
         str(Partition.SECONDARY_INDEX): 1,  # until an index build names its count
     }
+
+
+def _bases(meta: Timeline, point: str | None) -> list[Instant]:
+    """The completed base-writing instants of the metadata timeline, in completion order,
+    up to ``point`` (from the timeline's per-action lists: no scan of its whole history)."""
+    found = [i for action in BASE_ACTIONS for i in meta.of_action(action)]
+    found.sort(key=Instant.completion_key)  # runs already in order: linear
+    if point is not None:
+        found = found[: bisect.bisect_right(found, point, key=lambda i: i.completion_time)]
+    return found
 
 
 class MetadataTable:
@@ -88,7 +99,7 @@ class MetadataTable:
         self, global_timeline: Timeline, meta: Timeline, point: str | None
     ) -> ReadPoint:
         visibility = self.table.visibility(point, global_timeline)
-        bases = [i for i in meta.by_completion(point) if i.action in BASE_ACTIONS]
+        bases = _bases(meta, point)
         counts = default_group_counts(self.table)
         reindexed: dict[str, str] = {}
         spans: dict[str, list[int]] = {}  # of the latest record-index reindex
@@ -112,7 +123,7 @@ class MetadataTable:
                     found.pop(column, None)
                     if built.op == "build":
                         found[column] = inst.time
-        seen = {i.time for i in bases}
+        seen = {i.time for i in bases} if visibility.rebased else set()
         return ReadPoint(
             as_of=point,
             visible=tuple(i.time for i in visibility.visible),

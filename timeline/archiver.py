@@ -100,7 +100,7 @@ def active_count(table: TableTimelines, snap: Snapshot | None = None) -> int:
     latest load joined; no listing of the archive)."""
     timeline = table.timeline()
     snap = snap if snap is not None else table.store.seen_archive
-    return sum(1 for inst in timeline if not snap.holds(inst.time))
+    return len(timeline.after(snap.horizon))
 
 
 def is_due(table: TableTimelines) -> bool:

@@ -29,7 +29,7 @@ from lakebraid.timeline.lock import make_lock
 from lakebraid.timeline.store import InstantStore
 from lakebraid.timeline.table_config import TableConfig
 from lakebraid.timeline.timeline import Timeline
-from lakebraid.timeline.visibility import UNDO_ACTIONS, UndoBody, Visibility, resolve
+from lakebraid.timeline.visibility import UndoBody, Visibility, resolve
 
 
 class TableTimelines:
@@ -131,14 +131,16 @@ class TableTimelines:
         """The bodies of the completed rollbacks and restores (a completed body never
         changes: each is read once per client)."""
         bodies: dict[str, UndoBody] = {}
-        for inst in global_timeline.completed():
-            if inst.action in UNDO_ACTIONS:
-                known = self._undo_bodies.get(inst)
-                if known is None:
-                    body_type = RollbackBody if inst.action is Action.ROLLBACK else RestoreBody
-                    known = self.store.read_typed(TimelineKind.GLOBAL, inst, body_type)
-                    self._undo_bodies[inst] = known
-                bodies[inst.time] = known
+        undos = global_timeline.of_action(Action.ROLLBACK) + global_timeline.of_action(
+            Action.RESTORE
+        )
+        for inst in sorted(undos, key=lambda i: i.time):
+            known = self._undo_bodies.get(inst)
+            if known is None:
+                body_type = RollbackBody if inst.action is Action.ROLLBACK else RestoreBody
+                known = self.store.read_typed(TimelineKind.GLOBAL, inst, body_type)
+                self._undo_bodies[inst] = known
+            bodies[inst.time] = known
         return bodies
 
     def visibility(

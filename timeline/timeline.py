@@ -26,7 +26,8 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
 
     kind: TimelineKind
     instants: tuple[Instant, ...]  # latest state per (time, action), ordered by time
-    files: frozenset[Instant] = frozenset()  # every state file found
+    # every state file found (a joined timeline's: its newer part's; see has_file)
+    files: frozenset[Instant] = frozenset()
 
     @classmethod
     def from_names(
@@ -59,7 +60,8 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
             return newer
         if newer.instants and newer.instants[0].time <= self.instants[-1].time:
             raise ValueError("joined timelines overlap")
-        joined = Timeline(self.kind, self.instants + newer.instants, self.files | newer.files)
+        # the newer part's files only (no copy of the long part's set: see has_file)
+        joined = Timeline(self.kind, self.instants + newer.instants, newer.files)
         # what a timeline derives, from this (long-lived) part's and the few newer instants
         memo(joined, "by_completion", lambda: _merged(self.by_completion_view(), newer))
         both = self.completed().instants + newer.completed().instants
@@ -68,6 +70,7 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
         memo(joined, "pending", lambda: Timeline(self.kind, pending, joined.files))
         newest = [t for t in (self.max_time(), newer.max_time()) if t]
         memo(joined, "max_time", lambda: max(newest, default=None))
+        memo(joined, "parts", lambda: (self, newer))  # for of_action, derived lazily
         return joined
 
     @classmethod
@@ -134,6 +137,24 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
             sorted((i for i in self.instants if i.is_completed), key=Instant.completion_key)
         )
 
+    def of_action(self, action: Action) -> tuple[Instant, ...]:
+        """The completed instants of ``action`` in completion order (remembered; a joined
+        timeline's from its parts', so the long archived part is scanned once)."""
+        return memo(self, f"of:{action}", lambda: self._of_action(action))
+
+    def _of_action(self, action: Action) -> tuple[Instant, ...]:
+        parts = memo(self, "parts", lambda: None)
+        if parts is not None:
+            older, newer = parts
+            return _merged(older.of_action(action), newer.of_action(action))
+        return tuple(i for i in self.by_completion_view() if i.action is action)
+
+    def after(self, time: str | None) -> tuple[Instant, ...]:
+        """The instants after ``time`` (None: all; binary search)."""
+        if time is None:
+            return self.instants
+        return self.instants[bisect.bisect_right(self.instants, time, key=lambda i: i.time) :]
+
     def since(self, time: str) -> tuple[Instant, ...]:
         """The instants at or after ``time`` (binary search: instants are in time order)."""
         return self.instants[bisect.bisect_left(self.instants, time, key=lambda i: i.time) :]
@@ -173,23 +194,38 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
         times = [t for i in self.instants for t in (i.time, i.completion_time) if t]
         return max(times, default=None)
 
+    def has_file(self, instant: Instant) -> bool:
+        """Whether this state file was found (in a joined timeline: in either part)."""
+        if instant in self.files:
+            return True
+        parts = memo(self, "parts", lambda: None)
+        return parts is not None and parts[0].has_file(instant)
+
+    def all_files(self) -> frozenset[Instant]:
+        """Every state file found, in both parts of a joined timeline (built on demand)."""
+        parts = memo(self, "parts", lambda: None)
+        return self.files if parts is None else parts[0].all_files() | self.files
+
     def states_of(self, time: str, action: Action) -> set[State]:
         """The state files present for ``(time, action)``."""
         found = {
             state
             for state in (State.REQUESTED, State.INFLIGHT)
-            if Instant(time, action, state) in self.files
+            if self.has_file(Instant(time, action, state))
         }
         latest = self.get(time, action)
-        if latest is not None and latest.is_completed and latest in self.files:
+        if latest is not None and latest.is_completed and self.has_file(latest):
             found.add(State.COMPLETED)
         return found
 
 
-def _merged(done: tuple[Instant, ...], newer: Timeline) -> tuple[Instant, ...]:
-    """``done`` (completion order) with ``newer``'s completed instants merged in; only the
-    tail of ``done`` that completed after the earliest of them is touched."""
-    added = newer.by_completion_view()
+def _merged(
+    done: tuple[Instant, ...], newer: Timeline | tuple[Instant, ...]
+) -> tuple[Instant, ...]:
+    """``done`` (completion order) with ``newer``'s completed instants (or those given, in
+    completion order) merged in; only the tail of ``done`` that completed after the earliest
+    of them is touched."""
+    added = newer.by_completion_view() if isinstance(newer, Timeline) else newer
     if not added:
         return done
     split = bisect.bisect_right(done, added[0].completion_key(), key=Instant.completion_key)

@@ -18,6 +18,7 @@ undo completed: they replace bases that folded what it undid.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping
 
 import msgspec
@@ -54,18 +55,14 @@ def undone_times(global_timeline: Timeline, undo_bodies: Mapping[str, UndoBody])
 
     ``undo_bodies`` maps each completed rollback/restore time to its decoded body."""
     undone: set[str] = set()
-    for inst in global_timeline.completed():
-        if inst.action not in UNDO_ACTIONS:
-            continue
-        body = undo_bodies[inst.time]
-        if isinstance(body, RollbackBody):
-            undone.add(body.target)
-        else:
-            undone.update(
-                other.time
-                for other in global_timeline
-                if body.target < other.time < inst.time and other.action not in KEPT_BY_RESTORE
-            )
+    for inst in global_timeline.of_action(Action.ROLLBACK):
+        undone.add(undo_bodies[inst.time].target)
+    for inst in global_timeline.of_action(Action.RESTORE):
+        for other in global_timeline.after(undo_bodies[inst.time].target):
+            if other.time >= inst.time:
+                break  # in time order: the rest lie after the restore
+            if other.action not in KEPT_BY_RESTORE:
+                undone.add(other.time)
     return undone
 
 
@@ -76,9 +73,10 @@ def resolve(
 ) -> Visibility:
     """The instants visible as of ``as_of`` (None: now). Pure."""
     undone = undone_times(global_timeline, undo_bodies)
-    visible = tuple(
-        inst for inst in global_timeline.by_completion(as_of) if inst.time not in undone
-    )
+    done = global_timeline.by_completion_view()
+    if as_of is not None:
+        done = done[: bisect.bisect_right(done, as_of, key=lambda i: i.completion_time)]
+    visible = tuple(inst for inst in done if inst.time not in undone) if undone else done
     rebased = {
         base: reindex
         for time, body in undo_bodies.items()

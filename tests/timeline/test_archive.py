@@ -197,11 +197,12 @@ def observe(table: TableTimelines) -> dict[str, object]:
     bodies = {
         (kind.value, f.file_name): table.store.read_body(kind, f)
         for kind, tl in timelines.items()
-        for f in tl.files
+        for f in tl.all_files()
     }
     points = [None, *sorted(i.completion_time for i in timelines[G] if i.completion_time)]
     seen = {p: table.visibility(p).visible for p in points}
-    return {"timelines": timelines, "bodies": bodies, "as_of": seen}
+    instants = {kind: (tl.instants, tl.all_files()) for kind, tl in timelines.items()}
+    return {"timelines": instants, "bodies": bodies, "as_of": seen}
 
 
 def active_files(table: TableTimelines) -> int:

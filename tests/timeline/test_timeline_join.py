@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gc
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.timeline import memo as memo_module
@@ -39,6 +39,7 @@ def histories(draw: st.DrawFn) -> tuple[list[Instant], str]:
     return files, split
 
 
+@settings(max_examples=400)
 @given(histories())
 def test_a_joined_timeline_derives_what_one_built_at_once_derives(history) -> None:
     files, split = history
@@ -47,11 +48,22 @@ def test_a_joined_timeline_derives_what_one_built_at_once_derives(history) -> No
     newer = Timeline.from_instants(G, [f for f in files if f.time > split])
     older.by_completion(), older.completed(), older.pending()  # the archived part's memos
     joined = older.joined(newer)
-    assert joined == whole
+    assert joined.instants == whole.instants
+    assert joined.files == newer.files  # the long part's set is not copied...
+    assert all(joined.has_file(f) for f in files)  # ...yet every state file is found
+    assert joined.all_files() == whole.files
+    absent = Instant(millis_to_time(BASE - 100), Action.COMMIT, State.REQUESTED)
+    assert not joined.has_file(absent)
+    for inst in whole:
+        assert joined.states_of(inst.time, inst.action) == whole.states_of(inst.time, inst.action)
     assert joined.by_completion() == whole.by_completion()
-    assert joined.completed() == whole.completed()
-    assert joined.pending() == whole.pending()
+    assert joined.completed().instants == whole.completed().instants
+    assert joined.pending().instants == whole.pending().instants
     assert joined.max_time() == whole.max_time()
+    for action in Action:  # per action, from the parts' lists (a scan of neither whole)
+        assert joined.of_action(action) == tuple(
+            i for i in whole.by_completion() if i.action is action
+        )
     for inst in whole.by_completion():
         assert joined.by_completion(inst.completion_time) == whole.by_completion(
             inst.completion_time
@@ -79,6 +91,11 @@ def test_since_and_completed_after_select_by_binary_search(history, step) -> Non
     timeline = Timeline.from_instants(G, files)
     point = millis_to_time(BASE + step * 100 + 50)
     assert timeline.since(point) == tuple(i for i in timeline if i.time >= point)
+    assert timeline.after(point) == tuple(i for i in timeline if i.time > point)
+    assert timeline.after(None) == timeline.instants
+    for inst in timeline:  # strictly after an instant's own time
+        assert all(i.time > inst.time for i in timeline.after(inst.time))
+        assert len(timeline.after(inst.time)) == sum(1 for i in timeline if i.time > inst.time)
     for inst in timeline:  # at an instant's own time: it and every later one
         assert timeline.since(inst.time)[0].time == inst.time
     after = [i for i in timeline.by_completion() if i.completion_time > point]

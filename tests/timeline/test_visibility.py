@@ -8,11 +8,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from lakebraid.timeline.instant import Action
+from lakebraid.timeline.bodies import RestoreBody, RollbackBody
+from lakebraid.timeline.instant import Action, Instant, State, millis_to_time
+from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.timeline import Timeline
+from lakebraid.timeline.visibility import UNDO_ACTIONS, resolve, undone_times
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "visibility"
+BASE = 1_780_000_000_000
+G = TimelineKind.GLOBAL
 
 
 def T(n: int) -> str:
@@ -85,3 +93,59 @@ def test_fixtures_are_current(tmp_path) -> None:
     fresh = copy / "visibility"
     assert sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*")) == listing
     assert all((fresh / p).read_bytes() == data for p, data in text.items())
+
+
+@st.composite
+def undo_histories(draw: st.DrawFn):
+    """A global timeline of commits, savepoints, rollbacks and restores in random states (the
+    completed ones at distinct later completion times, some out of start order), optionally
+    split into an archived and an active part; each completed undo names an earlier target."""
+    n = draw(st.integers(1, 25))
+    files, bodies = [], {}
+    for k in range(n):
+        time = millis_to_time(BASE + k * 100)
+        action = draw(st.sampled_from([Action.COMMIT, Action.SAVEPOINT, *UNDO_ACTIONS]))
+        state = draw(st.sampled_from(list(State)))
+        files.append(Instant(time, action, State.REQUESTED))
+        if state is State.COMPLETED:
+            done = millis_to_time(BASE + k * 100 + draw(st.integers(1, 300)) * 3 + 1)
+            files.append(Instant(time, action, state, done))
+            if action in UNDO_ACTIONS:
+                target = millis_to_time(BASE + draw(st.integers(0, k)) * 100)
+                bodies[time] = (
+                    RollbackBody(target=target, target_action=Action.COMMIT)
+                    if action is Action.ROLLBACK
+                    else RestoreBody(target=target)
+                )
+    split = millis_to_time(BASE + draw(st.integers(0, n)) * 100 - 50)
+    return files, bodies, split
+
+
+@given(undo_histories())
+def test_undone_times_follow_the_rule_on_whole_and_joined_timelines(history) -> None:
+    """The rule of the module doc, spelled out here over every instant, against
+    ``undone_times`` (which reads per-action lists and binary searches)."""
+    files, bodies, split = history
+    whole = Timeline.from_instants(G, files)
+    expected: set[str] = set()
+    for inst in whole:
+        if not inst.is_completed or inst.action not in UNDO_ACTIONS:
+            continue
+        body = bodies[inst.time]
+        if inst.action is Action.ROLLBACK:
+            expected.add(body.target)
+        else:
+            expected |= {
+                other.time
+                for other in whole
+                if body.target < other.time < inst.time
+                and other.action not in (Action.SAVEPOINT, *UNDO_ACTIONS)
+            }
+    older = Timeline.from_instants(G, [f for f in files if f.time < split])
+    newer = Timeline.from_instants(G, [f for f in files if f.time > split])
+    assert undone_times(whole, bodies) == expected
+    assert undone_times(older.joined(newer), bodies) == expected
+    for inst in whole.by_completion():  # as of each completion: visible = done, not undone
+        visible = resolve(older.joined(newer), bodies, inst.completion_time).visible
+        done = [i for i in whole.by_completion() if i.completion_time <= inst.completion_time]
+        assert list(visible) == [i for i in done if i.time not in expected]

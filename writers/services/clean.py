@@ -22,6 +22,7 @@ source writes idle for ``clean.staging.retain.hours``.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import time
 
@@ -91,13 +92,10 @@ def clean_due(table: TableTimelines) -> bool:
     if not table.options.get(INLINE):
         return False
     timeline = table.timeline(G)
-    cleans = [i.completion_time for i in timeline.completed() if i.action is Action.CLEAN]
-    since = max((t for t in cleans if t is not None), default="")
-    commits = sum(
-        1
-        for i in timeline.completed()
-        if i.action is Action.COMMIT and (i.completion_time or "") > since
-    )
+    cleans = timeline.of_action(Action.CLEAN)
+    since = (cleans[-1].completion_time or "") if cleans else ""
+    done = timeline.of_action(Action.COMMIT)  # completion order
+    commits = len(done) - bisect.bisect_right(done, since, key=lambda i: i.completion_time or "")
     every = table.options.get(INLINE_EVERY)
     return commits >= every and commits % every == 0  # found nothing: try again N later
 

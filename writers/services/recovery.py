@@ -3,6 +3,14 @@
 Pending instants on the global timeline whose heartbeat expired are dealt with oldest first:
 a rollback, restore or clean is finished from its requested plan (every step is idempotent);
 a commit is rolled back. Instants already undone are left alone.
+
+Whether an instant is dead is judged twice: first on the listing the write started from, then
+again under the table lock on a fresh listing before anything is done. The first judgement
+alone can be wrong: a live service that completes between the listing and the heartbeat read
+removes its heartbeat, so its instant looks pending and silent. Under the lock nothing
+completes, so a pending instant without a fresh heartbeat there is dead. The finishing itself
+runs under the lock too, so two writers recovering the same instant take turns and the second
+finds nothing left to do.
 """
 
 from __future__ import annotations
@@ -22,20 +30,32 @@ def recover(table: TableTimelines) -> list[str]:
     done = []
     undone = table.visibility().undone
     for inst in table.dead_instants():
-        if inst.action is Action.CLEAN:
-            requested = Instant(inst.time, Action.CLEAN, State.REQUESTED)
-            plan = table.store.read_typed(G, requested, CleanPlan)
-            execute_clean(table, inst.time, plan)
-            done.append(inst.time)
-        elif inst.action is Action.RESTORE:
-            finish_restore(table, inst)
-            done.append(inst.time)
-        elif inst.action is Action.ROLLBACK:
-            requested = Instant(inst.time, Action.ROLLBACK, State.REQUESTED)
-            plan = table.store.read_typed(G, requested, RollbackPlan)
-            execute_rollback_plan(table, inst.time, plan)
+        if inst.action in FINISHED and finish_dead(table, inst):
             done.append(inst.time)
         elif inst.action is Action.COMMIT and inst.time not in undone:
             if rollback(table, inst.time, recovering=True) is not None:
                 done.append(inst.time)
     return done
+
+
+FINISHED = frozenset({Action.CLEAN, Action.RESTORE, Action.ROLLBACK})
+
+
+def finish_dead(table: TableTimelines, inst: Instant) -> bool:
+    """Finish the service instant ``inst`` (seen pending and silent) if, judged again under
+    the table lock on a fresh listing, it is still pending and its writer is gone; False
+    when it completed meanwhile (or another writer finished it) or its writer beats."""
+    with table.lock:
+        now = table.timeline(G).get(inst.time, inst.action)
+        if now is None or not now.is_pending or table.is_alive(inst.time):
+            return False
+        if inst.action is Action.CLEAN:
+            requested = Instant(inst.time, Action.CLEAN, State.REQUESTED)
+            execute_clean(table, inst.time, table.store.read_typed(G, requested, CleanPlan))
+        elif inst.action is Action.RESTORE:
+            finish_restore(table, now)
+        else:
+            requested = Instant(inst.time, Action.ROLLBACK, State.REQUESTED)
+            plan = table.store.read_typed(G, requested, RollbackPlan)
+            execute_rollback_plan(table, inst.time, plan)
+    return True

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.instant import Action
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import WriteError
 
@@ -89,6 +90,7 @@ def test_rollback_after_metadata_compaction(client) -> None:
 KILLER = """
 import os, signal, sys
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.instant import Action
 from lakebraid.writers.client import WriteClient
 import pyarrow as pa
 def die(self, *args, **kwargs):
@@ -123,6 +125,7 @@ def test_a_writer_killed_mid_commit_is_rolled_back_by_the_next_write(client, run
 SLOW_WRITER = """
 import json, sys, time
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.instant import Action
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import WriteConflictError
 import pyarrow as pa
@@ -262,3 +265,32 @@ def test_clean_sweeps_idle_staging_folders_only(tmp_path) -> None:
     assert c.clean() is None  # no commit beyond the retention: no clean instant
     assert not idle.exists() and (busy / "part-0" / "rows.arrow").exists()
     assert c.read_arrow().num_rows == 1 and c.validate() == []
+
+
+def test_recovery_that_saw_a_live_service_pending_leaves_it_alone_once_it_completed(
+    client,
+) -> None:
+    """Recovery lists the timeline, then reads heartbeats: a service that completes in
+    between has removed its heartbeat, so it looks pending and dead (found by the soak run:
+    the recovering writer then failed with InstantExistsError). The judgement is made again
+    under the table lock, where the service is seen completed: nothing is redone."""
+    from lakebraid.timeline.bodies import encode_body
+    from lakebraid.timeline.table import TableTimelines
+    from lakebraid.writers.services.lifecycle import open_instant
+    from lakebraid.writers.services.recovery import recover
+    from lakebraid.writers.services.rollback import execute_rollback_plan, plan_rollback
+
+    target = client.insert(rows(["c0"], DAYS[2], 1, 3.0))
+    service = TableTimelines.open(client.path, FAST_HEARTBEAT)
+    plan = plan_rollback(service, service.timeline().get(target))
+    undo, heartbeat = open_instant(service, Action.ROLLBACK, encode_body(plan))
+    recovering = TableTimelines.open(client.path, FAST_HEARTBEAT)
+    with recovering.store.load_scope():
+        seen = recovering.timeline()  # the listing a write starts from: the undo pending
+        assert seen.get(undo).is_pending
+        execute_rollback_plan(service, undo, plan)  # the service completes...
+        heartbeat.stop()  # ...and removes its heartbeat
+        assert recover(recovering) == []  # judged again under the lock: nothing to do
+    assert recovering.timeline().get(undo).is_completed
+    assert client.read_arrow().column("id").to_pylist().count("c0") == 0
+    assert client.validate() == []
