@@ -212,7 +212,7 @@ def disk(path: str) -> dict[str, int]:
 
 def spawn(role: str, *args: str) -> subprocess.Popen:
     """A writer or reader process; its stderr goes to ``<role><id>.err`` in the folder."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO))}
     command = [sys.executable, __file__, "--role", role, *args]
     err = open(Path(args[2]) / f"{role}{args[1]}.err", "a")
     return subprocess.Popen(command, env=env, stderr=err, text=True)
