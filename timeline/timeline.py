@@ -63,7 +63,11 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
         # the newer part's files only (no copy of the long part's set: see has_file)
         joined = Timeline(self.kind, self.instants + newer.instants, newer.files)
         # what a timeline derives, from this (long-lived) part's and the few newer instants
-        memo(joined, "by_completion", lambda: _merged(self.by_completion_view(), newer))
+        memo(
+            joined,
+            "by_completion",
+            lambda: _merged(self.by_completion_view(), newer.by_completion_view()),
+        )
         both = self.completed().instants + newer.completed().instants
         memo(joined, "completed", lambda: Timeline(self.kind, both, joined.files))
         pending = self.pending().instants + newer.pending().instants
@@ -122,11 +126,15 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
 
     def by_completion(self, as_of: str | None = None) -> list[Instant]:
         """Completed instants in completion order (ties impossible: times are unique)."""
+        return list(self.completed_until(as_of))
+
+    def completed_until(self, point: str | None) -> tuple[Instant, ...]:
+        """Completed instants whose completion time is at or before ``point`` (None: all), in
+        completion order (a slice of the remembered tuple)."""
         done = self.by_completion_view()
-        if as_of is None:
-            return list(done)
-        end = bisect.bisect_right(done, as_of, key=lambda i: i.completion_time)
-        return list(done[:end])
+        if point is None:
+            return done
+        return done[: bisect.bisect_right(done, point, key=lambda i: i.completion_time)]
 
     def by_completion_view(self) -> tuple[Instant, ...]:
         """:meth:`by_completion` as the remembered tuple itself (no copy)."""
@@ -142,8 +150,12 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
         timeline's from its parts', so the long archived part is scanned once)."""
         return memo(self, f"of:{action}", lambda: self._of_action(action))
 
+    def _parts(self) -> tuple[Timeline, Timeline] | None:
+        """The archived and active parts of a joined timeline (None: not joined)."""
+        return memo(self, "parts", lambda: None)
+
     def _of_action(self, action: Action) -> tuple[Instant, ...]:
-        parts = memo(self, "parts", lambda: None)
+        parts = self._parts()
         if parts is not None:
             older, newer = parts
             return _merged(older.of_action(action), newer.of_action(action))
@@ -198,12 +210,12 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
         """Whether this state file was found (in a joined timeline: in either part)."""
         if instant in self.files:
             return True
-        parts = memo(self, "parts", lambda: None)
+        parts = self._parts()
         return parts is not None and parts[0].has_file(instant)
 
     def all_files(self) -> frozenset[Instant]:
         """Every state file found, in both parts of a joined timeline (built on demand)."""
-        parts = memo(self, "parts", lambda: None)
+        parts = self._parts()
         return self.files if parts is None else parts[0].all_files() | self.files
 
     def states_of(self, time: str, action: Action) -> set[State]:
@@ -219,13 +231,9 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
         return found
 
 
-def _merged(
-    done: tuple[Instant, ...], newer: Timeline | tuple[Instant, ...]
-) -> tuple[Instant, ...]:
-    """``done`` (completion order) with ``newer``'s completed instants (or those given, in
-    completion order) merged in; only the tail of ``done`` that completed after the earliest
-    of them is touched."""
-    added = newer.by_completion_view() if isinstance(newer, Timeline) else newer
+def _merged(done: tuple[Instant, ...], added: tuple[Instant, ...]) -> tuple[Instant, ...]:
+    """``done`` and ``added`` (each in completion order) merged; only the tail of ``done``
+    that completed after the earliest of ``added`` is touched."""
     if not added:
         return done
     split = bisect.bisect_right(done, added[0].completion_key(), key=Instant.completion_key)

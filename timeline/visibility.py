@@ -18,7 +18,6 @@ undo completed: they replace bases that folded what it undid.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping
 
 import msgspec
@@ -73,9 +72,7 @@ def resolve(
 ) -> Visibility:
     """The instants visible as of ``as_of`` (None: now). Pure."""
     undone = undone_times(global_timeline, undo_bodies)
-    done = global_timeline.by_completion_view()
-    if as_of is not None:
-        done = done[: bisect.bisect_right(done, as_of, key=lambda i: i.completion_time)]
+    done = global_timeline.completed_until(as_of)
     visible = tuple(inst for inst in done if inst.time not in undone) if undone else done
     rebased = {
         base: reindex

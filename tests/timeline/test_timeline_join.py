@@ -101,3 +101,6 @@ def test_since_and_completed_after_select_by_binary_search(history, step) -> Non
     after = [i for i in timeline.by_completion() if i.completion_time > point]
     assert list(timeline.completed_after(point)) == after
     assert list(timeline.completed_after(None)) == timeline.by_completion()
+    until = [i for i in timeline.by_completion() if i.completion_time <= point]
+    assert list(timeline.completed_until(point)) == until
+    assert timeline.completed_until(None) == timeline.by_completion_view()

@@ -90,7 +90,6 @@ def test_rollback_after_metadata_compaction(client) -> None:
 KILLER = """
 import os, signal, sys
 from lakebraid.metadata.table import MetadataTable
-from lakebraid.timeline.instant import Action
 from lakebraid.writers.client import WriteClient
 import pyarrow as pa
 def die(self, *args, **kwargs):
@@ -125,7 +124,6 @@ def test_a_writer_killed_mid_commit_is_rolled_back_by_the_next_write(client, run
 SLOW_WRITER = """
 import json, sys, time
 from lakebraid.metadata.table import MetadataTable
-from lakebraid.timeline.instant import Action
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import WriteConflictError
 import pyarrow as pa
