@@ -15,7 +15,9 @@ A manifest is JSON::
                 "first": "20261123100000001", "last": "20261123101500123"}]}
 
 ``files`` cover disjoint ranges of instant times, ordered by ``first``; ``level`` counts how
-many merges a file went through (``timeline.archiver`` merges files of one level). An archive
+many merges a file went through (``timeline.archiver`` merges files of one level);
+``body_bytes`` (optional, 0 or absent when unknown) is the sum of its bodies' lengths, which
+bounds what a merge holds in memory. An archive
 Parquet file holds one row per archived instant file, sorted by (timeline, name):
 ``timeline`` (string: ``data``, ``metadata`` or ``global``), ``name`` (the instant file's
 name, grammar of ``timeline.instant``) and ``body`` (binary: the file's bytes, unchanged).
@@ -51,6 +53,7 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
@@ -66,6 +69,7 @@ _MANIFEST_RE = re.compile(r"^manifest\.(\d{10})\.json$")
 _FILE_RE = re.compile(r"^(\d{10})_[0-9a-f]{32}\.parquet$")
 _RETRIES = 5
 Row = tuple[TimelineKind, str, bytes]  # (timeline, instant file name, body)
+TIME_DIGITS = 17  # an instant file's name starts with its time
 
 
 class ArchiveFile(msgspec.Struct, frozen=True):
@@ -74,6 +78,7 @@ class ArchiveFile(msgspec.Struct, frozen=True):
     rows: int
     first: str  # earliest instant time in the file
     last: str  # latest instant time in the file
+    body_bytes: int = 0  # the bodies' bytes, uncompressed (0: unknown, an older manifest)
 
 
 class Manifest(msgspec.Struct, frozen=True):
@@ -293,21 +298,29 @@ class Archive:
         return known
 
     # ---- writing (the archiver holds the table lock) ----------------------------------
-    def write_file(self, version: int, level: int, rows: Sequence[Row]) -> ArchiveFile:
-        """Write one archive file, durably, before any manifest names it."""
+    def write_file(self, version: int, level: int, table: pa.Table) -> ArchiveFile:
+        """Write one archive file of ``table`` (rows in :data:`SCHEMA`, sorted by timeline
+        and name: :func:`encode_rows` or :meth:`merged`), durably, before any manifest
+        names it."""
         name = file_name(version)
-        table = encode_rows(rows)
         make_folder(self.fs, self.folder)
         with self.fs.open(self.path(name), "wb") as handle:
             pq.write_table(table, handle, compression="zstd")
         make_durable(self.fs, self.path(name))
-        times = [parse(r[1]).time for r in rows]
-        return ArchiveFile(name, level, len(rows), min(times), max(times))
+        times = pc.min_max(pc.utf8_slice_codeunits(table.column("name"), 0, TIME_DIGITS))
+        size = pc.sum(pc.binary_length(table.column("body"))).as_py() or 0
+        first, last = times["min"].as_py(), times["max"].as_py()
+        return ArchiveFile(name, level, table.num_rows, first, last, size)
 
-    def read_rows(self, entry: ArchiveFile) -> list[Row]:
-        """Every row of one archive file (to merge it into another)."""
-        bodies = self._bodies(entry.name)
-        return [(TimelineKind(kind), name, body) for (kind, name), body in bodies.items()]
+    def merged(self, entries: Sequence[ArchiveFile]) -> pa.Table:
+        """The rows of ``entries`` (adjacent files) as one table sorted like a file's rows,
+        in Arrow memory (no Python object per row)."""
+        tables = []
+        for entry in entries:
+            with self.fs.open(self.path(entry.name), "rb") as handle:
+                tables.append(pq.read_table(handle))
+        whole = pa.concat_tables(tables)
+        return whole.sort_by([("timeline", "ascending"), ("name", "ascending")])
 
     def commit(self, manifest: Manifest) -> None:
         """Create ``manifest`` put-if-absent: ``InstantExistsError`` if that version exists."""

@@ -30,7 +30,8 @@ finishes the work:
    new one, with the new horizon;
 4. delete the archived files from the active folders;
 5. merge: once ``archive.merge.files`` files of one level exist (they are adjacent), write them
-   as one file of the next level under a further manifest, and delete what it superseded.
+   as one file of the next level under a further manifest, and delete what it superseded;
+   files whose bodies together pass ``archive.merge.max.bytes`` stay as they are.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from lakebraid.timeline.archive import (
     Manifest,
     Row,
     Snapshot,
+    encode_rows,
     mark_name,
     marked_version,
 )
@@ -141,7 +143,7 @@ def archive(table: TableTimelines, keep: int | None = None) -> ArchiveResult | N
         ]
         rows: list[Row] = [(k, i.file_name, store.read_body(k, i)) for k, i in moved]
         version = snap.version + 1
-        entry = archive_.write_file(version, 0, rows)
+        entry = archive_.write_file(version, 0, encode_rows(rows))
         old = snap.manifest.files if snap.manifest is not None else ()
         archive_.commit(Manifest(1, version, horizon, (*old, entry)))
         _delete_active(table, moved, version)
@@ -201,19 +203,23 @@ def _parse_or_none(name: str) -> Instant | None:
 
 
 def _merge_if_due(table: TableTimelines, archive_: Archive) -> tuple[int, Snapshot]:
-    """Merge the files of the lowest level holding ``archive.merge.files`` of them."""
+    """Merge the files of the lowest level holding ``archive.merge.files`` of them, unless
+    their bodies pass ``archive.merge.max.bytes`` together: such files are never merged
+    again, so a merge's time and memory stay bounded however long the history."""
     snap = archive_.snapshot()
     assert snap.manifest is not None
     files = snap.manifest.files
     fan_in = table.options.get(cfg.ARCHIVE_MERGE_FILES)
+    cap = table.options.get(cfg.ARCHIVE_MERGE_MAX_BYTES)
     for level in sorted({f.level for f in files}):
         group = [i for i, f in enumerate(files) if f.level == level]
         if len(group) < fan_in:
             continue
         chosen = files[group[0] : group[-1] + 1]
-        rows = [row for entry in chosen for row in archive_.read_rows(entry)]
+        if sum(entry.body_bytes for entry in chosen) > cap:
+            continue
         version = snap.version + 1
-        merged: ArchiveFile = archive_.write_file(version, level + 1, rows)
+        merged: ArchiveFile = archive_.write_file(version, level + 1, archive_.merged(chosen))
         kept = (*files[: group[0]], merged, *files[group[-1] + 1 :])
         archive_.commit(Manifest(1, version, snap.manifest.horizon, kept))
         return len(chosen), archive_.snapshot()

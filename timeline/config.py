@@ -187,3 +187,11 @@ ARCHIVE_MERGE_FILES = register(
     "Archive files of one level merged into one file of the next level.",
     at_least(2),
 )
+ARCHIVE_MERGE_MAX_BYTES = register(
+    "archive.merge.max.bytes",
+    int,
+    32 << 20,
+    "Archive files are not merged when their instant bodies pass this many bytes together "
+    "(uncompressed): bounds the memory and time of an archival however long the history.",
+    at_least(1),
+)

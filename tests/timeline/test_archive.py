@@ -291,3 +291,30 @@ def test_a_reader_holding_an_older_archive_sees_what_another_process_archived(
         assert list(reader.timeline(kind)) == list(fresh.timeline(kind))
         assert len(list(reader.timeline(kind))) > len(first[kind])
     assert reader.visibility().visible == fresh.visibility().visible
+
+
+@pytest.mark.parametrize("cap", [1, 1 << 30])
+def test_merges_stop_at_the_byte_cap_and_keep_every_body(new_table, cap: int) -> None:
+    """Files whose bodies together pass ``archive.merge.max.bytes`` stay unmerged; merged or
+    not, every archived body reads back, and each file records its bodies' bytes."""
+    table = new_table(**{"archive.merge.files": 2, "archive.merge.max.bytes": cap})
+    model = Model(table)
+    archived: list[Instant] = []
+    for _ in range(4):
+        for _ in range(3):
+            model.commit("done")
+        before = [i for i in table.timeline(G) if i.is_completed]
+        assert archive(table, keep=1) is not None
+        archived = [i for i in before if table.store.seen_archive.holds(i.time)]
+    manifest = table.store.archive.snapshot().manifest
+    assert manifest is not None
+    levels = sorted(f.level for f in manifest.files)
+    assert levels == ([0, 0, 0, 0] if cap == 1 else [1, 1])
+    reader = TableTimelines.open(table.path)
+    for inst in archived:
+        assert reader.store.read_body(G, inst) == f"done {inst.time}".encode()
+    for entry in manifest.files:
+        bodies = table.store.archive._bodies(entry.name)
+        assert entry.body_bytes == sum(len(b) for b in bodies.values()) > 0
+        assert entry.first == min(name[:17] for _, name in bodies)
+        assert entry.last == max(name[:17] for _, name in bodies)

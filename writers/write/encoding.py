@@ -56,6 +56,7 @@ def choose(table: pa.Table, plain: Collection[str] = ()) -> tuple[pa.Table, list
 def _choose_one(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray, bool]:
     kind = column.type
     if pa.types.is_dictionary(kind):
+        column = compacted(column)
         values = sum(len(chunk.dictionary) for chunk in column.chunks)
         width = _width(kind.value_type, pa.concat_arrays([c.dictionary for c in column.chunks]))
         if values * width <= DICTIONARY_LIMIT:
@@ -72,6 +73,31 @@ def _choose_one(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray, bo
     if _textual(kind) and distinct <= FEW:
         return pc.dictionary_encode(column), True
     return column, True
+
+
+def compacted(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A dictionary column as one chunk whose dictionary holds only the values its rows use,
+    in their first order. A rewrite takes rows of the old file, whose dictionary keeps every
+    value it was read with, and Parquet writes an Arrow dictionary as it is: without this the
+    commit-time column's dictionary would gain one value per commit that touched the file
+    group, used or not. One pass over the indices; no value is hashed."""
+    merged = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    dictionary, indices = merged.dictionary, merged.indices
+    if len(dictionary) == 0 or merged.null_count == len(merged):
+        return pa.chunked_array([merged], column.type)
+    valid = None if merged.null_count == 0 else pc.is_valid(indices).to_numpy(zero_copy_only=False)
+    at = pc.fill_null(indices, 0).to_numpy(zero_copy_only=False)
+    used = np.zeros(len(dictionary), dtype=bool)
+    used[at if valid is None else at[valid]] = True
+    if used.all():
+        return pa.chunked_array([merged], column.type)
+    keep = np.flatnonzero(used)
+    renumber = np.zeros(len(dictionary), dtype=at.dtype)
+    renumber[keep] = np.arange(len(keep), dtype=at.dtype)
+    mask = None if valid is None else ~valid
+    fresh = pa.array(renumber[at], type=indices.type, mask=mask)
+    compact = pa.DictionaryArray.from_arrays(fresh, dictionary.take(pa.array(keep)))
+    return pa.chunked_array([compact], column.type)
 
 
 def _picks(rows: int) -> pa.Array:

@@ -4,6 +4,7 @@ through a rewrite that brings new values."""
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 
 import numpy as np
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.write.encoding import DICTIONARY_LIMIT, MIN_ROWS, choose
+from lakebraid.writers.write.datafile import COMMIT_TIME
+from lakebraid.writers.write.encoding import DICTIONARY_LIMIT, MIN_ROWS, choose, compacted
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
 
 ROWS = MIN_ROWS + 1000
@@ -134,3 +136,61 @@ def test_a_rewrite_keeps_few_valued_strings_as_dictionaries_and_adds_new_values(
             )
         )
         assert got == dict(zip(keys, status, strict=True)) | changed
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.integers(0, 40),
+    picks=st.lists(st.one_of(st.none(), st.integers(0, 39)), max_size=60),
+    cuts=st.lists(st.integers(0, 60), max_size=3),
+)
+def test_compacted_keeps_every_row_and_only_used_dictionary_values(
+    values: int, picks: list[int | None], cuts: list[int]
+) -> None:
+    dictionary = pa.array([f"t{j:03d}" for j in range(values)])
+    picks = [p if p is None or p < values else None for p in picks]
+    indices = pa.array(picks, pa.int32())
+    whole = pa.DictionaryArray.from_arrays(indices, dictionary)
+    bounds = sorted({0, len(picks), *(c for c in cuts if c <= len(picks))})
+    chunks = [whole.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
+    column = pa.chunked_array(chunks or [whole], whole.type)
+    out = compacted(column)
+    assert out.num_chunks == 1 and out.type == whole.type
+    expected = [None if p is None else f"t{p:03d}" for p in picks]
+    assert out.cast(pa.string()).to_pylist() == expected
+    used = {v for v in expected if v is not None}
+    if used:  # an all-null column keeps what it had: nothing to read from it
+        assert sorted(out.chunk(0).dictionary.to_pylist()) == sorted(used)
+    out.validate(full=True)
+
+
+def test_the_commit_time_dictionary_holds_only_the_times_its_rows_carry() -> None:
+    """Each rewrite replaces one row of a group: after 40 rewrites the file's commit-time
+    dictionary holds the times its rows carry, not every commit that touched the group."""
+    keys = [f"key-{j:03d}" for j in range(10)]
+    schema = [("id", "string", False)]
+
+    def rows(ids: list[str]) -> pa.Table:
+        ops = pa.array([OP_UPSERT] * len(ids), pa.int8())
+        return pa.table({"id": ids, RECORD_KEY: ids, OP: ops})
+
+    with tempfile.TemporaryDirectory() as root:
+        name = None
+        for commit in range(40):
+            task = RewriteTask(
+                root=root,
+                record_key="id",
+                partition="",
+                file_id="00000000-0000-0000-0000-000000000003",
+                old_file=name,
+                instant=f"202601010000{commit:05d}",
+                write_token="0-0",
+                schema=schema,
+            )
+            name = rewrite_file_group(task, rows(keys if name is None else [keys[commit % 10]]))
+            name = name.file_name
+        path = f"{TableLayout(root).partition_dir('')}/{name}"
+        stored = pq.read_table(path, read_dictionary=[COMMIT_TIME]).column(COMMIT_TIME)
+        assert sorted(stored.chunk(0).dictionary.to_pylist()) == [
+            f"202601010000{c:05d}" for c in range(30, 40)
+        ]
