@@ -106,7 +106,7 @@ def millis_to_time(millis: int) -> str:
     return datetime_to_time(moment)
 
 
-class Instant(msgspec.Struct, frozen=True):
+class Instant(msgspec.Struct, frozen=True, gc=False):
     """One state of one action at one time. Ordered by (time, action, state)."""
 
     time: str
