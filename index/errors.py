@@ -8,6 +8,8 @@
   snapshot, or an undo that began before it completed; it did not complete (retryable).
 * :class:`ReindexRunningError` -- a rollback or restore was refused because a reindex is
   running (it would fold the instants being undone); nothing changed (retryable).
+* :class:`BloomFormatError` -- bytes or sizes that are not a key bloom filter
+  (``index.bloom``).
 """
 
 from __future__ import annotations
@@ -29,3 +31,7 @@ class ReindexConflictError(IndexLayerError, RetryableError):
 
 class ReindexRunningError(IndexLayerError, RetryableError):
     """An undo was refused while a reindex runs; nothing changed: retry after it."""
+
+
+class BloomFormatError(IndexLayerError):
+    """Bytes or sizes that are not a key bloom filter of ``index.bloom``."""

@@ -10,6 +10,8 @@
   concurrent clean); read again (a :class:`timeline.errors.RetryableError`).
 * :class:`CorruptDataFileError` -- a data file of the table is damaged (a page checksum, the
   footer or the decoded data does not hold); names the file and says what to do.
+* :class:`CorruptDataLogError` -- a merge-on-read data log block is damaged; names the file
+  and the byte offset of the block.
 """
 
 from __future__ import annotations
@@ -59,4 +61,18 @@ class CorruptDataFileError(WriteError):
             f"it); `validate()` lists every damaged file",
             table=table,
             instant=instant if culprit != "it" else None,
+        )
+
+
+class CorruptDataLogError(WriteError):
+    """A merge-on-read data log block is damaged (``writers.write.datalog``): ``path`` is the
+    log file, ``offset`` where the block starts, ``reason`` what the checks found."""
+
+    def __init__(self, path: str, offset: int, reason: str, *, table: str | None = None):
+        self.path, self.offset, self.reason = path, offset, reason
+        super().__init__(
+            f"corrupt data log block in {path} at byte {offset}: {reason}; restore the file "
+            "from a backup, or roll back the commit that wrote it (or restore the table to a "
+            "savepoint before it)",
+            table=table,
         )

@@ -1,0 +1,170 @@
+"""Merge-on-read data log blocks: rows and keys round-trip, footers rule blocks and slices in
+and out exactly as their keys say, every damaged byte is an error naming file and offset,
+and the hex sample of docs/format.md decodes to what the text says."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakebraid.index.keys import RECORD_KEY
+from lakebraid.writers.errors import CorruptDataLogError
+from lakebraid.writers.write.datalog import (
+    OVERHEAD,
+    BlockType,
+    decode_block,
+    encode_data_block,
+    encode_delete_block,
+    iter_blocks,
+    read_last_footer,
+)
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "format.md"
+key_lists = st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=40, unique=True)
+
+
+def rows_of(keys: list[str], salt: int) -> pa.Table:
+    n = len(keys)
+    return pa.table(
+        {
+            "id": keys,
+            "amount": pa.array([None if i % 5 == salt % 5 else i * 1.5 for i in range(n)]),
+            "_braid_commit_time": ["20261126000000000"] * n,
+            RECORD_KEY: keys,
+        }
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(blocks=st.lists(st.tuples(key_lists, st.booleans()), min_size=1, max_size=4))
+def test_blocks_round_trip_and_footers_cover_their_keys(
+    tmp_path_factory, blocks: list[tuple[list[str], bool]]
+) -> None:
+    path = str(tmp_path_factory.mktemp("log") / "f.log")
+    data, previous, seen = b"", None, []
+    for n, (keys, delete) in enumerate(blocks):
+        where = dict(instant=f"2026112600000{n:04d}", partition="day=1", file_id="fg-1")
+        if delete:
+            block, previous = encode_delete_block(pa.array(keys), previous=previous, **where)
+        else:
+            block, previous = encode_data_block(rows_of(keys, n), previous=previous, **where)
+        data += block
+        seen.append((keys, delete, n))
+    fs = fsspec.filesystem("file")
+    fs.pipe_file(path, data)
+    decoded = list(iter_blocks(fs, path))
+    assert [b.offset for b in decoded] == [
+        sum(x.size for x in decoded[:i]) for i in range(len(decoded))
+    ]
+    everything: set[str] = set()
+    for block, (keys, delete, n) in zip(decoded, seen, strict=True):
+        assert block.block_type is (BlockType.DELETE if delete else BlockType.DATA)
+        assert block.keys.to_pylist() == sorted(keys)
+        if not delete:
+            expected = rows_of(keys, n).sort_by(RECORD_KEY)
+            assert block.rows.equals(expected)
+        assert all(block.footer.may_hold(k) for k in keys)
+        assert (block.footer.min_key, block.footer.max_key) == (min(keys), max(keys))
+        everything |= set(keys)
+        assert all(block.footer.slice_may_hold(k) for k in everything)
+        assert block.footer.slice.blocks == n + 1
+    last = read_last_footer(fs, path, len(data))
+    assert last == decoded[-1].footer
+    assert (last.slice.min_key, last.slice.max_key) == (min(everything), max(everything))
+
+
+def test_a_key_outside_every_block_is_ruled_out_by_the_last_footer() -> None:
+    block, _ = encode_data_block(
+        rows_of([f"k{i:04d}" for i in range(0, 2000, 2)], 0),
+        instant="20261126000000001",
+        partition="",
+        file_id="fg",
+    )
+    footer = decode_block(block, 0, "f.log").footer
+    strangers = [f"k{i:04d}" for i in range(1, 2000, 2)] + ["a", "z"]
+    ruled_in = sum(footer.slice_may_hold(k) for k in strangers)
+    assert not footer.slice_may_hold("a") and not footer.slice_may_hold("z")
+    assert ruled_in < 0.03 * len(strangers)  # only the bloom's false positives
+
+
+def test_every_damaged_byte_is_an_error_naming_file_and_offset(tmp_path) -> None:
+    first, prev = encode_delete_block(
+        pa.array(["a"]), instant="20261126000000001", partition="", file_id="g"
+    )
+    second, _ = encode_data_block(
+        rows_of(["b", "c"], 1),
+        instant="20261126000000002",
+        partition="",
+        file_id="g",
+        previous=prev,
+    )
+    data = first + second
+    path = str(tmp_path / "g.log")
+    fs = fsspec.filesystem("file")
+    for at in range(len(data)):
+        damaged = bytearray(data)
+        damaged[at] ^= 0x01
+        fs.pipe_file(path, bytes(damaged))
+        with pytest.raises(CorruptDataLogError) as caught:
+            list(iter_blocks(fs, path))
+        assert caught.value.path == path
+        assert caught.value.offset == (0 if at < len(first) else len(first)), at
+        assert path in str(caught.value) and f"byte {caught.value.offset}" in str(caught.value)
+    for cut in (len(data) - 1, len(first) + OVERHEAD - 1, 5):
+        fs.pipe_file(path, data[:cut])
+        with pytest.raises(CorruptDataLogError):
+            list(iter_blocks(fs, path))
+
+
+@pytest.mark.parametrize(
+    ("keys", "why"),
+    [([], "needs keys"), (["a", "a"], "each key once"), (["a", None], "none of them null")],
+)
+def test_blocks_refuse_keys_they_cannot_index(keys: list[str | None], why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        encode_delete_block(
+            pa.array(keys, pa.string()), instant="20261126000000001", partition="", file_id="g"
+        )
+
+
+def test_the_hex_sample_of_the_format_doc_decodes_as_documented() -> None:
+    text = DOCS.read_text()
+    section = text[text.index("Merge-on-read data log blocks") :]
+    sample = re.search(r"```text\n(.*?)```", section, re.S)
+    assert sample is not None
+    data = bytes.fromhex("".join(line.split("  ")[1] for line in sample.group(1).splitlines()))
+    block = decode_block(data, 0, "sample.log")
+    assert block.block_type is BlockType.DELETE
+    assert block.header.instant == "20261126101500000" and block.header.file_id == "fg-0001"
+    assert block.keys.to_pylist() == ["trip-1", "trip-2"]
+    assert block.footer.slice.blocks == 1 and block.size == len(data)
+
+
+@pytest.mark.parametrize("reread", [False, True])
+def test_the_slice_filter_grows_from_earlier_keys_or_is_dropped(reread: bool) -> None:
+    """A 64-bit slice filter holds 6 keys at 10 bits each: the seventh key either rebuilds it
+    from the earlier blocks' keys (when the writer read them) or leaves no slice filter."""
+    previous, keys = None, []
+    for n in range(7):
+        key = f"key-{n}"
+        earlier = pa.array(keys, pa.string()) if reread else None
+        _, previous = encode_delete_block(
+            pa.array([key]),
+            instant=f"2026112600000{n:04d}",
+            partition="",
+            file_id="g",
+            previous=previous,
+            earlier_keys=earlier,
+        )
+        keys.append(key)
+    assert previous is not None and previous.keys == 7 and previous.blocks == 7
+    if reread:
+        assert previous.bloom is not None and len(previous.bloom) == 1 + 128 // 8
+    else:
+        assert previous.bloom is None

@@ -1,0 +1,336 @@
+"""Log blocks of merge-on-read data file groups (the seeds' RFC-06): this module alone owns
+their byte format, writes blocks (:func:`encode_data_block`, :func:`encode_delete_block`) and
+reads them (:func:`decode_block`, :func:`iter_blocks`, :func:`read_last_footer`).
+
+Format version 1. A data log file is a concatenation of blocks; a block is::
+
+    offset       size  field
+    0            4     magic b"DLOG"
+    4            2     format version (u16) = 1
+    6            1     block type (u8): 1 data, 2 delete
+    7            4     header length H (u32)
+    11           H     header: msgpack map (:class:`DataLogHeader`)
+    11+H         8     body length B (u64)
+    19+H         B     body: an Arrow IPC stream of one record batch, zstd-compressed buffers
+    19+H+B       F     footer: msgpack map (:class:`KeyFooter`)
+    19+H+B+F     4     footer length F (u32, a copy of the header's)
+    23+H+B+F     4     CRC32 of the F footer bytes
+    27+H+B+F     4     CRC32 of the H header bytes then the B body bytes
+    31+H+B+F     8     total block length (u64) = 39 + H + B + F
+
+Integers are big-endian; CRC32 is zlib's (IEEE). The header holds ``block_type`` (copy of
+byte 6), ``instant`` (the commit that wrote the block), ``partition`` (the data partition
+path), ``file_id`` (the file group), ``record_count``, ``body_length`` (copy of B) and
+``footer_length`` (copy of F); readers ignore keys they do not know. The body of a data
+block holds rows of the table (its columns as written, then ``_braid_commit_time`` and
+``_braid_record_key``), one per key, sorted by ``_braid_record_key``; a delete block's body
+holds the one column ``_braid_record_key``, the keys deleted, sorted and unique.
+
+The footer (RFC-06's key index) describes the block's keys: ``min_key``, ``max_key`` and
+``bloom`` (``index.bloom``'s encoding), and, cumulatively, those of every block of the file
+slice's logs up to and including this one (``slice``: ``blocks``, ``keys``, ``min_key``,
+``max_key``, ``bloom``; ``bloom`` nil when the writer did not keep a slice filter). So the
+footer of a slice's last block alone rules the slice's logs out for a key outside
+``min_key``..``max_key`` or absent from ``bloom`` (:func:`read_last_footer` reads just it:
+the last 20 bytes of the file, then the footer, checked by its own CRC).
+
+Corruption is never silent: magic, version, the block type's copy, both lengths' copies and
+the trailer are compared, both CRCs checked, and a body's keys must be sorted and unique and
+match the footer's range and the header's count. Any failure raises
+:class:`~lakebraid.writers.errors.CorruptDataLogError` naming the file and the offset where
+the block starts.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TypeVar
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+from fsspec import AbstractFileSystem
+
+from lakebraid.index.bloom import KeyBloom
+from lakebraid.index.errors import BloomFormatError
+from lakebraid.index.keys import RECORD_KEY
+from lakebraid.writers.errors import CorruptDataLogError
+
+MAGIC = b"DLOG"
+FORMAT_VERSION = 1
+PREFIX = struct.Struct(">4sHBI")  # magic, version, block type, header length
+BODY_LENGTH = struct.Struct(">Q")
+TRAILER = struct.Struct(">IIIQ")  # footer length, footer crc, block crc, total length
+OVERHEAD = PREFIX.size + BODY_LENGTH.size + TRAILER.size  # 39 bytes
+Bad = Callable[[str], CorruptDataLogError]  # the error of one block's damage
+T = TypeVar("T")
+TAIL_READ = 1 << 16  # bytes read from a log file's end for its last footer
+_IPC = pa.ipc.IpcWriteOptions(compression="zstd")
+
+
+class BlockType(enum.IntEnum):
+    DATA = 1
+    DELETE = 2
+
+
+class DataLogHeader(msgspec.Struct, frozen=True):
+    block_type: int
+    instant: str
+    partition: str
+    file_id: str
+    record_count: int
+    body_length: int
+    footer_length: int
+
+
+class SliceKeys(msgspec.Struct, frozen=True):
+    """The keys of a file slice's log blocks so far."""
+
+    blocks: int
+    keys: int  # keys summed over blocks (a key in two blocks counts twice)
+    min_key: str
+    max_key: str
+    bloom: bytes | None  # index.bloom encoding; None: no slice filter kept
+
+
+class KeyFooter(msgspec.Struct, frozen=True):
+    min_key: str
+    max_key: str
+    bloom: bytes
+    slice: SliceKeys
+
+    def may_hold(self, key: str) -> bool:
+        """Whether this block may hold ``key`` (False: surely not)."""
+        return self.min_key <= key <= self.max_key and _bloom_has(self.bloom, key)
+
+    def slice_may_hold(self, key: str) -> bool:
+        """Whether any block of the slice's logs so far may hold ``key``."""
+        s = self.slice
+        return s.min_key <= key <= s.max_key and (s.bloom is None or _bloom_has(s.bloom, key))
+
+
+class DataLogBlock(msgspec.Struct, frozen=True):
+    path: str
+    offset: int
+    size: int
+    header: DataLogHeader
+    footer: KeyFooter
+    rows: pa.Table  # data: the rows; delete: the one key column
+
+    @property
+    def block_type(self) -> BlockType:
+        return BlockType(self.header.block_type)
+
+    @property
+    def keys(self) -> pa.Array:
+        return self.rows.column(RECORD_KEY).combine_chunks()
+
+
+_HEADER = msgspec.msgpack.Decoder(DataLogHeader)
+_FOOTER = msgspec.msgpack.Decoder(KeyFooter)
+
+
+# -- writing -------------------------------------------------------------------------------
+def encode_data_block(
+    rows: pa.Table,
+    *,
+    instant: str,
+    partition: str,
+    file_id: str,
+    previous: SliceKeys | None = None,
+    earlier_keys: pa.Array | None = None,
+) -> tuple[bytes, SliceKeys]:
+    """A data block of ``rows`` (one per key; sorted here) and the slice's keys after it.
+    ``previous``: the slice's keys before it (the footer of its last block), None for the
+    first block; ``earlier_keys``: every key of the slice's earlier blocks, when the writer
+    read them (lets the slice filter grow; see :func:`slice_after`)."""
+    ordered = rows.sort_by(RECORD_KEY)
+    return _encode(BlockType.DATA, ordered, instant, partition, file_id, previous, earlier_keys)
+
+
+def encode_delete_block(
+    keys: pa.Array,
+    *,
+    instant: str,
+    partition: str,
+    file_id: str,
+    previous: SliceKeys | None = None,
+    earlier_keys: pa.Array | None = None,
+) -> tuple[bytes, SliceKeys]:
+    """A delete block of ``keys`` (unique; sorted here) and the slice's keys after it."""
+    table = pa.table({RECORD_KEY: pc.cast(keys, pa.string())})
+    ordered = table.sort_by(RECORD_KEY)
+    return _encode(BlockType.DELETE, ordered, instant, partition, file_id, previous, earlier_keys)
+
+
+def slice_after(
+    previous: SliceKeys | None, keys: pa.Array, earlier_keys: pa.Array | None = None
+) -> SliceKeys:
+    """The slice's keys once a block of ``keys`` (sorted, non-empty) is appended. The slice
+    filter keeps its size while it holds :data:`~lakebraid.index.bloom.BITS_PER_KEY` bits per
+    key; past that it is rebuilt at a larger size from ``earlier_keys`` when given, else
+    dropped (readers then test each block's own filter)."""
+    lo, hi = keys[0].as_py(), keys[-1].as_py()
+    if previous is None:
+        return SliceKeys(1, len(keys), lo, hi, KeyBloom.of(keys).encode())
+    total = previous.keys + len(keys)
+    bloom: bytes | None = None
+    if previous.bloom is not None and KeyBloom.decode(previous.bloom).holds(total):
+        bloom = KeyBloom.decode(previous.bloom).add(keys).encode()
+    elif earlier_keys is not None:
+        bloom = KeyBloom.of(pa.concat_arrays([earlier_keys, keys]), size=None).encode()
+    return SliceKeys(
+        previous.blocks + 1, total, min(lo, previous.min_key), max(hi, previous.max_key), bloom
+    )
+
+
+def _encode(
+    kind: BlockType,
+    rows: pa.Table,
+    instant: str,
+    partition: str,
+    file_id: str,
+    previous: SliceKeys | None,
+    earlier_keys: pa.Array | None,
+) -> tuple[bytes, SliceKeys]:
+    keys = rows.column(RECORD_KEY).combine_chunks()
+    if len(keys) == 0 or keys.null_count:
+        raise ValueError(f"a {kind.name.lower()} log block needs keys, none of them null")
+    if len(pc.unique(keys)) != len(keys):
+        raise ValueError(f"a {kind.name.lower()} log block holds each key once")
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema, options=_IPC) as writer:
+        writer.write_table(rows.combine_chunks(), max_chunksize=max(1, rows.num_rows))
+    body = sink.getvalue().to_pybytes()
+    after = slice_after(previous, keys, earlier_keys)
+    bloom = KeyBloom.of(keys).encode()
+    footer = msgspec.msgpack.encode(KeyFooter(keys[0].as_py(), keys[-1].as_py(), bloom, after))
+    header = msgspec.msgpack.encode(
+        DataLogHeader(
+            kind.value, instant, partition, file_id, rows.num_rows, len(body), len(footer)
+        )
+    )
+    total = OVERHEAD + len(header) + len(body) + len(footer)
+    block = b"".join(
+        [
+            PREFIX.pack(MAGIC, FORMAT_VERSION, kind.value, len(header)),
+            header,
+            BODY_LENGTH.pack(len(body)),
+            body,
+            footer,
+            TRAILER.pack(
+                len(footer),
+                zlib.crc32(footer),
+                zlib.crc32(body, zlib.crc32(header)),
+                total,
+            ),
+        ]
+    )
+    return block, after
+
+
+# -- reading -------------------------------------------------------------------------------
+def decode_block(data: bytes | memoryview, offset: int, path: str) -> DataLogBlock:
+    """The block starting at ``offset`` of ``data`` (a whole log file), checked."""
+    view = memoryview(data)
+
+    bad: Bad = partial(CorruptDataLogError, path, offset)
+    if len(view) - offset < OVERHEAD:
+        raise bad(f"{len(view) - offset} bytes left, a block takes at least {OVERHEAD}")
+    magic, version, kind, h = PREFIX.unpack_from(view, offset)
+    if magic != MAGIC:
+        raise bad(f"magic {bytes(magic)!r}, expected {MAGIC!r}")
+    if version != FORMAT_VERSION:
+        raise bad(f"format version {version}; this lakebraid reads {FORMAT_VERSION}")
+    at = offset + PREFIX.size
+    if at + h + BODY_LENGTH.size > len(view):
+        raise bad(f"header length {h} runs past the end of the file")
+    header_bytes = view[at : at + h]
+    header = _decoded(_HEADER, header_bytes, bad, "header")
+    (b,) = BODY_LENGTH.unpack_from(view, at + h)
+    body_at = at + h + BODY_LENGTH.size
+    end = body_at + b + header.footer_length
+    if end + TRAILER.size > len(view) or b != header.body_length or header.block_type != kind:
+        raise bad("the header's lengths or block type disagree with the block")
+    body, footer_bytes = view[body_at : body_at + b], view[body_at + b : end]
+    f, footer_crc, crc, total = TRAILER.unpack_from(view, end)
+    size = end + TRAILER.size - offset
+    if f != header.footer_length or total != size:
+        raise bad(f"trailer lengths {f}/{total}, the fields take {len(footer_bytes)}/{size}")
+    if zlib.crc32(footer_bytes) != footer_crc or zlib.crc32(body, zlib.crc32(header_bytes)) != crc:
+        raise bad("a CRC32 does not match")
+    footer = _decoded(_FOOTER, footer_bytes, bad, "footer")
+    rows = _rows(body, bad)
+    _check_keys(rows, header, footer, bad)
+    return DataLogBlock(path, offset, size, header, footer, rows)
+
+
+def iter_blocks(fs: AbstractFileSystem, path: str) -> Iterator[DataLogBlock]:
+    """Every block of the log file ``path``, in order (one read of the whole file)."""
+    data = fs.cat_file(path)
+    offset = 0
+    while offset < len(data):
+        block = decode_block(data, offset, path)
+        yield block
+        offset += block.size
+
+
+def read_last_footer(fs: AbstractFileSystem, path: str, size: int) -> KeyFooter:
+    """The footer of the last block of the log file ``path`` of ``size`` bytes (its slice
+    keys cover every block of the file slice's logs up to it), checked by its CRC."""
+    tail = fs.cat_file(path, start=max(0, size - TAIL_READ))
+    if len(tail) < TRAILER.size:
+        raise CorruptDataLogError(path, 0, f"{size} bytes hold no block")
+    f, footer_crc, _, total = TRAILER.unpack_from(tail, len(tail) - TRAILER.size)
+    start = size - total
+    if total > size or f + TRAILER.size + OVERHEAD > total:
+        raise CorruptDataLogError(path, max(start, 0), f"trailer total length {total}")
+    if f + TRAILER.size > len(tail):
+        tail = fs.cat_file(path, start=size - TRAILER.size - f)
+    footer_bytes = tail[len(tail) - TRAILER.size - f : len(tail) - TRAILER.size]
+    if zlib.crc32(footer_bytes) != footer_crc:
+        raise CorruptDataLogError(path, start, "CRC32 of the footer does not match")
+    return _decoded(_FOOTER, footer_bytes, partial(CorruptDataLogError, path, start), "footer")
+
+
+def _decoded(
+    decoder: msgspec.msgpack.Decoder[T], data: bytes | memoryview, bad: Bad, what: str
+) -> T:
+    try:
+        return decoder.decode(data)
+    except (msgspec.DecodeError, ValueError) as exc:  # ValueError: bad UTF-8 text
+        raise bad(f"the {what} does not decode: {exc}") from None
+
+
+def _rows(body: memoryview, bad: Bad) -> pa.Table:
+    try:
+        with pa.ipc.open_stream(pa.py_buffer(body)) as reader:
+            table = reader.read_all()
+        table.validate(full=True)
+    except (pa.ArrowException, ValueError) as exc:
+        raise bad(f"the body is not an Arrow stream: {exc}") from None
+    return table
+
+
+def _check_keys(rows: pa.Table, header: DataLogHeader, footer: KeyFooter, bad: Bad) -> None:
+    if RECORD_KEY not in rows.column_names or rows.num_rows != header.record_count:
+        raise bad(f"the body has no {RECORD_KEY} column or not {header.record_count} rows")
+    keys = rows.column(RECORD_KEY).combine_chunks()
+    if not pa.types.is_string(keys.type) or keys.null_count or not len(keys):
+        raise bad(f"the body's {RECORD_KEY} column is not non-null text")
+    ordered = len(keys) == 1 or pc.all(pc.less(keys[:-1], keys[1:])).as_py()
+    if not ordered:
+        raise bad("the body's keys are not sorted and unique")
+    if (keys[0].as_py(), keys[-1].as_py()) != (footer.min_key, footer.max_key):
+        raise bad("the footer's key range differs from the body's keys")
+
+
+def _bloom_has(encoded: bytes, key: str) -> bool:
+    try:
+        return bool(KeyBloom.decode(encoded).may_contain(pa.array([key]))[0])
+    except BloomFormatError:
+        return True  # the CRC held: a filter this lakebraid cannot read rules nothing out
