@@ -48,7 +48,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 import pyarrow as pa
@@ -135,7 +135,8 @@ _FOOTER = msgspec.msgpack.Decoder(KeyFooter)
 
 
 # -- writing -------------------------------------------------------------------------------
-def encode_data_block(
+def encode_block(
+    kind: BlockType,
     rows: pa.Table,
     *,
     instant: str,
@@ -144,27 +145,24 @@ def encode_data_block(
     previous: SliceKeys | None = None,
     earlier_keys: pa.Array | None = None,
 ) -> tuple[bytes, SliceKeys]:
-    """A data block of ``rows`` (one per key; sorted here) and the slice's keys after it.
-    ``previous``: the slice's keys before it (the footer of its last block), None for the
-    first block; ``earlier_keys``: every key of the slice's earlier blocks, when the writer
-    read them (lets the slice filter grow; see :func:`slice_after`)."""
+    """A block of ``rows`` (one per key, sorted here; a delete block: the key column alone)
+    and the slice's keys after it. ``previous``: the slice's keys before it (the footer of
+    its last block), None for the first block; ``earlier_keys``: every key of the slice's
+    earlier blocks, when the writer read them (lets the slice filter grow: :func:`slice_after`)."""
     ordered = rows.sort_by(RECORD_KEY)
-    return _encode(BlockType.DATA, ordered, instant, partition, file_id, previous, earlier_keys)
+    return _encode(kind, ordered, instant, partition, file_id, previous, earlier_keys)
 
 
-def encode_delete_block(
-    keys: pa.Array,
-    *,
-    instant: str,
-    partition: str,
-    file_id: str,
-    previous: SliceKeys | None = None,
-    earlier_keys: pa.Array | None = None,
-) -> tuple[bytes, SliceKeys]:
-    """A delete block of ``keys`` (unique; sorted here) and the slice's keys after it."""
-    table = pa.table({RECORD_KEY: pc.cast(keys, pa.string())})
-    ordered = table.sort_by(RECORD_KEY)
-    return _encode(BlockType.DELETE, ordered, instant, partition, file_id, previous, earlier_keys)
+def encode_data_block(rows: pa.Table, **where: Any) -> tuple[bytes, SliceKeys]:
+    """A data block of ``rows`` (:func:`encode_block`'s keywords)."""
+    return encode_block(BlockType.DATA, rows, **where)
+
+
+def encode_delete_block(keys: pa.Array, **where: Any) -> tuple[bytes, SliceKeys]:
+    """A delete block of ``keys`` (unique; :func:`encode_block`'s keywords)."""
+    return encode_block(
+        BlockType.DELETE, pa.table({RECORD_KEY: pc.cast(keys, pa.string())}), **where
+    )
 
 
 def slice_after(
