@@ -49,7 +49,7 @@ import collections
 import posixpath
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import msgspec
 import pyarrow as pa
@@ -70,6 +70,8 @@ _FILE_RE = re.compile(r"^(\d{10})_[0-9a-f]{32}\.parquet$")
 _RETRIES = 5
 Row = tuple[TimelineKind, str, bytes]  # (timeline, instant file name, body)
 TIME_DIGITS = 17  # an instant file's name starts with its time
+ROW_GROUP_ROWS = 4096  # rows per row group of an archive file
+MERGE_BATCH_ROWS = 1024  # rows a merge holds in memory at a time
 
 
 class ArchiveFile(msgspec.Struct, frozen=True):
@@ -298,29 +300,46 @@ class Archive:
         return known
 
     # ---- writing (the archiver holds the table lock) ----------------------------------
-    def write_file(self, version: int, level: int, table: pa.Table) -> ArchiveFile:
-        """Write one archive file of ``table`` (rows in :data:`SCHEMA`, sorted by timeline
-        and name: :func:`encode_rows` or :meth:`merged`), durably, before any manifest
-        names it."""
+    def write_file(
+        self, version: int, level: int, batches: Iterable[pa.RecordBatch]
+    ) -> ArchiveFile:
+        """Write one archive file of ``batches`` (rows in :data:`SCHEMA`, in the order of a
+        file's rows: :func:`encode_rows` or :meth:`merged`), one batch in memory at a time,
+        durably, before any manifest names it."""
         name = file_name(version)
         make_folder(self.fs, self.folder)
-        with self.fs.open(self.path(name), "wb") as handle:
-            pq.write_table(table, handle, compression="zstd")
+        rows = size = 0
+        first, last = "9" * TIME_DIGITS, ""
+        with (
+            self.fs.open(self.path(name), "wb") as handle,
+            pq.ParquetWriter(handle, SCHEMA, compression="zstd") as writer,
+        ):
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                writer.write_batch(batch, row_group_size=ROW_GROUP_ROWS)
+                times = pc.min_max(pc.utf8_slice_codeunits(batch.column(1), 0, TIME_DIGITS))
+                first, last = min(first, times["min"].as_py()), max(last, times["max"].as_py())
+                rows += batch.num_rows
+                size += pc.sum(pc.binary_length(batch.column(2))).as_py() or 0
         make_durable(self.fs, self.path(name))
-        times = pc.min_max(pc.utf8_slice_codeunits(table.column("name"), 0, TIME_DIGITS))
-        size = pc.sum(pc.binary_length(table.column("body"))).as_py() or 0
-        first, last = times["min"].as_py(), times["max"].as_py()
-        return ArchiveFile(name, level, table.num_rows, first, last, size)
+        return ArchiveFile(name, level, rows, first, last, size)
 
-    def merged(self, entries: Sequence[ArchiveFile]) -> pa.Table:
-        """The rows of ``entries`` (adjacent files) as one table sorted like a file's rows,
-        in Arrow memory (no Python object per row)."""
-        tables = []
-        for entry in entries:
-            with self.fs.open(self.path(entry.name), "rb") as handle:
-                tables.append(pq.read_table(handle))
-        whole = pa.concat_tables(tables)
-        return whole.sort_by([("timeline", "ascending"), ("name", "ascending")])
+    def merged(self, entries: Sequence[ArchiveFile]) -> Iterator[pa.RecordBatch]:
+        """The rows of ``entries`` (adjacent files, in order) in a file's row order, a batch
+        at a time. Adjacent files cover disjoint, ordered time ranges and an instant file's
+        name starts with its time, so each timeline's rows are its rows in each file, in file
+        order: no sort, and memory holds one batch whatever the files' sizes."""
+        for kind in sorted(k.value for k in TimelineKind):
+            for entry in entries:
+                with (
+                    self.fs.open(self.path(entry.name), "rb") as handle,
+                    pq.ParquetFile(handle) as parquet,
+                ):
+                    for batch in parquet.iter_batches(batch_size=MERGE_BATCH_ROWS):
+                        mine = batch.filter(pc.equal(batch.column(0), kind))
+                        if mine.num_rows:
+                            yield mine
 
     def commit(self, manifest: Manifest) -> None:
         """Create ``manifest`` put-if-absent: ``InstantExistsError`` if that version exists."""

@@ -31,7 +31,7 @@ finishes the work:
 4. delete the archived files from the active folders;
 5. merge: once ``archive.merge.files`` files of one level exist (they are adjacent), write them
    as one file of the next level under a further manifest, and delete what it superseded;
-   files whose bodies together pass ``archive.merge.max.bytes`` stay as they are.
+   a merge takes as many of them as fit in ``archive.merge.max.bytes`` (at least two).
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def archive(table: TableTimelines, keep: int | None = None) -> ArchiveResult | N
         ]
         rows: list[Row] = [(k, i.file_name, store.read_body(k, i)) for k, i in moved]
         version = snap.version + 1
-        entry = archive_.write_file(version, 0, encode_rows(rows))
+        entry = archive_.write_file(version, 0, encode_rows(rows).to_batches())
         old = snap.manifest.files if snap.manifest is not None else ()
         archive_.commit(Manifest(1, version, horizon, (*old, entry)))
         _delete_active(table, moved, version)
@@ -203,24 +203,46 @@ def _parse_or_none(name: str) -> Instant | None:
 
 
 def _merge_if_due(table: TableTimelines, archive_: Archive) -> tuple[int, Snapshot]:
-    """Merge the files of the lowest level holding ``archive.merge.files`` of them, unless
-    their bodies pass ``archive.merge.max.bytes`` together: such files are never merged
-    again, so a merge's time and memory stay bounded however long the history."""
+    """Merge the oldest files of the lowest level holding ``archive.merge.files`` of them:
+    as many of those as fit in ``archive.merge.max.bytes`` of bodies together, at least two
+    (files that cannot pair under it stay as they are), so a merge's time stays bounded
+    however long the history; its memory holds one batch of rows (``Archive.merged``)."""
     snap = archive_.snapshot()
     assert snap.manifest is not None
     files = snap.manifest.files
     fan_in = table.options.get(cfg.ARCHIVE_MERGE_FILES)
     cap = table.options.get(cfg.ARCHIVE_MERGE_MAX_BYTES)
     for level in sorted({f.level for f in files}):
-        group = [i for i, f in enumerate(files) if f.level == level]
-        if len(group) < fan_in:
+        if sum(1 for f in files if f.level == level) < fan_in:
             continue
-        chosen = files[group[0] : group[-1] + 1]
-        if sum(entry.body_bytes for entry in chosen) > cap:
+        window = _window(files, level, fan_in, cap)
+        if window is None:
             continue
+        start, chosen = window
         version = snap.version + 1
         merged: ArchiveFile = archive_.write_file(version, level + 1, archive_.merged(chosen))
-        kept = (*files[: group[0]], merged, *files[group[-1] + 1 :])
+        kept = (*files[:start], merged, *files[start + len(chosen) :])
         archive_.commit(Manifest(1, version, snap.manifest.horizon, kept))
         return len(chosen), archive_.snapshot()
     return 0, snap
+
+
+def _window(
+    files: tuple[ArchiveFile, ...], level: int, fan_in: int, cap: int
+) -> tuple[int, list[ArchiveFile]] | None:
+    """The oldest run of adjacent files of ``level`` to merge: at most ``fan_in``, as many as
+    fit in ``cap`` bytes of bodies, at least two; None when no two adjacent ones fit."""
+    for start, entry in enumerate(files):
+        if entry.level != level:
+            continue
+        run: list[ArchiveFile] = []
+        for candidate in files[start : start + fan_in]:
+            if (
+                candidate.level != level
+                or sum(f.body_bytes for f in run) + candidate.body_bytes > cap
+            ):
+                break
+            run.append(candidate)
+        if len(run) >= 2:
+            return start, run
+    return None

@@ -190,8 +190,9 @@ ARCHIVE_MERGE_FILES = register(
 ARCHIVE_MERGE_MAX_BYTES = register(
     "archive.merge.max.bytes",
     int,
-    32 << 20,
-    "Archive files are not merged when their instant bodies pass this many bytes together "
-    "(uncompressed): bounds the memory and time of an archival however long the history.",
+    128 << 20,
+    "An archive merge takes as many files of one level as fit in this many bytes of instant "
+    "bodies (uncompressed), at least two: bounds an archival's time however long the history "
+    "(its memory holds one batch of rows whatever the size).",
     at_least(1),
 )

@@ -20,6 +20,7 @@ from lakebraid.timeline.archive import (
     encode_manifest,
     encode_rows,
 )
+from lakebraid.timeline.archiver import _window as archiver_window
 from lakebraid.timeline.archiver import archive, plan_horizon
 from lakebraid.timeline.bodies import RollbackBody, encode_body
 from lakebraid.timeline.errors import IllegalTransitionError, InstantFileError
@@ -318,3 +319,32 @@ def test_merges_stop_at_the_byte_cap_and_keep_every_body(new_table, cap: int) ->
         assert entry.body_bytes == sum(len(b) for b in bodies.values()) > 0
         assert entry.first == min(name[:17] for _, name in bodies)
         assert entry.last == max(name[:17] for _, name in bodies)
+
+
+def _files(*specs: tuple[int, int]) -> tuple[ArchiveFile, ...]:
+    """Adjacent archive files of (level, body bytes)."""
+    return tuple(
+        ArchiveFile(f"{1:010d}_{i:032x}.parquet", level, 1, t(2 * i), t(2 * i + 1), size)
+        for i, (level, size) in enumerate(specs)
+    )
+
+
+@pytest.mark.parametrize(
+    ("specs", "cap", "expected"),
+    [
+        ([(0, 10)] * 4, 100, (0, 4)),  # all fit
+        ([(0, 10)] * 4, 30, (0, 3)),  # as many as fit
+        ([(0, 60), (0, 60), (0, 10), (0, 10)], 100, (1, 3)),  # the front pair is too big
+        ([(0, 60), (0, 60), (0, 60), (0, 60)], 100, None),  # no two fit: left alone
+        ([(1, 10), (0, 10), (1, 10), (1, 10)], 100, (2, 2)),  # only adjacent files of a level
+    ],
+)
+def test_a_merge_takes_the_oldest_adjacent_run_that_fits(specs, cap, expected) -> None:
+    files = _files(*specs)
+    level = files[expected[0]].level if expected else 0
+    window = archiver_window(files, level, 4, cap)
+    if expected is None:
+        assert window is None
+    else:
+        start, run = window
+        assert (start, len(run)) == expected and run == list(files[start : start + len(run)])
