@@ -5,10 +5,10 @@ A 100,000-row table (30 day partitions, default options: inline compaction, clea
 archival on) takes one 100-row upsert of random existing keys per commit. The rows keep their
 number and their random values over the run, but not quite their size: each row carries the
 time of the commit that last wrote it (``_braid_commit_time``), and as upserts spread those over
-thousands of commits that column takes more bytes (at commit 5,000 a rewritten file is about a
-quarter larger than at commit 10). Each commit's recorded data bytes are printed to show how
-much of a write's cost is that. At
-each commit count asked (``--at``) the next ``--runs`` upserts are measured one by one, each
+thousands of commits that column takes more bytes (its dictionary holds up to a value per row:
+at commit 5,000 the commit wrote 1.55 MB against 1.49-1.54 MB at commits 1-100). Each
+commit's recorded data bytes are printed to show how much of a write's cost is that. At each
+commit count asked (``--at``) the next ``--runs`` upserts are measured one by one, each
 as a user makes it (``WriteClient.open`` then ``upsert``): the median milliseconds and the
 mean (which carries the inline services a write runs when due), the median number of
 calls per fsspec method of the local file system (counted by wrapping the methods of
