@@ -46,6 +46,7 @@ if str(REPO) not in sys.path:
 import fsspec  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 from benchlib import Report  # noqa: E402
 from fsspec.implementations.local import LocalFileSystem  # noqa: E402
 
@@ -84,6 +85,25 @@ def batch(keys: np.ndarray, ts: np.ndarray, rng: np.random.Generator) -> pa.Tabl
             "amount": rng.random(len(keys)) * 1000,
         }
     )
+
+
+def probe() -> float:
+    """Milliseconds of a fixed piece of work that touches no table (median of 5): a 50,000-row
+    Parquet round trip in memory and a sort of Python tuples. The machine's speed moves by tens
+    of percent over a long run; a mark whose probe moved with its upserts measured the machine,
+    not the history."""
+    rng = np.random.default_rng(0)
+    table = pa.table({"k": rng.permutation(50_000).astype(str), "v": rng.random(50_000)})
+    items = [(str(i % 977), i) for i in range(50_000)]
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, compression="zstd")
+        pq.read_table(pa.BufferReader(sink.getvalue()))
+        sorted(items, reverse=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
 
 
 def disk(path: str) -> tuple[int, int]:
@@ -195,7 +215,9 @@ def measure(args: argparse.Namespace, marks: list[int], folder: str, lb: Loopbac
     for mark in marks:
         while work.commits < mark:
             work.upsert()
+        before = probe()
         runs = [work.upsert() for _ in range(args.runs)]
+        machine = (before + probe()) / 2
         ms = statistics.median(r[0] for r in runs) * 1000
         mean = statistics.mean(r[0] for r in runs) * 1000
         kinds = sorted({k for _, c, _ in runs for k in c})
@@ -207,7 +229,7 @@ def measure(args: argparse.Namespace, marks: list[int], folder: str, lb: Loopbac
         print(
             f"[commit {mark:,}] {ms:.0f} ms per upsert (mean {mean:.0f}); {unit} per upsert: "
             f"{shown}; recorded by the commit: {phases}; "
-            f"{files:,} files, {size / 2**20:.1f} MiB on disk "
+            f"{files:,} files, {size / 2**20:.1f} MiB on disk; machine probe {machine:.1f} ms "
             f"({time.perf_counter() - started:.0f} s so far)",
             flush=True,
         )
@@ -227,6 +249,7 @@ def measure(args: argparse.Namespace, marks: list[int], folder: str, lb: Loopbac
             {"lakebraid": sum(v for k, v in recorded.items() if k != "data bytes")},
             "; ".join(f"{k} {v:g}" for k, v in recorded.items()),
         )
+        report.add(f"machine probe at commit {mark:,}", "ms", {"lakebraid": machine})
         report.add(f"files on disk at commit {mark:,}", "files", {"lakebraid": files})
         report.add(f"MiB on disk at commit {mark:,}", "MiB", {"lakebraid": size / 2**20})
     counted = (
@@ -238,6 +261,7 @@ def measure(args: argparse.Namespace, marks: list[int], folder: str, lb: Loopbac
         f"ms = median of each mark's upserts, each `WriteClient.open` + `upsert`; {counted}; "
         "files = under the table folder; "
         "commit phases = the milliseconds per phase and data bytes each commit recorded (median); "
+        "machine probe = ms of fixed work touching no table, around each mark's upserts; "
         "the rows keep their number and values, but each carries the time of the commit that "
         "last wrote it, a column whose bytes grow as upserts spread those over more commits: "
         "compare data bytes per commit before reading a change in time as history's"
