@@ -336,7 +336,8 @@ class Archive:
                     self.fs.open(self.path(entry.name), "rb") as handle,
                     pq.ParquetFile(handle) as parquet,
                 ):
-                    for batch in parquet.iter_batches(batch_size=MERGE_BATCH_ROWS):
+                    groups = _groups_holding(parquet.metadata, kind)
+                    for batch in parquet.iter_batches(MERGE_BATCH_ROWS, row_groups=groups):
                         mine = batch.filter(pc.equal(batch.column(0), kind))
                         if mine.num_rows:
                             yield mine
@@ -364,3 +365,14 @@ class Archive:
                 self.fs.rm_file(self.path(name))
                 removed += 1
         return removed
+
+
+def _groups_holding(meta: pq.FileMetaData, kind: str) -> list[int]:
+    """Row groups whose ``timeline`` statistics admit ``kind`` (all, without statistics): a
+    file's rows are sorted by timeline, so a merge reads each row group about once."""
+    found = []
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(0).statistics
+        if stats is None or not stats.has_min_max or stats.min <= kind <= stats.max:
+            found.append(i)
+    return found

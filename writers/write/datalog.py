@@ -177,8 +177,9 @@ def slice_after(
         return SliceKeys(1, len(keys), lo, hi, KeyBloom.of(keys).encode())
     total = previous.keys + len(keys)
     bloom: bytes | None = None
-    if previous.bloom is not None and KeyBloom.decode(previous.bloom).holds(total):
-        bloom = KeyBloom.decode(previous.bloom).add(keys).encode()
+    kept = KeyBloom.decode(previous.bloom) if previous.bloom is not None else None
+    if kept is not None and kept.holds(total):
+        bloom = kept.add(keys).encode()
     elif earlier_keys is not None:
         bloom = KeyBloom.of(pa.concat_arrays([earlier_keys, keys]), size=None).encode()
     return SliceKeys(
