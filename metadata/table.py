@@ -24,8 +24,10 @@ as of older instants keep working.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from operator import attrgetter
 
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
@@ -34,7 +36,7 @@ from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.hashing import file_group_id
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
 from lakebraid.metadata.records import FilesRecord, Partition
-from lakebraid.metadata.slices import FileSlice, ReadPoint, group_files
+from lakebraid.metadata.slices import FileSlice, ReadPoint, group_files, visible_rank
 from lakebraid.metadata.writer import InstantChanges, WrittenLog, write_changes
 from lakebraid.timeline.as_of import parse_as_of
 from lakebraid.timeline.bodies import CompactionPlan, IndexPlan, ReindexPlan, encode_body
@@ -44,6 +46,7 @@ from lakebraid.timeline.table import TableTimelines, as_of_point
 from lakebraid.timeline.timeline import Timeline
 
 BASE_ACTIONS = frozenset({Action.COMPACTION, Action.REINDEX, Action.INDEX})
+_TIME = attrgetter("time")
 REWRITES = frozenset({Action.REINDEX, Action.INDEX})  # bases of a whole partition, new layout
 
 
@@ -126,9 +129,9 @@ class MetadataTable:
         seen = {i.time for i in bases} if visibility.rebased else set()
         return ReadPoint(
             as_of=point,
-            visible=tuple(i.time for i in visibility.visible),
+            visible=tuple(map(_TIME, visibility.visible)),  # C loop: one per visible instant
             undone=visibility.undone,
-            bases=tuple(i.time for i in bases),
+            bases=tuple(map(_TIME, bases)),
             group_counts=counts,
             reindexed=reindexed,
             rebased={b: r for b, r in visibility.rebased.items() if r in seen},
@@ -214,11 +217,14 @@ class MetadataTable:
         are in the old layout: left pending, never read)."""
         point = self.read_point()
         reader = MetadataReader(self.fs, self.layout, point, self.table.options)
-        services = {  # instants whose bases are not commit bases
-            i.time
-            for i in self.table.timeline(TimelineKind.METADATA)
-            if i.action is not Action.DELTACOMMIT
-        }
+        metadata_timeline = self.table.timeline(TimelineKind.METADATA)
+
+        @cache
+        def services() -> frozenset[str]:  # instants whose bases are not commit bases
+            return frozenset(
+                i.time for i in metadata_timeline if i.action is not Action.DELTACOMMIT
+            )
+
         work = _due_slices(reader, partitions or list(Partition), min_logs, min_log_bytes, services)
         if not work:
             return None
@@ -228,7 +234,8 @@ class MetadataTable:
             plan = CompactionPlan(groups=[p.file_group for _, p in work])
             store.request(meta, time, Action.COMPACTION, encode_body(plan))
         folded = {p.file_group: sorted(p.folded | set(p.log_instants)) for _, p in work}
-        inflight = CompactionPlan(groups=plan.groups, folded=folded)
+        logs = {p.file_group: sorted(set(p.log_instants)) for _, p in work}
+        inflight = CompactionPlan(groups=plan.groups, folded=logs)  # bounded: no history
         store.start(meta, time, Action.COMPACTION, encode_body(inflight))
 
         def fold(item: tuple[Partition, FileSlice]) -> None:
@@ -307,14 +314,20 @@ def _due_slices(
     partitions: Iterable[Partition],
     min_logs: int,
     min_log_bytes: int | None,
-    services: set[str] | frozenset[str] = frozenset(),
+    services: Callable[[], frozenset[str]] = frozenset,
 ) -> list[tuple[Partition, FileSlice]]:
     """The file slices with logs holding at least ``min_logs`` log files or ``min_log_bytes``
     of them (either suffices), less the record-index groups holding a commit base of an
-    instant not visible yet: a base folded without it would hide it once it completes."""
+    instant not visible yet: a base folded without it would hide it once it completes.
+    ``services()`` gives the metadata instants whose bases are not commit bases (asked only
+    when a record-index group holds a base: it scans the timeline)."""
     work: list[tuple[Partition, FileSlice]] = []
     point = reader.point
-    known = set(point.visible) | set(point.undone) | set(services) | set(point.rebased)
+    rank = visible_rank(point)
+
+    def known(time: str) -> bool:
+        return time in rank or time in point.undone or time in point.rebased or time in services()
+
     for partition in partitions:
         listing = reader.listing(partition) if partition is Partition.RECORD_INDEX else {}
         for piece in reader.slices(partition):
@@ -322,8 +335,7 @@ def _due_slices(
                 min_log_bytes is not None and piece.log_bytes >= min_log_bytes
             )
             waiting = any(
-                f.kind == "base" and f.instant not in known
-                for f in listing.get(piece.file_group, [])
+                f.kind == "base" and not known(f.instant) for f in listing.get(piece.file_group, [])
             )
             if piece.logs and due and not waiting:
                 work.append((partition, piece))

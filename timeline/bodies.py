@@ -109,7 +109,9 @@ class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
 
     version: int = BODY_VERSION
     groups: list[str]
-    folded: dict[str, list[str]] = {}  # file group -> instants folded (filled when inflight)
+    # file group -> instants whose log files it folds (filled when inflight; bounded by the
+    # group's logs: a base's footer lists all it holds)
+    folded: dict[str, list[str]] = {}
 
 
 class ReindexPlan(msgspec.Struct, frozen=True, kw_only=True):

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, settings
@@ -483,7 +484,13 @@ def test_compaction_folds_only_visible_instants(tmp_path) -> None:
     assert k2 is not None
     for path, folded in bases_of(harness.table, k2).items():
         assert {t2, t3} & set(folded), path
+        assert {t1, t4} <= set(folded), path  # what the base it replaced held, kept
     assert harness.check_all(before) == before
+    # the compaction's body lists only the logs it folded (bounded), not all its bases hold
+    store = harness.table.store
+    done = store.load(TimelineKind.METADATA).get(k2, Action.COMPACTION)
+    plan = msgspec.json.decode(store.read_body(TimelineKind.METADATA, done))
+    assert plan["folded"] and all(set(t) <= {t2, t3} for t in plan["folded"].values())
 
 
 def test_rollback_after_compaction_hides_the_folded_instant(tmp_path) -> None:
