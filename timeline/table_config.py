@@ -17,6 +17,12 @@ Version 2 adds ``index.record_index_scope``: ``"global"`` (a record key is uniqu
 table) or ``"partition"`` (unique within its partition: ``lakebraid.index.scope``). A table
 with a partition-scoped record index is written as version 2, so a reader that knows only
 version 1 refuses it rather than treat its keys as global; other tables stay version 1.
+
+Version 3 adds ``table_type``: ``"copy_on_write"`` (every write rewrites the file groups it
+touches) or ``"merge_on_read"`` (writes append log blocks that reads merge and a compaction
+folds, docs/format.md section 8.1). A merge-on-read table is written as version 3, so a reader
+that knows only versions 1 and 2 refuses it rather than read its base files without their
+logs; copy-on-write tables keep the lowest version that holds them.
 """
 
 from __future__ import annotations
@@ -29,9 +35,11 @@ import pyarrow as pa
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.layout import check_field_name
 
-FORMAT_VERSION = 2  # the newest version this code reads
-READ_VERSIONS = (1, 2)
+FORMAT_VERSION = 3  # the newest version this code reads
+READ_VERSIONS = (1, 2, 3)
 SCOPES = ("global", "partition")  # record-index scopes (lakebraid.index.scope)
+COPY_ON_WRITE, MERGE_ON_READ = "copy_on_write", "merge_on_read"
+TABLE_TYPES = (COPY_ON_WRITE, MERGE_ON_READ)
 
 _SIMPLE_TYPES: dict[str, pa.DataType] = {
     str(t): t
@@ -75,7 +83,7 @@ class IndexSettings(msgspec.Struct, frozen=True):
 
 
 class TableConfig(msgspec.Struct, frozen=True, kw_only=True):
-    format_version: int = 1  # 2 for a partition-scoped record index (see the module doc)
+    format_version: int = 1  # 2: a partition-scoped record index; 3: merge-on-read (module doc)
     name: str
     record_key: str
     partition_fields: list[str] = []
@@ -84,6 +92,11 @@ class TableConfig(msgspec.Struct, frozen=True, kw_only=True):
     index: IndexSettings = IndexSettings()
     options: dict[str, str] = {}
     created_at: str | None = None
+    table_type: str = COPY_ON_WRITE
+
+    @property
+    def merge_on_read(self) -> bool:
+        return self.table_type == MERGE_ON_READ
 
     def arrow_schema(self) -> pa.Schema:
         return pa.schema([pa.field(f.name, text_to_type(f.type), f.nullable) for f in self.schema])
@@ -107,6 +120,7 @@ class TableConfig(msgspec.Struct, frozen=True, kw_only=True):
         if self.record_key in self.partition_fields:
             raise ConfigError(f"table {self.name!r}: the record key cannot be a partition field")
         self._check_scope()
+        self._check_type()
         for field in self.schema:
             text_to_type(field.type)
         return self
@@ -127,6 +141,18 @@ class TableConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError(
                 f"table {self.name!r}: table format version {self.format_version} has a global "
                 "record index only (a partition-scoped one needs format_version 2)"
+            )
+
+    def _check_type(self) -> None:
+        if self.table_type not in TABLE_TYPES:
+            raise ConfigError(
+                f"table {self.name!r}: table_type must be one of {list(TABLE_TYPES)}, got "
+                f"{self.table_type!r}"
+            )
+        if self.format_version < 3 and self.table_type != COPY_ON_WRITE:
+            raise ConfigError(
+                f"table {self.name!r}: table format version {self.format_version} holds "
+                "copy-on-write tables only (merge_on_read needs format_version 3)"
             )
 
     def _check_names(self) -> None:
@@ -183,6 +209,13 @@ def schema_to_fields(schema: pa.Schema) -> list[FieldSpec]:
 
 def encode(config: TableConfig) -> bytes:
     return msgspec.json.format(msgspec.json.encode(config), indent=2) + b"\n"
+
+
+def version_for(table_type: str, scope: str) -> int:
+    """The lowest format version that holds a table of this type and record-index scope."""
+    if table_type == MERGE_ON_READ:
+        return 3
+    return 1 if scope == "global" else 2
 
 
 def decode(data: bytes, *, path: str) -> TableConfig:

@@ -31,6 +31,7 @@ from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import ColumnStatsRecord, RecordLocation
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import config as cfg
+from lakebraid.timeline import table_config
 from lakebraid.timeline.archiver import ArchiveResult, archive
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.instant import Instant
@@ -51,7 +52,7 @@ from lakebraid.writers.services.restore import restore, savepoint
 from lakebraid.writers.services.rollback import rollback
 from lakebraid.writers.services.validate import validate
 from lakebraid.writers.write.inputs import is_spark_frame, is_table, key_partitions, to_arrow
-from lakebraid.writers.write.operations import resolve_policy
+from lakebraid.writers.write.operations import refuse_log_writes, resolve_policy
 
 INDEX_KINDS = ("secondary", "column_stats")
 
@@ -76,12 +77,15 @@ class WriteClient:
         schema: pa.Schema | None = None,
         index_scope: str = "global",
         storage_options: Mapping[str, object] | None = None,
+        table_type: str = "copy_on_write",
         **options: object,
     ) -> WriteClient:
         """A new table at ``path`` (a local path or an fsspec URL such as ``s3://bucket/t``;
         ``storage_options`` go to the file system, else S3 takes the AWS environment
         variables). ``index_scope="partition"``: a record key is unique within its partition
-        (the same key may live in several), see ``index.scope``."""
+        (the same key may live in several), see ``index.scope``. ``table_type``:
+        ``"copy_on_write"`` (a write rewrites the file groups it touches) or
+        ``"merge_on_read"`` (writes append log blocks that reads merge and compactions fold)."""
         partition_by = _field_list(partition_by, path)
         if schema is not None:
             if record_key in schema.names:
@@ -93,7 +97,8 @@ class WriteClient:
         if expected:
             groups = estimate_groups(opts, expected)
         config = TableConfig(
-            format_version=1 if index_scope == "global" else 2,
+            format_version=table_config.version_for(table_type, index_scope),
+            table_type=table_type,
             name=path.rstrip("/").rsplit("/", 1)[-1] or "table",
             record_key=record_key,
             partition_fields=list(partition_by),
@@ -218,6 +223,7 @@ class WriteClient:
             return self._delete(keys, partition)
 
     def _delete(self, keys: Any, partition: Any) -> str:
+        refuse_log_writes(self.table, "delete")
         recover(self.table)
         config, key_type = self.table.config, self._key_type()
         if not is_table(keys):  # key values: a list, set, array, Series (a bare str refused)
@@ -250,6 +256,7 @@ class WriteClient:
             return self._scoped_write(data, operation, duplicates)
 
     def _scoped_write(self, data: Any, operation: str, duplicates: str | None) -> str:
+        refuse_log_writes(self.table, operation)
         recover(self.table)
         policy = resolve_policy(self.table, operation, duplicates)
         if is_spark_frame(data):

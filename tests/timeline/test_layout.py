@@ -112,23 +112,42 @@ schema_types = st.sampled_from(
 )
 
 
-@given(st.lists(st.tuples(schema_types, st.booleans()), min_size=1, max_size=8))
-def test_table_config_round_trips(columns) -> None:
+@given(
+    st.lists(st.tuples(schema_types, st.booleans()), min_size=1, max_size=8),
+    st.sampled_from(table_config.TABLE_TYPES),
+    st.sampled_from(table_config.SCOPES),
+)
+def test_table_config_round_trips(columns, table_type, scope) -> None:
     schema = pa.schema(
         [pa.field("id", pa.string(), False)]
         + [pa.field(f"c{i}", t, n) for i, (t, n) in enumerate(columns)]
     )
     config = table_config.TableConfig(
+        format_version=table_config.version_for(table_type, scope),
         name="t",
         record_key="id",
         schema=table_config.schema_to_fields(schema),
         partition_fields=["c0"],
+        index=table_config.IndexSettings(record_index_scope=scope),
         options={"heartbeat.expiry.ms": "5000"},
+        table_type=table_type,
     )
     data = table_config.encode(config)
     back = table_config.decode(data, path="/t/.braid/table.json")
     assert back == config
     assert back.arrow_schema() == schema
+    assert back.merge_on_read == (table_type == "merge_on_read")
+    assert back.format_version == (3 if back.merge_on_read else 1 if scope == "global" else 2)
+
+
+def test_table_type_is_checked_against_its_format_version() -> None:
+    base = dict(name="t", record_key="id", schema=[table_config.FieldSpec("id", "string")])
+    with pytest.raises(ConfigError, match=r"table_type must be one of .*'merge-on-read'"):
+        table_config.TableConfig(format_version=3, table_type="merge-on-read", **base).validate()
+    with pytest.raises(ConfigError, match="merge_on_read needs format_version 3"):
+        table_config.TableConfig(format_version=2, table_type="merge_on_read", **base).validate()
+    old = b'{"format_version": 1, "name": "t", "record_key": "id", "schema": []}'
+    assert table_config.decode(old, path="/t/.braid/table.json").table_type == "copy_on_write"
 
 
 def test_unknown_format_version_is_refused(new_table) -> None:

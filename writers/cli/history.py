@@ -70,7 +70,8 @@ def _table_lines(found: dict[str, Any]) -> list[str]:
         f"{f['name']} {f['type']}{'' if f['nullable'] else ' not null'}" for f in t["schema"]
     )
     return [
-        f"table {t['name']} at {found['path']} (format version {t['format_version']})",
+        f"table {t['name']} at {found['path']} ({t['table_type'].replace('_', '-')}, "
+        f"format version {t['format_version']})",
         f"  record key {t['record_key']}, precombine {t['precombine_field'] or '-'}, "
         f"partitioned by {', '.join(t['partition_fields']) or '(none)'}, "
         f"record index scope {t['index_scope']}",

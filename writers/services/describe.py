@@ -62,6 +62,7 @@ def table_part(table: TableTimelines) -> dict[str, Any]:
     return {
         "name": config.name,
         "format_version": config.format_version,
+        "table_type": config.table_type,
         "record_key": config.record_key,
         "partition_fields": list(config.partition_fields),
         "precombine_field": config.precombine_field,

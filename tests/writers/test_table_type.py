@@ -1,0 +1,64 @@
+"""The table type chosen at creation (``table_type``): stored in the table config, shown by
+``lakebraid show``, and what a merge-on-read table accepts until its log writer lands."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from lakebraid.timeline.errors import ConfigError
+from lakebraid.writers.cli.main import main
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import WriteError
+
+
+def rows(ids: list[str], ts: int) -> pa.Table:
+    return pa.table({"id": ids, "day": ["2024-01-01"] * len(ids), "ts": [ts] * len(ids)})
+
+
+def held(client: WriteClient) -> set[str]:
+    return {k for k, at in client.lookup(["a", "b", "y", "z"]).items() if at is not None}
+
+
+def test_a_merge_on_read_table_stores_its_type_and_refuses_log_writes(tmp_path, capsys) -> None:
+    path = tmp_path / "t"
+    c = WriteClient.create(str(path), "id", ["day"], "ts", table_type="merge_on_read")
+    stored = json.loads((path / ".braid" / "table.json").read_text())
+    assert (stored["format_version"], stored["table_type"]) == (3, "merge_on_read")
+    c.bulk_insert(rows(["a", "b"], 1))
+    assert held(c) == {"a", "b"}
+    made = c.timeline()
+    for name, write in [
+        ("upsert", lambda: c.upsert(rows(["a", "z"], 2))),
+        ("insert", lambda: c.insert(rows(["y"], 2))),
+        ("delete", lambda: c.delete(["a"])),
+    ]:
+        with pytest.raises(WriteError, match=f"{name} into a merge-on-read table") as info:
+            write()
+        assert "bulk_insert works" in str(info.value) and str(path) in str(info.value)
+    reopened = WriteClient.open(str(path))
+    assert reopened.timeline() == made  # nothing was started
+    assert held(reopened) == {"a", "b"}
+    assert main(["show", str(path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["table"]["table_type"] == "merge_on_read"
+    assert main(["show", str(path)]) == 0
+    assert "(merge-on-read, format version 3)" in capsys.readouterr().out
+
+
+def test_copy_on_write_stays_the_default_and_its_format_version(tmp_path) -> None:
+    path = tmp_path / "t"
+    WriteClient.create(str(path), "id", ["day"], "ts").bulk_insert(rows(["a"], 1))
+    stored = json.loads((path / ".braid" / "table.json").read_text())
+    assert (stored["format_version"], stored["table_type"]) == (1, "copy_on_write")
+
+
+@pytest.mark.parametrize("bad", ["mor", "MERGE_ON_READ", "", 3])
+def test_an_unknown_table_type_is_refused_before_anything_is_written(tmp_path, bad) -> None:
+    path = tmp_path / "t"
+    with pytest.raises(ConfigError, match="table_type must be one of") as info:
+        WriteClient.create(str(path), "id", table_type=bad)
+    assert "merge_on_read" in str(info.value)
+    assert not path.exists() or not any(path.rglob("*.json"))
