@@ -1,26 +1,65 @@
-"""The data table's file groups as the metadata table lists them: the current file of each
-group, and the groups small enough for inserts to fill first (from ``column_stats`` row
-counts)."""
+"""The data table's file groups as the metadata table lists them: the current base file of
+each group, its current file slice (base and merge-on-read logs), and the groups small enough
+for inserts to fill first (from ``column_stats`` row counts)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import msgspec
+
 from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.timeline.layout import parse_data_file_name
 
 
+class DataSlice(msgspec.Struct, frozen=True):
+    """The current file slice of one data file group: its base file and, in a merge-on-read
+    table, the log files a reader merges over it, oldest first (plain data: safe to send to
+    Spark executors)."""
+
+    partition: str
+    file_id: str
+    base: str | None
+    logs: tuple[str, ...] = ()
+
+
 def current_files(listing: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, str]]:
-    """partition -> file id -> newest file name, from a ``files`` partition listing."""
+    """partition -> file id -> newest base file name, from a ``files`` partition listing
+    (log files are left out: :func:`current_slices` has them)."""
     current: dict[str, dict[str, str]] = {}
     for partition, files in listing.items():
         groups = current.setdefault(partition, {})
         for name in files:
             parsed = parse_data_file_name(name)
+            if parsed.kind != "base":
+                continue
             known = groups.get(parsed.file_id)
             if known is None or parse_data_file_name(known).instant < parsed.instant:
                 groups[parsed.file_id] = name
     return current
+
+
+def current_slices(listing: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, DataSlice]]:
+    """partition -> file id -> its current :class:`DataSlice`, from a ``files`` partition
+    listing. Every log file listed belongs to the slice: a compaction removes from the listing
+    the logs it folded (and the base it replaced), so a log it did not fold stays, even one of
+    an instant older than the new base. Logs are in instant order, which is their completion
+    order: two writes that append to one group concurrently conflict (one is undone)."""
+    slices: dict[str, dict[str, DataSlice]] = {}
+    for partition, groups in current_files(listing).items():
+        slices[partition] = {fid: DataSlice(partition, fid, name) for fid, name in groups.items()}
+    for partition, files in listing.items():
+        logs: dict[str, list[tuple[str, str]]] = {}
+        for name in files:
+            parsed = parse_data_file_name(name)
+            if parsed.kind == "log":
+                logs.setdefault(parsed.file_id, []).append((parsed.instant, name))
+        groups = slices.setdefault(partition, {})
+        for fid, found in logs.items():
+            base = groups[fid].base if fid in groups else None
+            names = tuple(name for _, name in sorted(found))
+            groups[fid] = DataSlice(partition, fid, base, names)
+    return slices
 
 
 def small_groups(

@@ -16,6 +16,7 @@
       .braid/metadata/.braid/timeline/  metadata timeline
       .braid/metadata/<partition>/      metadata partitions (files, column_stats, record_index)
       <partition path>/<file id>_<write token>_<instant>.parquet   data base files
+      <partition path>/<file id>_<write token>_<instant>.log       data log files (merge-on-read)
 
 Partition paths are Hive style, ``field=value`` per partition field joined by ``/``. Values
 are percent-encoded: every byte of the UTF-8 value outside ``[A-Za-z0-9._~-]`` becomes
@@ -115,14 +116,24 @@ def parse_partition_path(path: str, fields: Sequence[str]) -> tuple[str | None, 
     return tuple(values)
 
 
-def data_file_name(file_id: str, write_token: str, instant: str) -> str:
+DATA_KINDS = {"parquet": "base", "log": "log"}  # extension -> kind of data file
+
+
+def data_file_name(file_id: str, write_token: str, instant: str, kind: str = "base") -> str:
+    """``<file id>_<write token>_<instant>.parquet`` (a base file) or ``.log`` (the log file of
+    a merge-on-read file group that commit ``instant`` appended to)."""
     if not _FILE_ID_RE.match(file_id):
         raise InvalidPathError(f"file id {file_id!r} is not a lower-case UUID")
     if not _TOKEN_RE.match(write_token):
         raise InvalidPathError(f"write token {write_token!r} must be [A-Za-z0-9-], 1-64 chars")
     if not (len(instant) == 17 and instant.isdigit()):
         raise InvalidPathError(f"instant {instant!r} is not a 17-digit instant time")
-    return f"{file_id}_{write_token}_{instant}.parquet"
+    extension = {v: k for k, v in DATA_KINDS.items()}.get(kind)
+    if extension is None:
+        raise InvalidPathError(
+            f"data file kind {kind!r} is not one of {sorted(DATA_KINDS.values())}"
+        )
+    return f"{file_id}_{write_token}_{instant}.{extension}"
 
 
 @dataclass(frozen=True)
@@ -130,14 +141,17 @@ class DataFileName:
     file_id: str
     write_token: str
     instant: str
+    kind: str = "base"  # "base" (.parquet) or "log" (.log)
 
 
 def parse_data_file_name(name: str) -> DataFileName:
     stem, dot, ext = name.rpartition(".")
-    parts = stem.split("_") if dot and ext == "parquet" else []
+    parts = stem.split("_") if dot and ext in DATA_KINDS else []
     if len(parts) != 3:
-        raise InvalidPathError(f"{name!r} is not a data file name <file id>_<token>_<instant>")
-    parsed = DataFileName(*parts)
+        raise InvalidPathError(
+            f"{name!r} is not a data file name <file id>_<token>_<instant>.parquet (or .log)"
+        )
+    parsed = DataFileName(*parts, kind=DATA_KINDS[ext])
     data_file_name(parsed.file_id, parsed.write_token, parsed.instant)
     return parsed
 

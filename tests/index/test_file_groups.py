@@ -1,0 +1,82 @@
+"""Current base files and file slices of the data table from a ``files`` listing, against a
+model built from the names the test drew (merge-on-read logs included)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lakebraid.index.file_groups import DataSlice, current_files, current_slices
+from lakebraid.timeline.errors import InvalidPathError
+from lakebraid.timeline.layout import data_file_name, parse_data_file_name
+
+FIDS = [str(uuid.UUID(int=n)) for n in range(4)]
+TIMES = [f"2026112608{n:07d}" for n in range(40)]
+
+files = st.lists(
+    st.tuples(
+        st.sampled_from(["day=1", "day=2"]),
+        st.sampled_from(FIDS),
+        st.sampled_from(TIMES),
+        st.sampled_from(["base", "log"]),
+    ),
+    unique_by=lambda f: (f[2], f[1], f[3]),
+    max_size=30,
+)
+
+
+@given(files)
+def test_current_slices_hold_the_newest_base_and_every_log_in_instant_order(drawn) -> None:
+    listing: dict[str, dict[str, int]] = {}
+    for partition, fid, time, kind in drawn:
+        listing.setdefault(partition, {})[data_file_name(fid, "0-0", time, kind)] = 1
+    slices = current_slices(listing)
+    bases = current_files(listing)
+    for partition, fid in {(p, f) for p, f, _, _ in drawn}:
+        mine = [(t, k) for p, f, t, k in drawn if (p, f) == (partition, fid)]
+        base_times = [t for t, k in mine if k == "base"]
+        base = data_file_name(fid, "0-0", max(base_times)) if base_times else None
+        logs = tuple(
+            data_file_name(fid, "0-0", t, "log") for t in sorted(t for t, k in mine if k == "log")
+        )
+        assert slices[partition][fid] == DataSlice(partition, fid, base, logs)
+        assert bases.get(partition, {}).get(fid) == base  # logs never count as the base
+    assert sum(len(g) for g in slices.values()) == len({(p, f) for p, f, _, _ in drawn})
+
+
+@given(st.sampled_from(FIDS), st.sampled_from(TIMES), st.sampled_from(["base", "log"]))
+def test_data_file_names_round_trip(fid, time, kind) -> None:
+    name = data_file_name(fid, "7-0", time, kind)
+    assert name.endswith(".parquet" if kind == "base" else ".log")
+    parsed = parse_data_file_name(name)
+    assert (parsed.file_id, parsed.write_token, parsed.instant, parsed.kind) == (
+        fid,
+        "7-0",
+        time,
+        kind,
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        f"{FIDS[0]}_0-0_{TIMES[0]}.logs",
+        f"{FIDS[0]}_0-0_{TIMES[0]}",
+        f"{FIDS[0]}_{TIMES[0]}.log",
+        f"{FIDS[0]}_0_0_{TIMES[0]}.log",
+        f"ABCDEF01-0000-0000-0000-000000000000_0-0_{TIMES[0]}.log",
+        f"{FIDS[0]}_0-0_2026.log",
+    ],
+)
+def test_a_name_that_is_no_data_file_is_refused_by_name(name) -> None:
+    with pytest.raises(InvalidPathError) as info:
+        parse_data_file_name(name)
+    assert "is not" in str(info.value)
+
+
+def test_an_unknown_kind_is_refused() -> None:
+    with pytest.raises(InvalidPathError, match="kind 'delta'"):
+        data_file_name(FIDS[0], "0-0", TIMES[0], "delta")
