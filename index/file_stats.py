@@ -75,15 +75,18 @@ def stats_record(stat: ColumnStat, partition: str, name: str) -> ColumnStatsReco
     )
 
 
-def column_stats(table: pa.Table, meta: pq.FileMetaData, columns: list[str]) -> list[ColumnStat]:
+def column_stats(
+    table: pa.Table, meta: pq.FileMetaData | None, columns: list[str]
+) -> list[ColumnStat]:
     """Min, max, nulls, values and compressed bytes of each column of a written file.
 
     Integer and string bounds come from the footer the writer just made (exact: Arrow writes
-    untruncated statistics, or none); other types are computed from the rows."""
+    untruncated statistics, or none); other types are computed from the rows. ``meta`` None
+    (a merge-on-read log, no Parquet footer): every bound from the rows, sizes 0."""
     sizes = {name: 0 for name in columns}
     footer: dict[str, list[Any]] = {}
-    for rg in range(meta.num_row_groups):
-        group = meta.row_group(rg)
+    groups = [meta.row_group(g) for g in range(meta.num_row_groups)] if meta is not None else []
+    for group in groups:
         for c in range(group.num_columns):
             chunk = group.column(c)
             path = chunk.path_in_schema.split(".")[0]

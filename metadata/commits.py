@@ -53,6 +53,9 @@ class WriteStatus(msgspec.Struct, frozen=True, kw_only=True):
     keys_added: bytes = b""
     keys_removed: bytes = b""
     crc32: int | None = None  # of the whole new file; None: written before it was recorded
+    # merge-on-read: ``file_name`` is a log appended to the slice of this base (None: a
+    # slice without base, or a copy-on-write status)
+    base_file: str | None = None
 
 
 class CommitPlan(msgspec.Struct, frozen=True, kw_only=True):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -121,3 +122,13 @@ def _read_checked(
     table = parquet.read(columns=columns, use_threads=threads)
     check_decoded(table)
     return table
+
+
+def stamped(upserts: pa.Table, instant: str) -> pa.Table:
+    """The upserted rows with this commit's time (one dictionary value, no string per row)."""
+    if COMMIT_TIME in upserts.column_names:
+        upserts = upserts.drop_columns([COMMIT_TIME])
+    stamp = pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(upserts.num_rows, dtype=np.int32)), pa.array([instant], pa.string())
+    )
+    return upserts.append_column(COMMIT_TIME, stamp)

@@ -44,6 +44,7 @@ from lakebraid.writers.write.datafile import (
     conform,
     file_schema,
     read_parquet,
+    stamped,
 )
 from lakebraid.writers.write.encoding import choose
 
@@ -91,7 +92,7 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table, *, sync: bool = Tr
     removed_at = del_at[del_at >= 0]
     keep[removed_at] = False
     order = np.concatenate([source[keep], n_old + fresh])
-    combined = pa.concat_tables([old, conform(_stamped(upserts, task.instant), schema)])
+    combined = pa.concat_tables([old, conform(stamped(upserts, task.instant), schema)])
     in_place = len(order) == combined.num_rows and bool(np.all(np.diff(order) > 0))
     result = combined if in_place else combined.take(pa.array(order))
     status = dict(
@@ -145,16 +146,6 @@ def _old_positions(
         up_at[which[is_up]] = rows[is_up]
         del_at[which[~is_up] - n_up] = rows[~is_up]
     return up_at, del_at
-
-
-def _stamped(upserts: pa.Table, instant: str) -> pa.Table:
-    """The upserted rows with this commit's time (one dictionary value, no string per row)."""
-    if COMMIT_TIME in upserts.column_names:
-        upserts = upserts.drop_columns([COMMIT_TIME])
-    stamp = pa.DictionaryArray.from_arrays(
-        pa.array(np.zeros(upserts.num_rows, dtype=np.int32)), pa.array([instant], pa.string())
-    )
-    return upserts.append_column(COMMIT_TIME, stamp)
 
 
 def _write_file(

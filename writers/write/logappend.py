@@ -1,0 +1,129 @@
+"""Merge-on-read writes of one file group: a commit's upserts and deletes of the group become
+one log file ``<file id>_<write token>_<instant>.log`` (``timeline.layout``) of log blocks
+(``writers.write.datalog``): a delete block of the keys it deletes, then a data block of the
+rows it upserts. The base file and earlier logs are not read: a reader merges them
+(``writers.write.logmerge``) and a compaction folds them.
+
+Which keys are new to the group comes from the record index (the caller's tag,
+``_braid_in_group``): an upsert of a key the group holds writes no index entry; a new key
+(inserted, or moved in from another partition) and a deleted key do. The log's marker
+(``.braid/markers/<instant>/<partition>/<name>.marker``) is created before it, as for base
+files, so rollback and recovery find it.
+
+Each block's footer carries the keys of the slice's logs so far (RFC-06): the writer reads
+the footer of the slice's newest log (``previous_log``) and extends it
+(``datalog.slice_after``). Plain picklable data in and out: Spark executors run it too.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakebraid.index.file_stats import column_stats
+from lakebraid.index.keys import RECORD_KEY
+from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.commits import WriteStatus, pack_keys
+from lakebraid.timeline.durable import filesystem, make_durable, make_folder
+from lakebraid.timeline.layout import TableLayout, data_file_name
+from lakebraid.writers.write.datafile import conform, data_schema, stamped
+from lakebraid.writers.write.datalog import (
+    SliceKeys,
+    encode_data_block,
+    encode_delete_block,
+    read_last_footer,
+)
+from lakebraid.writers.write.filegroup import OP, OP_UPSERT
+
+IN_GROUP = "_braid_in_group"  # bool column of the incoming rows: the group holds the key
+
+
+class AppendTask(msgspec.Struct, frozen=True, kw_only=True):
+    root: str  # fsspec URL of the table
+    storage: dict[str, Any] = {}  # storage options (timeline.durable.storage_of)
+    partition: str
+    file_id: str
+    base_file: str | None  # the slice's base (not read; kept in the status)
+    previous_log: str | None = None  # the slice's newest log, whose footer is extended
+    previous_size: int = 0  # its size, from the files listing
+    instant: str
+    write_token: str
+    schema: list[tuple[str, str, bool]]  # (name, type text, nullable) of the table
+    stats_columns: list[str] = []  # the columns whose statistics the metadata records
+
+
+def append_to_file_group(task: AppendTask, incoming: pa.Table, *, sync: bool = True) -> WriteStatus:
+    """Append ``incoming`` (upserts and deletes of this group, ``_braid_in_group`` telling
+    the keys it holds) as one log file; see the module doc. ``sync=False``: the caller makes
+    the file durable before it commits."""
+    fs, root = filesystem(task.root, task.storage)
+    layout = TableLayout(root)
+    is_upsert = pc.equal(incoming.column(OP), OP_UPSERT)
+    held = pc.fill_null(incoming.column(IN_GROUP), False)
+    upserts = incoming.filter(is_upsert)
+    deletes = incoming.filter(pc.and_(pc.invert(is_upsert), held))
+    new = upserts.filter(pc.invert(pc.fill_null(upserts.column(IN_GROUP), False)))
+    status: dict[str, Any] = dict(
+        partition=task.partition,
+        file_id=task.file_id,
+        old_file=None,
+        inserts=new.num_rows,
+        updates=upserts.num_rows - new.num_rows,
+        deletes=deletes.num_rows,
+        keys_added=pack_keys(flat(new.column(RECORD_KEY))),
+        keys_removed=pack_keys(flat(deletes.column(RECORD_KEY))),
+    )
+    if upserts.num_rows == 0 and deletes.num_rows == 0:
+        return WriteStatus(file_name=None, base_file=task.base_file, **status)
+    previous = None
+    if task.previous_log is not None:
+        path = f"{layout.partition_dir(task.partition)}/{task.previous_log}"
+        previous = read_last_footer(fs, path, task.previous_size).slice
+    rows = conform(stamped(upserts, task.instant), data_schema(task.schema))
+    data = _blocks(task, deletes.column(RECORD_KEY), rows, previous)
+    name = data_file_name(task.file_id, task.write_token, task.instant, "log")
+    _write_log(fs, layout, task, name, data, sync)
+    present = [c for c in task.stats_columns if c in rows.column_names]
+    return WriteStatus(
+        file_name=name,
+        base_file=task.base_file,
+        size=len(data),
+        crc32=zlib.crc32(data),
+        rows=rows.num_rows,
+        stats=column_stats(rows, None, present) if rows.num_rows else [],
+        **status,
+    )
+
+
+def _blocks(
+    task: AppendTask, deleted: pa.ChunkedArray, rows: pa.Table, previous: SliceKeys | None
+) -> bytes:
+    """The log file's bytes: the delete block (if any), then the data block (if any)."""
+    where = dict(instant=task.instant, partition=task.partition, file_id=task.file_id)
+    parts = []
+    if len(deleted):
+        block, previous = encode_delete_block(pc.unique(flat(deleted)), previous=previous, **where)
+        parts.append(block)
+    if rows.num_rows:
+        block, _ = encode_data_block(rows.combine_chunks(), previous=previous, **where)
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _write_log(
+    fs: Any, layout: TableLayout, task: AppendTask, name: str, data: bytes, sync: bool
+) -> None:
+    """The marker, then the log file (one put: an object store has no append)."""
+    marker_dir = f"{layout.markers_dir(task.instant)}/{task.partition}".rstrip("/")
+    make_folder(fs, marker_dir)
+    fs.pipe_file(f"{marker_dir}/{name}.marker", b"")
+    folder = layout.partition_dir(task.partition)
+    make_folder(fs, folder)
+    path = f"{folder}/{name}"
+    fs.pipe_file(path, data)
+    if sync:
+        make_durable(fs, path)
