@@ -43,7 +43,7 @@ from lakebraid.writers.engine.inprocess import delete_keys, write_rows
 from lakebraid.writers.engine.spark.session import attach, embedded_session
 from lakebraid.writers.engine.spark.write import write_frame
 from lakebraid.writers.errors import VanishedFileError, WriteError
-from lakebraid.writers.read.plan import plan_paths, read_arrow_files, read_spark, selected_paths
+from lakebraid.writers.read import plan
 from lakebraid.writers.services.clean import clean
 from lakebraid.writers.services.describe import describe
 from lakebraid.writers.services.history import history
@@ -359,20 +359,18 @@ class WriteClient:
         minus those ``where`` (SQL text or a Spark Column) rules out by their statistics."""
         point = self.table.read_point(as_of)
         if where is None:
-            return plan_paths(self.table, point)
-        return selected_paths(self.table, self.spark, point, where)
+            return plan.plan_paths(self.table, point)
+        return plan.selected_paths(self.table, self.spark, point, where)
 
     def read_arrow(self, as_of: object = None) -> pa.Table:
         """The table as a pyarrow Table (in-process; small tables and tests)."""
         with self._reading(as_of):
             point = self.table.read_point(as_of)  # checked once; the calls below take it as is
-            schema = schema_as_of(self.table, point)
-            paths = plan_paths(self.table, point)
-            return read_arrow_files(self.table.fs, paths, schema, self.table.config.record_key)
+            return plan.read_arrow_units(self.table, point, plan.plan_units(self.table, point))
 
     def read(self, as_of: object = None, where: Any = None) -> Any:
         """A Spark DataFrame of the table now or as of an instant."""
-        return read_spark(self.table, self.spark, self.table.read_point(as_of), where)
+        return plan.read_spark(self.table, self.spark, self.table.read_point(as_of), where)
 
 
 def _index_kind(kind: str, path: str) -> None:

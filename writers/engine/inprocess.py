@@ -15,13 +15,13 @@ import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from time import perf_counter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakebraid.index.file_groups import current_files
+from lakebraid.index.file_groups import current_files, current_slices
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
@@ -46,6 +46,12 @@ from lakebraid.writers.write.filegroup import (
     rewrite_file_group,
 )
 from lakebraid.writers.write.inputs import check_input, normalize_input
+from lakebraid.writers.write.logappend import (
+    AppendTask,
+    append_to_file_group,
+    mark_in_group,
+    merge_on_read_tasks,
+)
 from lakebraid.writers.write.operations import apply_duplicates, insert_room, ordering
 from lakebraid.writers.write.route import (
     PARTITION,
@@ -66,18 +72,24 @@ SYNC_THREADS = 4  # fsync waits on the disk, not the CPU
 
 
 class Work(NamedTuple):
-    """One file group's rewrite: its rows are ``rows`` at ``positions`` (all of ``rows`` when
-    None), taken on the engine's thread."""
+    """One file group's rewrite (or, merge-on-read, append): its rows are ``rows`` at
+    ``positions`` (all of ``rows`` when None), taken on the engine's thread."""
 
-    task: RewriteTask
+    task: RewriteTask | AppendTask
     rows: pa.Table
     positions: np.ndarray | None = None
 
     def size(self) -> int:
         return self.rows.num_rows if self.positions is None else len(self.positions)
 
+    def rewrites(self) -> bool:
+        """Whether it rewrites an existing file (the costliest kind)."""
+        return isinstance(self.task, RewriteTask) and self.task.old_file is not None
+
     def run(self, sync: bool = True) -> WriteStatus:
         rows = self.rows if self.positions is None else self.rows.take(pa.array(self.positions))
+        if isinstance(self.task, AppendTask):
+            return append_to_file_group(self.task, rows, sync=sync)
         return rewrite_file_group(self.task, rows, sync=sync)
 
 
@@ -96,7 +108,7 @@ class InProcessEngine:
             return []
         order = sorted(
             range(len(work)),
-            key=lambda i: (work[i].task.old_file is not None, work[i].size()),
+            key=lambda i: (work[i].rewrites(), work[i].size()),
             reverse=True,
         )
         fs, root = filesystem(work[0].task.root, work[0].task.storage)
@@ -142,7 +154,8 @@ def write_rows(
         OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), prepared.num_rows)
     )
     reader = metadata.reader()
-    listing = current_files(reader.files())
+    files = reader.files()
+    listing = current_files(files)
     if listing:  # an empty table holds no key: no lookup
         found, at = locate(reader, row_index_keys(prepared, scoped))  # de-duplicated above
         tagged = tag(prepared, found, at)
@@ -157,7 +170,8 @@ def write_rows(
     plan = plan_slots(insert_counts(tagged), listing, target_rows=target, small_rows=small)
     routed = route(tagged, plan)
     read_at = reader.point.read_at
-    return _commit(table, metadata, operation, routed, schema, listing, read_at, started)
+    layout = Layout(listing, files, table.config.merge_on_read)
+    return _commit(table, metadata, operation, routed, schema, layout, read_at, started)
 
 
 def delete_keys(
@@ -178,10 +192,11 @@ def delete_keys(
     tagged = tagged.append_column(PARTITION, tagged.column(OLD_PARTITION))
     tagged = tagged.append_column(OP, pa.repeat(pa.scalar(OP_DELETE, pa.int8()), tagged.num_rows))
     routed = tagged.append_column(TARGET_FILE_ID, tagged.column(OLD_FILE_ID))
-    listing = current_files(reader.files())
+    files = reader.files()
+    layout = Layout(current_files(files), files, table.config.merge_on_read)
     schema = schema_as_of(table)
     read_at = reader.point.read_at
-    return _commit(table, metadata, "delete", routed, schema, listing, read_at, started)
+    return _commit(table, metadata, "delete", routed, schema, layout, read_at, started)
 
 
 def _commit(
@@ -190,25 +205,41 @@ def _commit(
     operation: str,
     routed: pa.Table,
     schema: list[FieldSpec],
-    listing: Mapping[str, Mapping[str, str]],
+    layout: Layout,
     read_at: str | None,
     started: float | None = None,
 ) -> str:
+    if layout.merge_on_read:
+        routed = mark_in_group(routed)
+
     def write(time: str) -> list[WriteStatus]:
-        return InProcessEngine().rewrite(tasks_of(table, routed, listing, time, schema))
+        return InProcessEngine().rewrite(tasks_of(table, routed, layout, time, schema))
 
     return run_write(table, metadata, operation, read_at, schema, write, started)
+
+
+class Layout(NamedTuple):
+    """The data file groups a write found at its read point."""
+
+    listing: Mapping[str, Mapping[str, str]]  # partition -> file id -> base file
+    files: Mapping[str, Mapping[str, int]]  # the ``files`` listing: name -> size
+    merge_on_read: bool = False
+
+    def tasks(self, targets: list[tuple[str, str]], **common: object) -> Sequence[Any]:
+        if self.merge_on_read:
+            return merge_on_read_tasks(targets, current_slices(self.files), self.files, **common)
+        return rewrite_tasks(targets, self.listing, **common)  # type: ignore[arg-type]
 
 
 def tasks_of(
     table: TableTimelines,
     routed: pa.Table,
-    listing: Mapping[str, Mapping[str, str]],
+    layout: Layout,
     time: str,
     schema: Sequence[FieldSpec],
 ) -> list[Work]:
-    """One rewrite task per target file group, with the positions of its rows in the payload
-    (the engine takes them on its threads)."""
+    """One rewrite (merge-on-read: append) task per target file group, with the positions
+    of its rows in the payload (the engine takes them on its threads)."""
     if routed.num_rows == 0:
         return []
     (parts, ids), names = codes([routed.column(PARTITION), routed.column(TARGET_FILE_ID)])
@@ -225,9 +256,8 @@ def tasks_of(
     payload = payload.combine_chunks()
     text = names.to_pylist()
     targets = [(text[parts[i]], text[ids[i]]) for i in starts.tolist()]
-    tasks = rewrite_tasks(
+    tasks = layout.tasks(
         targets,  # type: ignore[arg-type]
-        listing,
         root=table.fs.unstrip_protocol(table.layout.root),
         storage=storage_of(table.fs),
         time=time,

@@ -27,7 +27,7 @@ Spark's JVM has no connector for the store, and its Parquet filters are not invo
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -47,7 +47,9 @@ from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.durable import is_local, storage_of
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
-from lakebraid.writers.read.spark_files import read_files
+from lakebraid.writers.read.spark_files import read_files, read_merged
+from lakebraid.writers.read.units import Keep, ReadUnit, read_units
+from lakebraid.writers.read.units import plan_units as plan_read_units
 from lakebraid.writers.write.datafile import (
     conform,
     data_schema,
@@ -55,9 +57,9 @@ from lakebraid.writers.write.datafile import (
     spec_of,
     virtual_key,
 )
+from lakebraid.writers.write.operations import ordering
 
 Pair = tuple[str, str]  # (partition, data file name)
-Keep = Callable[[list[Pair], MetadataReader], list[Pair]]
 
 # parquet-mr's row-group filters (see the module docstring): off for reads with float columns
 NAN_SAFE_PARQUET = {
@@ -90,15 +92,30 @@ def read_arrow_files(
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 
+def read_arrow_units(
+    table: TableTimelines, point: str | None, units: Sequence[ReadUnit]
+) -> pa.Table:
+    """The rows of ``units`` of ``point`` (already checked; :func:`plan_units`), read in this
+    process: one unit per thread, file slices with logs merged (``writers.read.units``)."""
+    fields = schema_as_of(table, point)
+    derive = virtual_key(spec_of(fields), table.config.record_key)
+    threads = max(2, os.cpu_count() or 2)
+    return read_units(table.fs, units, table_schema(fields), derive, ordering(table), threads)
+
+
+def plan_units(
+    table: TableTimelines, point: str | None, keep: Keep | None = None
+) -> list[ReadUnit]:
+    """The one read plan: the file slices of a read point (``point``, already checked) from
+    the metadata table's ``files`` listing, minus those ``keep`` (given the (partition, file)
+    pairs and the ``column_stats``) rules out (``writers.read.units``). No data file is
+    opened."""
+    return plan_read_units(table.layout, MetadataTable(table).reader(point), keep)
+
+
 def plan_paths(table: TableTimelines, point: str | None, keep: Keep | None = None) -> list[str]:
-    """The one read plan: the data files of a read point (``point``, already checked) from the
-    metadata table's ``files`` listing, minus those ``keep`` (given the (partition, file)
-    pairs and the ``column_stats``) rules out. No data file is opened."""
-    reader = MetadataTable(table).reader(point)
-    pairs = [(p, name) for p, files in sorted(reader.files().items()) for name in sorted(files)]
-    if keep is not None and pairs:
-        pairs = keep(pairs, reader)
-    return [table.layout.data_file(p, name) for p, name in pairs]
+    """The data files of :func:`plan_units` (bases and logs)."""
+    return [path for unit in plan_units(table, point, keep) for path in unit.paths()]
 
 
 def keep_matching(conditions: Sequence[Condition], schema: pa.Schema) -> Keep:
@@ -121,23 +138,27 @@ def keep_matching(conditions: Sequence[Condition], schema: pa.Schema) -> Keep:
     return keep
 
 
-def selected_paths(
+def selected_units(
     table: TableTimelines,
     spark: Any,
     point: str | None,
     where: Any,
     schema: pa.Schema | None = None,
-) -> list[str]:
-    """Data files to read: all of the read point's (already checked), minus those ``where``
+) -> list[ReadUnit]:
+    """File slices to read: all of the read point's (already checked), minus those ``where``
     (SQL text or a Spark Column, read as ``spark`` reads it) rules out. ``schema``: the read
     schema at ``point`` when the caller has it."""
     if where is None:
-        return plan_paths(table, point)
-
+        return plan_units(table, point)
     read_schema = schema or table_schema(schema_as_of(table, point))
     text, settings = filter_sql(spark, read_schema, where)
     conditions = parse_conditions(text, settings) if text is not None else []
-    return plan_paths(table, point, keep_matching(conditions, read_schema))
+    return plan_units(table, point, keep_matching(conditions, read_schema))
+
+
+def selected_paths(table: TableTimelines, spark: Any, point: str | None, where: Any) -> list[str]:
+    """The data files (bases and logs) of :func:`selected_units`."""
+    return [p for unit in selected_units(table, spark, point, where) for p in unit.paths()]
 
 
 def empty_frame(spark: Any, schema: pa.Schema) -> Any:
@@ -193,13 +214,16 @@ def read_spark(table: TableTimelines, spark: Any, point: str | None, where: Any)
     (``TableTimelines.read_point``)."""
     fields = schema_as_of(table, point)
     schema = table_schema(fields)
-    paths = selected_paths(table, spark, point, where, schema)
+    units = selected_units(table, spark, point, where, schema)
     derive = virtual_key(spec_of(fields), table.config.record_key)
-    urls = [table.fs.unstrip_protocol(p) for p in paths]
+    url = table.fs.unstrip_protocol
+    merged = [ReadUnit(u.base and url(u.base), tuple(map(url, u.logs))) for u in units if u.logs]
+    urls = [url(u.base) for u in units if not u.logs and u.base is not None]
+    storage = storage_of(table.fs)
     if not urls:
         frame = empty_frame(spark, schema)
     elif not is_local(table.fs):  # no Hadoop connector needed: Python workers read them
-        frame = read_files(spark, urls, schema, storage_of(table.fs), derive)
+        frame = read_files(spark, urls, schema, storage, derive)
     else:
         # page checksums verified on any session, not only the embedded one
         reader = spark.read.option("mergeSchema", "true").option(
@@ -216,6 +240,10 @@ def read_spark(table: TableTimelines, spark: Any, point: str | None, where: Any)
             if n in frame.columns or (n == RECORD_KEY and derive is not None)
         ]
         frame = frame.select(*columns)
+    if merged:  # file slices with logs: merged by Python workers, one task per slice
+        frame = frame.unionByName(
+            read_merged(spark, merged, schema, storage, derive, ordering(table))
+        )
     if where is not None:
         frame = frame.where(where)
     return frame

@@ -9,6 +9,10 @@ task, as writes do), checks them as every lakebraid read does (``read_parquet``:
 checksums, footer), conforms them to the read schema (older files lack newer columns, the
 virtual record key is derived) and yields Arrow batches of exactly that schema. The Spark data
 source's ``read()`` does the same per file.
+
+File slices with merge-on-read logs, on any file system, are read the same way, one slice per
+row (:func:`read_merged`): the task reads the base and the logs and merges them
+(``writers.read.units.read_unit``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakebraid.timeline.durable import filesystem
+from lakebraid.writers.read.units import ReadUnit, read_unit
 from lakebraid.writers.write.datafile import conform, read_parquet
 
 URL = "_braid_url"
@@ -32,6 +37,7 @@ class FileRead(msgspec.Struct, frozen=True, kw_only=True):
 
     storage: dict[str, Any]
     derive_key: str | None  # the key column of a virtual _braid_record_key
+    ordering: str | None = None  # merged slices: the precombine column of event-time order
 
 
 def read_file(url: str, read: FileRead, schema: pa.Schema) -> pa.Table:
@@ -64,4 +70,41 @@ def read_files(
     frame = spark.createDataFrame([(u,) for u in urls], f"{URL} string")
     return frame.repartition(slices).mapInArrow(
         functools.partial(_read_task, packed, schema), from_arrow_schema(schema)
+    )
+
+
+def _merge_task(
+    packed: bytes, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    read = msgspec.msgpack.decode(packed, type=FileRead)
+    for batch in batches:
+        for unit in batch.column(0).to_pylist():
+            opened = [filesystem(u, read.storage) for u in [*unit["logs"], unit["base"]] if u]
+            fs, paths = opened[0][0], [path for _, path in opened]
+            base = paths[-1] if unit["base"] else None
+            local = ReadUnit(base, tuple(paths[: len(unit["logs"])]))
+            rows = read_unit(fs, local, schema, read.derive_key, read.ordering, threads=False)
+            for out in rows.to_batches():
+                yield pa.RecordBatch.from_arrays(out.columns, schema=schema)
+
+
+def read_merged(
+    spark: Any,
+    units: Sequence[ReadUnit],
+    schema: pa.Schema,
+    storage: dict[str, Any],
+    derive_key: str | None,
+    ordering: str | None,
+) -> Any:
+    """A DataFrame of the merged rows of ``units`` (file slices with logs, as URLs): one
+    slice per row, up to four tasks per core."""
+    slices = max(1, min(len(units), 4 * spark.sparkContext.defaultParallelism))
+    read = FileRead(storage=storage, derive_key=derive_key, ordering=ordering)
+    packed = msgspec.msgpack.encode(read)
+    frame = spark.createDataFrame(
+        [((u.base, list(u.logs)),) for u in units],
+        f"{URL} struct<base: string, logs: array<string>>",
+    )
+    return frame.repartition(slices).mapInArrow(
+        functools.partial(_merge_task, packed, schema), from_arrow_schema(schema)
     )

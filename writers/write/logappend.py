@@ -18,14 +18,17 @@ the footer of the slice's newest log (``previous_log``) and extends it
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.index.file_groups import DataSlice
 from lakebraid.index.file_stats import column_stats
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.commits import WriteStatus, pack_keys
 from lakebraid.timeline.durable import filesystem, make_durable, make_folder
@@ -37,9 +40,26 @@ from lakebraid.writers.write.datalog import (
     encode_delete_block,
     read_last_footer,
 )
-from lakebraid.writers.write.filegroup import OP, OP_UPSERT
+from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask
+from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, rewrite_tasks
 
 IN_GROUP = "_braid_in_group"  # bool column of the incoming rows: the group holds the key
+
+
+def mark_in_group(routed: pa.Table) -> pa.Table:
+    """``routed`` (rows tagged by the record index and routed: ``writers.write.route``) with
+    ``_braid_in_group``: whether the row's target file group holds its key already (an update
+    or a delete there; False for an insert or a key moving in)."""
+    same = pc.and_(
+        pc.equal(_text(routed.column(OLD_FILE_ID)), _text(routed.column(TARGET_FILE_ID))),
+        pc.equal(_text(routed.column(OLD_PARTITION)), _text(routed.column(PARTITION))),
+    )
+    return routed.append_column(IN_GROUP, pc.fill_null(same, False))
+
+
+def _text(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    kind = column.type
+    return column.cast(kind.value_type if pa.types.is_dictionary(kind) else pa.string())
 
 
 class AppendTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -127,3 +147,39 @@ def _write_log(
     fs.pipe_file(path, data)
     if sync:
         make_durable(fs, path)
+
+
+def merge_on_read_tasks(
+    targets: Sequence[tuple[str, str]],
+    slices: Mapping[str, Mapping[str, DataSlice]],
+    sizes: Mapping[str, Mapping[str, int]],
+    **common: Any,
+) -> list[RewriteTask | AppendTask]:
+    """The tasks of a merge-on-read write, one per (partition, file id) of ``targets``: an
+    append to each group the table holds (its slice from ``current_slices``; ``sizes``: the
+    ``files`` listing, for the newest log's size), a new base file for each new group
+    (``route.rewrite_tasks``'s keywords in ``common``)."""
+    new_groups = rewrite_tasks(targets, {}, **common)
+    tasks: list[RewriteTask | AppendTask] = []
+    for n, ((partition, file_id), rewrite) in enumerate(zip(targets, new_groups, strict=True)):
+        piece = slices.get(partition, {}).get(file_id)
+        if piece is None:
+            tasks.append(rewrite)
+            continue
+        last = piece.logs[-1] if piece.logs else None
+        tasks.append(
+            AppendTask(
+                root=common["root"],
+                storage=common["storage"],
+                partition=partition,
+                file_id=file_id,
+                base_file=piece.base,
+                previous_log=last,
+                previous_size=sizes[partition][last] if last is not None else 0,
+                instant=common["time"],
+                write_token=f"{n}-0",
+                schema=common["schema"],
+                stats_columns=[name for name, _, _ in common["schema"]],
+            )
+        )
+    return tasks

@@ -13,9 +13,9 @@ from lakebraid.timeline.as_of import AsOfError
 from lakebraid.timeline.bodies import CleanPlan, encode_body
 from lakebraid.timeline.errors import RetryableError
 from lakebraid.timeline.instant import Action
-from lakebraid.writers import client as client_module
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import VanishedFileError
+from lakebraid.writers.read import plan as plan_module
 from lakebraid.writers.services.lifecycle import open_instant
 
 OPTIONS = {"clean.inline": False, "clean.retain.commits": 1}
@@ -36,30 +36,30 @@ def test_a_clean_during_an_as_of_read_is_an_as_of_error(table, monkeypatch) -> N
     old = table.upsert(rows(1))
     table.upsert(rows(2))
     table.upsert(rows(3))
-    planned = client_module.plan_paths
+    planned = plan_module.plan_units
 
     def plan_then_clean(*args, **kwargs):
-        paths = planned(*args, **kwargs)
+        units = planned(*args, **kwargs)
         table.clean()  # a concurrent cleaner passes the read point after it was checked
-        return paths
+        return units
 
-    monkeypatch.setattr(client_module, "plan_paths", plan_then_clean)
+    monkeypatch.setattr(plan_module, "plan_units", plan_then_clean)
     with pytest.raises(AsOfError, match="older than the clean retention"):
         table.read_arrow(old)
 
 
 def test_a_file_removed_under_a_read_of_now_is_retryable(table, monkeypatch) -> None:
     table.upsert(rows(1))
-    planned = client_module.plan_paths
+    planned = plan_module.plan_units
     gone: list[str] = []
 
     def plan_then_remove(*args, **kwargs):
-        paths = planned(*args, **kwargs)
-        os.remove(paths[0])  # what a restore or a damaged disk would do
-        gone.append(paths[0])
-        return paths
+        units = planned(*args, **kwargs)
+        os.remove(units[0].base)  # what a restore or a damaged disk would do
+        gone.append(units[0].base)
+        return units
 
-    monkeypatch.setattr(client_module, "plan_paths", plan_then_remove)
+    monkeypatch.setattr(plan_module, "plan_units", plan_then_remove)
     with pytest.raises(VanishedFileError) as err:
         table.read_arrow()
     assert isinstance(err.value, RetryableError)
