@@ -3,7 +3,13 @@ folder on the path, so tests and state machines import it as ``table_fixtures``)
 
 from __future__ import annotations
 
+import random
+
+import pyarrow as pa
+
 from lakebraid.timeline.table_config import FieldSpec, IndexSettings, TableConfig
+
+DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
 
 
 def small_config(name: str = "t", index: IndexSettings | None = None) -> TableConfig:
@@ -19,4 +25,18 @@ def small_config(name: str = "t", index: IndexSettings | None = None) -> TableCo
             FieldSpec("ts", "int64"),
         ],
         index=index if index is not None else IndexSettings(),
+    )
+
+
+def random_batch(rng: random.Random, keys: list[str], n: int, ts: int) -> pa.Table:
+    """n rows (id, day, ts, amount) over ``keys`` (duplicates likely), random days (keys move
+    partitions), ts from ``ts`` to ``ts + 2``."""
+    chosen = [rng.choice(keys) for _ in range(n)]
+    return pa.table(
+        {
+            "id": chosen,
+            "day": [rng.choice(DAYS) for _ in chosen],
+            "ts": [ts + rng.randrange(3) for _ in chosen],
+            "amount": [float(rng.randrange(1000)) for _ in chosen],
+        }
     )

@@ -12,6 +12,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
+from table_fixtures import DAYS
+from table_fixtures import random_batch as batch
 
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.layout import parse_data_file_name
@@ -20,20 +22,6 @@ from lakebraid.writers.errors import InputError
 
 pytestmark = pytest.mark.xdist_group("spark")
 ENGINES = {"inprocess": {}, "spark": {"write.inprocess.max.rows": 0}}
-DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
-
-
-def batch(rng: random.Random, keys: list[str], n: int, ts: int) -> pa.Table:
-    """n rows over ``keys`` (duplicates likely), random days (keys move partitions)."""
-    chosen = [rng.choice(keys) for _ in range(n)]
-    return pa.table(
-        {
-            "id": chosen,
-            "day": [rng.choice(DAYS) for _ in chosen],
-            "ts": [ts + rng.randrange(3) for _ in chosen],
-            "amount": [float(rng.randrange(1000)) for _ in chosen],
-        }
-    )
 
 
 def apply_model(model: dict[str, dict], data: pa.Table, op: str) -> None:

@@ -50,10 +50,18 @@ def _read_task(
     packed: bytes, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     read = msgspec.msgpack.decode(packed, type=FileRead)
-    for batch in batches:
-        for url in batch.column(0).to_pylist():
-            for out in read_file(url, read, schema).to_batches():
-                yield pa.RecordBatch.from_arrays(out.columns, schema=schema)
+    yield from _yielded(schema, (read_file(url, read, schema) for b in batches for url in _rows(b)))
+
+
+def _rows(batch: pa.RecordBatch) -> list[Any]:
+    return batch.column(0).to_pylist()
+
+
+def _yielded(schema: pa.Schema, tables: Iterator[pa.Table]) -> Iterator[pa.RecordBatch]:
+    """Each table's batches, in exactly ``schema`` (what ``mapInArrow`` was promised)."""
+    for table in tables:
+        for out in table.to_batches():
+            yield pa.RecordBatch.from_arrays(out.columns, schema=schema)
 
 
 def read_files(
@@ -77,15 +85,16 @@ def _merge_task(
     packed: bytes, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     read = msgspec.msgpack.decode(packed, type=FileRead)
-    for batch in batches:
-        for unit in batch.column(0).to_pylist():
-            opened = [filesystem(u, read.storage) for u in [*unit["logs"], unit["base"]] if u]
-            fs, paths = opened[0][0], [path for _, path in opened]
-            base = paths[-1] if unit["base"] else None
-            local = ReadUnit(base, tuple(paths[: len(unit["logs"])]))
-            rows = read_unit(fs, local, schema, read.derive_key, read.ordering, threads=False)
-            for out in rows.to_batches():
-                yield pa.RecordBatch.from_arrays(out.columns, schema=schema)
+    yield from _yielded(schema, (_merged(u, read, schema) for b in batches for u in _rows(b)))
+
+
+def _merged(unit: dict[str, Any], read: FileRead, schema: pa.Schema) -> pa.Table:
+    """One file slice with logs (URLs), merged (``read_unit``)."""
+    opened = [filesystem(u, read.storage) for u in [*unit["logs"], unit["base"]] if u]
+    fs, paths = opened[0][0], [path for _, path in opened]
+    base = paths[-1] if unit["base"] else None
+    local = ReadUnit(base, tuple(paths[: len(unit["logs"])]))
+    return read_unit(fs, local, schema, read.derive_key, read.ordering, threads=False)
 
 
 def read_merged(

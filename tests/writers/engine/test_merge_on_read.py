@@ -10,25 +10,14 @@ import random
 
 import pyarrow as pa
 import pytest
+from table_fixtures import DAYS
+from table_fixtures import random_batch as batch
 
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.writers.engine.inprocess import delete_keys, write_rows
 from lakebraid.writers.write.datalog import iter_blocks
 
-DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
 COLUMNS = ["id", "day", "ts", "amount"]
-
-
-def batch(rng: random.Random, keys: list[str], n: int, ts: int) -> pa.Table:
-    chosen = [rng.choice(keys) for _ in range(n)]
-    return pa.table(
-        {
-            "id": chosen,
-            "day": [rng.choice(DAYS) for _ in chosen],
-            "ts": [ts + rng.randrange(3) for _ in chosen],
-            "amount": [float(rng.randrange(1000)) for _ in chosen],
-        }
-    )
 
 
 def rows(client, as_of=None) -> dict[str, tuple]:
@@ -75,3 +64,27 @@ def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed) -
         blocks = list(iter_blocks(mor.table.fs, path))
         assert blocks and all(b.header.instant in path for b in blocks)
     assert not any(p.endswith(".log") for p in cow.file_paths())
+
+
+@pytest.mark.xdist_group("spark")
+def test_spark_reads_merged_slices_as_the_in_process_read(tmp_path) -> None:
+    from lakebraid.writers.client import WriteClient
+
+    rng = random.Random(7)
+    mor = WriteClient.create(str(tmp_path / "mor"), "id", ["day"], "ts", table_type="merge_on_read")
+    keys = [f"k{i:03d}" for i in range(30)]
+    first = batch(rng, keys, 30, 0)
+    mor.bulk_insert(pa.Table.from_pylist(list({r["id"]: r for r in first.to_pylist()}.values())))
+    for step in range(3):
+        write_rows(
+            mor.table, mor.metadata, batch(rng, keys, 10, 10 * (step + 1)), "upsert", "upsert"
+        )
+    delete_keys(mor.table, mor.metadata, pa.array(keys[:3]))
+    expected = rows(mor)
+    assert any(p.endswith(".log") for p in mor.file_paths())
+    frame = mor.read().select(*COLUMNS).collect()
+    assert {r["id"]: (r["day"], r["ts"], r["amount"]) for r in frame} == expected
+    assert len(frame) == len(expected)
+    day = DAYS[1]
+    narrowed = mor.read(where=f"day = '{day}'").select(*COLUMNS).collect()
+    assert {r["id"] for r in narrowed} == {k for k, v in expected.items() if v[0] == day}
