@@ -52,7 +52,7 @@ from lakebraid.writers.services.restore import restore, savepoint
 from lakebraid.writers.services.rollback import rollback
 from lakebraid.writers.services.validate import validate
 from lakebraid.writers.write.inputs import is_spark_frame, is_table, key_partitions, to_arrow
-from lakebraid.writers.write.operations import refuse_log_writes, resolve_policy
+from lakebraid.writers.write.operations import refuse_indexes, refuse_log_writes, resolve_policy
 
 INDEX_KINDS = ("secondary", "column_stats")
 
@@ -159,6 +159,7 @@ class WriteClient:
         a list of names, beyond the first ``metadata.column_stats.max.columns``), which every
         write then records and reads prune by."""
         _index_kind(kind, self.path)
+        refuse_indexes(self.table, kind)
         recover(self.table)
         if kind == "column_stats":
             return build_stats(self.metadata, columns)

@@ -62,3 +62,13 @@ def test_an_unknown_table_type_is_refused_before_anything_is_written(tmp_path, b
         WriteClient.create(str(path), "id", table_type=bad)
     assert "merge_on_read" in str(info.value)
     assert not path.exists() or not any(path.rglob("*.json"))
+
+
+def test_index_builds_are_refused_on_merge_on_read_tables(tmp_path) -> None:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type="merge_on_read")
+    c.bulk_insert(rows(["a", "b"], 1))
+    made = c.timeline("metadata")
+    for kind in ("secondary", "column_stats"):
+        with pytest.raises(WriteError, match=f"a {kind} index on a merge-on-read table"):
+            c.create_index("ts", kind=kind)
+    assert c.timeline("metadata") == made

@@ -26,8 +26,8 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakebraid.timeline.durable import filesystem
-from lakebraid.writers.read.units import ReadUnit, read_unit
 from lakebraid.writers.write.datafile import conform, read_parquet
+from lakebraid.writers.write.slices import ReadUnit, read_unit
 
 URL = "_braid_url"
 

@@ -2,9 +2,7 @@
 merge-on-read table, the log files merged over it (``index.file_groups.current_slices``).
 
 A unit without logs is a plain Parquet file, read as such (by Spark's own reader for local
-tables). A unit with logs is read by :func:`read_unit`: the base's rows, then the log blocks
-of every log in order (``writers.write.datalog``), merged by ``writers.write.logmerge``
-(deletes remove, the highest precombine value wins, ties to the newest). Pruning by column
+tables); a unit with logs is merged (``writers.write.slices.read_unit``). Pruning by column
 statistics keeps a unit when any of its files may match: a log may have changed a row of
 the base, so the base's own statistics alone never rule a unit out. Plain data: units and
 :func:`read_unit` run in Spark's Python workers too.
@@ -15,30 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-import msgspec
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
 from lakebraid.index.file_groups import DataSlice, current_slices
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.write.datafile import conform, read_parquet
-from lakebraid.writers.write.datalog import iter_blocks
-from lakebraid.writers.write.logmerge import merge_slice
+from lakebraid.writers.write.slices import ReadUnit, read_unit
 
 Pair = tuple[str, str]  # (partition, data file name)
 Keep = Callable[[list[Pair], MetadataReader], list[Pair]]
-
-
-class ReadUnit(msgspec.Struct, frozen=True):
-    """One file slice to read: paths (or URLs) of its base (None: logs only) and its logs,
-    oldest first."""
-
-    base: str | None
-    logs: tuple[str, ...] = ()
-
-    def paths(self) -> list[str]:
-        return ([self.base] if self.base is not None else []) + list(self.logs)
 
 
 def plan_units(
@@ -65,28 +49,6 @@ def plan_units(
 
 def _names(piece: DataSlice) -> list[str]:
     return ([piece.base] if piece.base is not None else []) + list(piece.logs)
-
-
-def read_unit(
-    fs: AbstractFileSystem,
-    unit: ReadUnit,
-    schema: pa.Schema,
-    derive_key: str | None,
-    ordering: str | None,
-    *,
-    threads: bool = True,
-) -> pa.Table:
-    """The rows of one unit in ``schema`` (the table's read schema, ``_braid_record_key``
-    included; ``derive_key``: the key column of a virtual one). ``ordering``: the precombine
-    column when stored rows are ordered by event time, else None (the newest wins)."""
-    if unit.base is not None:
-        base = conform(read_parquet(fs, unit.base, threads=threads), schema, derive_key)
-    else:
-        base = schema.empty_table()
-    if not unit.logs:
-        return base
-    blocks = [block for path in unit.logs for block in iter_blocks(fs, path)]
-    return conform(merge_slice(base, blocks, schema, ordering), schema)
 
 
 def read_units(

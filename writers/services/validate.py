@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakebraid.index.file_groups import current_slices
 from lakebraid.index.file_stats import recorded_columns
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.lookup import locations
@@ -44,10 +45,13 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import CorruptDataFileError
 from lakebraid.writers.write.datafile import (
     column_stats,
+    data_schema,
     read_parquet,
     spec_of,
     virtual_key,
 )
+from lakebraid.writers.write.datalog import BlockType, iter_blocks
+from lakebraid.writers.write.slices import ReadUnit, read_unit
 
 Listing = dict[str, dict[str, int]]
 Checksums = dict[tuple[str, str], int]  # (partition, file name) -> CRC-32 its commit recorded
@@ -58,7 +62,7 @@ def _data_files(table: TableTimelines) -> Iterator[tuple[str, str, int]]:
     fs, root = table.fs, table.layout.root
     for path, info in fs.find(root, detail=True).items():
         relative = path[len(root) :].lstrip("/")
-        if relative.startswith(".braid/") or not relative.endswith(".parquet"):
+        if relative.startswith(".braid/") or not relative.endswith((".parquet", ".log")):
             continue
         partition, _, name = relative.rpartition("/")
         yield partition, name, int(info["size"])
@@ -81,10 +85,14 @@ def rebuild(table: TableTimelines) -> tuple[Listing, Checksums]:
     visibility = table.visibility()
     order = {i.time: n for n, i in enumerate(visibility.visible)}
     newest: dict[str, tuple[int, str, str, int]] = {}
+    logs: list[tuple[str, str, int]] = []
     for partition, name, size in _data_files(table):
         parsed = parse_data_file_name(name)
         rank = order.get(parsed.instant)
         if rank is None:
+            continue
+        if parsed.kind == "log":  # merge-on-read: every visible log is in its slice
+            logs.append((partition, name, size))
             continue
         known = newest.get(parsed.file_id)
         if known is None or rank > known[0]:
@@ -100,6 +108,8 @@ def rebuild(table: TableTimelines) -> tuple[Listing, Checksums]:
     for file_id, (rank, partition, name, size) in newest.items():
         if emptied.get(file_id, -1) > rank:
             continue
+        listing.setdefault(partition, {})[name] = size
+    for partition, name, size in logs:
         listing.setdefault(partition, {})[name] = size
     return listing, checksums
 
@@ -138,11 +148,20 @@ class _Validator:
         self.attempt("column_stats", self.load_stats)
         seen: set[tuple[str, str, str]] = set()
         total = sum(len(files) for files in self.expected.values())
+        groups: dict[tuple[str, str], list[str]] = {}  # (partition, file id) -> its keys
         with progress.task("validate data files", total=total) as bar:
             for partition, files in sorted(self.expected.items()):
                 for name in sorted(files):
-                    self._check_one(partition, name, seen)
+                    self._check_one(partition, name, seen, groups)
                     bar.advance()
+        self._merge_slices(groups)
+        for (partition, file_id), keys in sorted(groups.items()):
+            if (partition, file_id) in self.damaged:
+                continue  # a damaged log: the group's keys are unknown (reported once above)
+            for key in keys:
+                if key in self.locations:
+                    self.problems.append(f"record key {key!r} is in two files")
+                self.locations[key] = (partition, file_id)
         for extra in sorted(set(self.stats or {}) - seen):
             if (extra[0], parse_data_file_name(extra[1]).file_id) not in self.damaged:
                 self.problems.append(
@@ -152,20 +171,58 @@ class _Validator:
         self.attempt("secondary_index", self.compare_secondary)
         return self.problems
 
-    def _check_one(self, partition: str, name: str, seen: set[tuple[str, str, str]]) -> None:
-        """Read one data file: its keys into the locations, its statistics' columns seen."""
-        file_id = parse_data_file_name(name).file_id
+    def _check_one(
+        self,
+        partition: str,
+        name: str,
+        seen: set[tuple[str, str, str]],
+        groups: dict[tuple[str, str], list[str]],
+    ) -> None:
+        """Read one data file: a base's keys into its group's, the columns of its (or a log's)
+        statistics seen."""
+        parsed = parse_data_file_name(name)
         try:
-            keys, columns = self.check_file(partition, name)
+            if parsed.kind == "log":
+                keys, columns = None, self.check_log(partition, name)
+            else:
+                keys, columns = self.check_file(partition, name)
         except LakebraidError as exc:
             self.problems.append(f"data file: {exc}")
-            self.damaged.add((partition, file_id))
+            self.damaged.add((partition, parsed.file_id))
             return
         seen.update((partition, name, column) for column in columns)
-        for key in keys:
-            if key in self.locations:
-                self.problems.append(f"record key {key!r} is in two files")
-            self.locations[key] = (partition, file_id)
+        if keys is not None:
+            groups[(partition, parsed.file_id)] = keys
+
+    def _merge_slices(self, groups: dict[tuple[str, str], list[str]]) -> None:
+        """The keys of every merge-on-read slice with logs: its base and logs merged."""
+        slices = current_slices(self.expected)
+        spec = spec_of(self.schema)
+        derive = virtual_key(spec, self.table.config.record_key)
+        schema = data_schema(spec)
+        for partition, pieces in sorted(slices.items()):
+            for file_id, piece in sorted(pieces.items()):
+                if not piece.logs or (partition, file_id) in self.damaged:
+                    continue
+                unit = ReadUnit(
+                    self.table.layout.data_file(partition, piece.base) if piece.base else None,
+                    tuple(self.table.layout.data_file(partition, n) for n in piece.logs),
+                )
+                rows = read_unit(self.table.fs, unit, schema, derive, None)
+                scope = partition if is_scoped(self.table.config) else None
+                keys = in_partition(pc.cast(rows.column(RECORD_KEY), pa.string()), scope)
+                groups[(partition, file_id)] = keys.to_pylist()
+
+    def check_log(self, partition: str, name: str) -> list[str]:
+        """Check one merge-on-read log (checksum, every block, the statistics of its data
+        rows); returns the columns it has statistics for."""
+        path = self.table.layout.data_file(partition, name)
+        self.check_checksum(partition, name, path)
+        blocks = [b for b in iter_blocks(self.table.fs, path) if b.block_type is BlockType.DATA]
+        if not blocks:
+            return []
+        rows = pa.concat_tables([b.rows for b in blocks])
+        return self.compare_stats(partition, name, rows, None)
 
     def compare_secondary(self) -> None:
         """The entries of every visible secondary index against those of the current files."""
@@ -175,8 +232,9 @@ class _Validator:
         table, want = self.table, set()
         for partition, files in sorted(self.expected.items()):
             for name in sorted(files):
-                if (partition, parse_data_file_name(name).file_id) in self.damaged:
-                    continue
+                parsed = parse_data_file_name(name)
+                if parsed.kind == "log" or (partition, parsed.file_id) in self.damaged:
+                    continue  # merge-on-read tables keep no secondary index
                 path = table.layout.data_file(partition, name)
                 scope = partition if is_scoped(table.config) else None
                 key = table.config.record_key
@@ -229,6 +287,19 @@ class _Validator:
         rows = read_parquet(self.table.fs, path)
         with guarded(path, CorruptDataFileError), self.table.fs.open(path, "rb") as handle:
             meta = pq.ParquetFile(handle).metadata
+        columns = self.compare_stats(partition, name, rows, meta)
+        spec = spec_of(self.schema)
+        derive = virtual_key(spec, self.table.config.record_key)
+        keys = rows.column(RECORD_KEY) if derive is None else rows.column(derive)
+        scope = partition if is_scoped(self.table.config) else None
+        keys = in_partition(pc.cast(keys, pa.string()), scope)
+        return pc.unique(keys).to_pylist(), columns
+
+    def compare_stats(
+        self, partition: str, name: str, rows: pa.Table, meta: pq.FileMetaData | None
+    ) -> list[str]:
+        """The file's statistics, recomputed from ``rows``, against the metadata table's;
+        returns the columns compared."""
         names = [f.name for f in self.schema]
         recorded = recorded_columns(names, self.table.options, self.reader.point)
         held = self.held.get((partition, name), [])  # also of columns no longer recorded
@@ -245,12 +316,7 @@ class _Validator:
                     f"column_stats: {partition}/{name} {stat.column}: "
                     f"file says {want}, the metadata table says {got}"
                 )
-        spec = spec_of(self.schema)
-        derive = virtual_key(spec, self.table.config.record_key)
-        keys = rows.column(RECORD_KEY) if derive is None else rows.column(derive)
-        scope = partition if is_scoped(self.table.config) else None
-        keys = in_partition(pc.cast(keys, pa.string()), scope)
-        return pc.unique(keys).to_pylist(), columns
+        return columns
 
     def compare_index(self) -> None:
         found = locations(self.reader, sorted(self.locations))

@@ -35,6 +35,17 @@ def refuse_log_writes(table: TableTimelines, operation: str) -> None:
         )
 
 
+def refuse_indexes(table: TableTimelines, kind: str) -> None:
+    """Index builds read base files only: a merge-on-read table refuses them until they merge
+    its logs."""
+    if table.config.merge_on_read:
+        raise WriteError(
+            f"a {kind} index on a merge-on-read table is not available in this version (its "
+            "build reads base files only)",
+            table=table.path,
+        )
+
+
 def resolve_policy(table: TableTimelines, operation: str, duplicates: str | None) -> str:
     """The duplicate-key policy of a write: ``upsert`` for upserts, else ``duplicates`` or
     the table's ``insert.duplicates``."""

@@ -15,6 +15,7 @@ from table_fixtures import random_batch as batch
 
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.writers.engine.inprocess import delete_keys, write_rows
+from lakebraid.writers.errors import CorruptDataLogError
 from lakebraid.writers.write.datalog import iter_blocks
 
 COLUMNS = ["id", "day", "ts", "amount"]
@@ -64,6 +65,32 @@ def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed) -
         blocks = list(iter_blocks(mor.table.fs, path))
         assert blocks and all(b.header.instant in path for b in blocks)
     assert not any(p.endswith(".log") for p in cow.file_paths())
+    assert mor.validate() == [] and cow.validate() == []
+
+
+def test_validate_names_a_damaged_log_and_reads_refuse_it(tmp_path) -> None:
+    from lakebraid.writers.client import WriteClient
+
+    rng = random.Random(5)
+    mor = WriteClient.create(str(tmp_path / "mor"), "id", ["day"], "ts", table_type="merge_on_read")
+    keys = [f"k{i:03d}" for i in range(20)]
+    mor.bulk_insert(
+        pa.Table.from_pylist([{"id": k, "day": DAYS[0], "ts": 0, "amount": 1.0} for k in keys])
+    )
+    write_rows(mor.table, mor.metadata, batch(rng, keys[:10], 10, 5), "upsert", "upsert")
+    assert mor.validate() == []
+    log = next(p for p in mor.file_paths() if p.endswith(".log"))
+    with open(log, "r+b") as handle:
+        handle.seek(40)
+        byte = handle.read(1)
+        handle.seek(40)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    problems = mor.validate()
+    assert problems and all(log.rsplit("/", 1)[1] in p for p in problems), problems
+    assert any("checksum" in p for p in problems) and any("data file" in p for p in problems)
+    with pytest.raises(CorruptDataLogError) as info:
+        mor.read_arrow()
+    assert log in str(info.value)
 
 
 @pytest.mark.xdist_group("spark")
