@@ -56,6 +56,13 @@ class WriteStatus(msgspec.Struct, frozen=True, kw_only=True):
     # merge-on-read: ``file_name`` is a log appended to the slice of this base (None: a
     # slice without base, or a copy-on-write status)
     base_file: str | None = None
+    # merge-on-read: the log files a compaction folded into ``file_name`` (replaced, as
+    # ``old_file`` is)
+    old_logs: list[str] = []
+
+    def replaced(self) -> list[str]:
+        """The files this status replaced: its old file, then the logs it folded."""
+        return ([self.old_file] if self.old_file is not None else []) + list(self.old_logs)
 
 
 class CommitPlan(msgspec.Struct, frozen=True, kw_only=True):

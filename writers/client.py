@@ -33,12 +33,12 @@ from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline import table_config
 from lakebraid.timeline.archiver import ArchiveResult, archive
-from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.instant import Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec, IndexSettings, TableConfig, text_to_type
 from lakebraid.writers import settings
+from lakebraid.writers.engine.compaction import compact_data
 from lakebraid.writers.engine.inprocess import delete_keys, write_rows
 from lakebraid.writers.engine.spark.session import attach, embedded_session
 from lakebraid.writers.engine.spark.write import write_frame
@@ -51,7 +51,13 @@ from lakebraid.writers.services.recovery import recover
 from lakebraid.writers.services.restore import restore, savepoint
 from lakebraid.writers.services.rollback import rollback
 from lakebraid.writers.services.validate import validate
-from lakebraid.writers.write.inputs import is_spark_frame, is_table, key_partitions, to_arrow
+from lakebraid.writers.write.inputs import (
+    field_list,
+    is_spark_frame,
+    is_table,
+    key_partitions,
+    to_arrow,
+)
 from lakebraid.writers.write.operations import refuse_indexes, refuse_log_writes, resolve_policy
 
 INDEX_KINDS = ("secondary", "column_stats")
@@ -86,7 +92,7 @@ class WriteClient:
         (the same key may live in several), see ``index.scope``. ``table_type``:
         ``"copy_on_write"`` (a write rewrites the file groups it touches) or
         ``"merge_on_read"`` (writes append log blocks that reads merge and compactions fold)."""
-        partition_by = _field_list(partition_by, path)
+        partition_by = field_list(partition_by, path)
         if schema is not None:
             if record_key in schema.names:
                 check_key_type(record_key, schema.field(record_key).type, table=path)
@@ -184,6 +190,12 @@ class WriteClient:
         point = self._reader(as_of).point
         found = {"secondary": dict(point.secondary), "column_stats": dict(point.stats_columns)}
         return found if kind == "all" else found[kind]
+
+    def compact(self, min_log_files: int = 1) -> str | None:
+        """Fold the logs of every merge-on-read file group holding at least ``min_log_files``
+        of them into a new base, as one commit; returns its instant (None: nothing due)."""
+        recover(self.table)
+        return compact_data(self.table, self.metadata, min_log_files)
 
     def compact_metadata(self) -> str | None:
         """Compact every metadata file group that has log files; returns the instant."""
@@ -380,20 +392,3 @@ def _index_kind(kind: str, path: str) -> None:
             f"index kind {kind!r} is not supported (kinds: {', '.join(map(repr, INDEX_KINDS))})",
             table=path,
         )
-
-
-def _field_list(fields: object, path: str) -> list[str]:
-    """``partition_by`` as a list of names: a bare string is refused (``"day"`` would be the
-    fields ``d``, ``a``, ``y``)."""
-    if fields is None:
-        return []
-    if isinstance(fields, str | bytes) or not isinstance(fields, Sequence):
-        raise ConfigError(
-            f"partition_by must be a list of field names such as [{fields!r}], not "
-            f"{type(fields).__name__} {fields!r}",
-            table=path,
-        )
-    bad = [f for f in fields if not isinstance(f, str)]
-    if bad:
-        raise ConfigError(f"partition_by: field names must be strings, got {bad}", table=path)
-    return list(fields)

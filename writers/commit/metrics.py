@@ -66,7 +66,7 @@ def metrics_of(
         rows_updated=updates + moved,
         rows_deleted=deletes - moved,
         files_added=sum(1 for s in statuses if s.file_name is not None),
-        files_removed=sum(1 for s in statuses if s.old_file is not None),
+        files_removed=sum(len(s.replaced()) for s in statuses),
         bytes_written=sum(s.size for s in statuses if s.file_name is not None),
         metadata_bytes_written=sum(log.size for log in logs),
         index_entries_written=entries,

@@ -88,9 +88,9 @@ def changes_of(
                 for c in s.stats
                 if recorded is None or c.column in recorded
             )
-        if s.old_file is not None:
-            deleted.setdefault(s.partition, []).append(s.old_file)
-            stats.extend(ColumnStatsRecord.tombstone(c, s.partition, s.old_file) for c in columns)
+        for old in s.replaced():
+            deleted.setdefault(s.partition, []).append(old)
+            stats.extend(ColumnStatsRecord.tombstone(c, s.partition, old) for c in columns)
     upserts, removed = entries_of(statuses, scoped)  # scoped: a partition-scoped index
     return InstantChanges(
         files_added=added,

@@ -132,7 +132,7 @@ def plan_clean(table: TableTimelines, previous: CleanPlan | None = None) -> Clea
         if inst.completion_time > earliest.completion_time:  # type: ignore[operator]
             keep_data.update(_relative(s.partition, s.file_name) for s in statuses)
         candidates.update(_relative(s.partition, s.file_name) for s in statuses)
-        candidates.update(_relative(s.partition, s.old_file) for s in statuses)
+        candidates.update(_relative(s.partition, old) for s in statuses for old in s.replaced())
     candidates.discard("")
     root = table.layout.root
     doomed = [f for f in sorted(candidates - keep_data) if table.fs.exists(f"{root}/{f}")]

@@ -119,16 +119,18 @@ def check_previous_files(table: TableTimelines, target: Instant) -> None:
     file current again when that file is gone (the group would be unreadable)."""
     body = read_commit(table, target)
     for status in body.statuses:
-        if status.old_file is None:
-            continue
-        path = table.layout.data_file(status.partition, status.old_file)
-        if not table.fs.exists(path):
-            raise WriteError(
-                f"cannot roll back {target.time}: the file it replaced, {path}, is gone, so "
-                "its file group would be unreadable; restore a savepoint instead",
-                table=table.path,
-                instant=target.time,
-            )
+        for old in status.replaced():  # a merge-on-read compaction: its base and logs
+            _check_present(table, target, table.layout.data_file(status.partition, old))
+
+
+def _check_present(table: TableTimelines, target: Instant, path: str) -> None:
+    if not table.fs.exists(path):
+        raise WriteError(
+            f"cannot roll back {target.time}: the file it replaced, {path}, is gone, so "
+            "its file group would be unreadable; restore a savepoint instead",
+            table=table.path,
+            instant=target.time,
+        )
 
 
 def rollback(

@@ -3,7 +3,9 @@ timeline, and report every difference (the metadata table must always describe s
 
 Rebuild: every data file under the table's partition folders whose instant is a visible
 commit is a version of its file group; a group's current file is its newest visible version,
-unless a later visible commit emptied the group (its write status names no new file). From
+unless a later visible commit emptied the group (its write status names no new file). In a
+merge-on-read table every visible log is also current, unless a visible compaction folded it
+(its write status lists it in ``old_logs``). From
 the current files: the listing (name, size), the column statistics (recomputed from the
 rows) of the recorded columns (``index.file_stats.recorded_columns``: the first ones and the
 built ones; statistics the metadata table holds of other columns, as a running build or a
@@ -99,7 +101,9 @@ def rebuild(table: TableTimelines) -> tuple[Listing, Checksums]:
             newest[parsed.file_id] = (rank, partition, name, size)
     emptied: dict[str, int] = {}  # file id -> rank of the commit that emptied the group
     checksums: Checksums = {}
+    folded: set[tuple[str, str]] = set()  # logs a visible compaction folded
     for rank, status in _statuses(table, visibility.visible, order):
+        folded.update((status.partition, name) for name in status.old_logs)
         if status.file_name is None:
             emptied[status.file_id] = rank
         elif status.crc32 is not None:
@@ -110,7 +114,8 @@ def rebuild(table: TableTimelines) -> tuple[Listing, Checksums]:
             continue
         listing.setdefault(partition, {})[name] = size
     for partition, name, size in logs:
-        listing.setdefault(partition, {})[name] = size
+        if (partition, name) not in folded:
+            listing.setdefault(partition, {})[name] = size
     return listing, checksums
 
 

@@ -107,7 +107,7 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table, *, sync: bool = Tr
     )
     if result.num_rows == 0:
         return WriteStatus(file_name=None, **status)  # type: ignore[arg-type]
-    return _write_file(fs, layout, task, result, status, sync)
+    return write_group_file(fs, layout, task, result, status, sync)
 
 
 def _stored_rows(
@@ -148,7 +148,7 @@ def _old_positions(
     return up_at, del_at
 
 
-def _write_file(
+def write_group_file(
     fs: AbstractFileSystem,
     layout: TableLayout,
     task: RewriteTask,

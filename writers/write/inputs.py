@@ -210,3 +210,20 @@ def key_partitions(
             table=table,
         )
     return pa.repeat(pa.scalar(partition_of(config, partition, table=table, what=what)), n)
+
+
+def field_list(fields: object, path: str) -> list[str]:
+    """``partition_by`` as a list of names: a bare string is refused (``"day"`` would be the
+    fields ``d``, ``a``, ``y``)."""
+    if fields is None:
+        return []
+    if isinstance(fields, str | bytes) or not isinstance(fields, Sequence):
+        raise ConfigError(
+            f"partition_by must be a list of field names such as [{fields!r}], not "
+            f"{type(fields).__name__} {fields!r}",
+            table=path,
+        )
+    bad = [f for f in fields if not isinstance(f, str)]
+    if bad:
+        raise ConfigError(f"partition_by: field names must be strings, got {bad}", table=path)
+    return list(fields)

@@ -6,6 +6,7 @@ whole feature (compaction, maintenance) lands."""
 
 from __future__ import annotations
 
+import os
 import random
 
 import pyarrow as pa
@@ -14,8 +15,9 @@ from table_fixtures import DAYS
 from table_fixtures import random_batch as batch
 
 from lakebraid.timeline.layout import parse_data_file_name
+from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine.inprocess import delete_keys, write_rows
-from lakebraid.writers.errors import CorruptDataLogError
+from lakebraid.writers.errors import CorruptDataLogError, WriteError
 from lakebraid.writers.write.datalog import iter_blocks
 
 COLUMNS = ["id", "day", "ts", "amount"]
@@ -34,8 +36,6 @@ def located(client, keys: list[str]) -> dict[str, str | None]:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed) -> None:
-    from lakebraid.writers.client import WriteClient
-
     rng = random.Random(seed)
     options = {"metadata.compact.max.log.files": 3}
     cow = WriteClient.create(str(tmp_path / "cow"), "id", ["day"], "ts", **options)
@@ -46,7 +46,15 @@ def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed) -
     first = batch(rng, keys[:40], 40, 0)
     first = pa.Table.from_pylist(list({r["id"]: r for r in first.to_pylist()}.values()))
     pairs = [(cow.bulk_insert(first), mor.bulk_insert(first))]
+    compactions = []
     for step in range(8):
+        if rng.random() < 0.25:  # a compaction reads the same and changes no instant's read
+            before = rows(mor)
+            done = mor.compact(min_log_files=rng.choice([1, 2]))
+            if done is not None:
+                compactions.append(done)
+                pairs.append((pairs[-1][0], done))
+            assert rows(mor) == before
         if rng.random() < 0.3:
             gone = rng.sample(keys, 8)
             pairs.append((cow.delete(gone), delete_keys(mor.table, mor.metadata, pa.array(gone))))
@@ -66,11 +74,16 @@ def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed) -
         assert blocks and all(b.header.instant in path for b in blocks)
     assert not any(p.endswith(".log") for p in cow.file_paths())
     assert mor.validate() == [] and cow.validate() == []
+    final = mor.compact()
+    assert final is not None and rows(mor) == rows(cow)
+    assert not [p for p in mor.file_paths() if p.endswith(".log")]
+    assert mor.validate() == []
+    mor.rollback(final)  # undone: the logs are the slices' again
+    assert rows(mor) == rows(cow) and mor.validate() == []
+    assert [p for p in mor.file_paths() if p.endswith(".log")]
 
 
 def test_validate_names_a_damaged_log_and_reads_refuse_it(tmp_path) -> None:
-    from lakebraid.writers.client import WriteClient
-
     rng = random.Random(5)
     mor = WriteClient.create(str(tmp_path / "mor"), "id", ["day"], "ts", table_type="merge_on_read")
     keys = [f"k{i:03d}" for i in range(20)]
@@ -95,8 +108,6 @@ def test_validate_names_a_damaged_log_and_reads_refuse_it(tmp_path) -> None:
 
 @pytest.mark.xdist_group("spark")
 def test_spark_reads_merged_slices_as_the_in_process_read(tmp_path) -> None:
-    from lakebraid.writers.client import WriteClient
-
     rng = random.Random(7)
     mor = WriteClient.create(str(tmp_path / "mor"), "id", ["day"], "ts", table_type="merge_on_read")
     keys = [f"k{i:03d}" for i in range(30)]
@@ -115,3 +126,42 @@ def test_spark_reads_merged_slices_as_the_in_process_read(tmp_path) -> None:
     day = DAYS[1]
     narrowed = mor.read(where=f"day = '{day}'").select(*COLUMNS).collect()
     assert {r["id"] for r in narrowed} == {k for k, v in expected.items() if v[0] == day}
+
+
+def test_undo_and_clean_around_a_compaction(tmp_path) -> None:
+    options = {"clean.inline": False, "clean.retain.commits": 1}
+    mor = WriteClient.create(
+        str(tmp_path / "mor"), "id", ["day"], "ts", table_type="merge_on_read", **options
+    )
+    keys = [f"k{i}" for i in range(6)]
+    mor.bulk_insert(
+        pa.table({"id": keys, "day": [DAYS[0]] * 6, "ts": [0] * 6, "amount": [0.0] * 6})
+    )
+    start = rows(mor)
+    update = pa.table({"id": keys[:2], "day": [DAYS[0]] * 2, "ts": [1, 1], "amount": [5.0, 6.0]})
+    upsert = write_rows(mor.table, mor.metadata, update, "upsert", "upsert")
+    updated = rows(mor)
+    assert updated["k0"] == (DAYS[0], 1, 5.0)
+    compaction = mor.compact()
+    assert compaction is not None and rows(mor) == updated
+    with pytest.raises(WriteError, match=rf"later commits \['{compaction}'\] rewrote") as info:
+        mor.rollback(upsert)
+    assert upsert in str(info.value)
+    assert rows(mor) == updated
+    mor.rollback(compaction)
+    mor.rollback(upsert)
+    assert rows(mor) == start and mor.validate() == []
+    # compacted again and cleaned: the folded base and logs leave the disk, reads stay whole
+    write_rows(mor.table, mor.metadata, update, "upsert", "upsert")
+    folded = set(mor.file_paths())
+    mor.compact()
+    write_rows(
+        mor.table,
+        mor.metadata,
+        update.set_column(3, "amount", pa.array([7.0, 8.0])),
+        "upsert",
+        "upsert",
+    )
+    mor.clean()
+    assert not [p for p in folded if os.path.exists(p)]
+    assert rows(mor)["k1"] == (DAYS[0], 1, 8.0) and mor.validate() == []

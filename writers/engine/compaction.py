@@ -1,0 +1,88 @@
+"""Compaction of merge-on-read data file groups (``WriteClient.compact``): every file slice
+with enough logs (``min_logs`` log files or ``min_log_bytes`` of them) is folded into a new
+base by ``writers.write.compact``, all in one commit of operation ``compaction`` through
+``writers.commit.transaction.run_write``, so it is atomic, rolled back on failure, undoable,
+cleaned and recovered like any write.
+
+Concurrency: the compaction is a commit that rewrites its file groups, so a write that
+appended to one of them after the compaction's read point and completed first makes the
+compaction fail with a retryable conflict (nothing lost, its new bases rolled back), and a
+write that completes after the compaction conflicts likewise and is retried; a log appended
+meanwhile is never folded (the compaction names the logs it folds), so no row is lost either
+way (``docs/architecture.md``).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from time import perf_counter
+
+from lakebraid.index.file_groups import DataSlice, current_slices
+from lakebraid.metadata.commits import WriteStatus, schema_as_of
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.durable import storage_of
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers.commit.transaction import run_write
+from lakebraid.writers.write.compact import CompactTask, compact_file_group
+from lakebraid.writers.write.datafile import spec_of
+from lakebraid.writers.write.filegroup import RewriteTask
+from lakebraid.writers.write.operations import ordering
+
+
+def due_slices(
+    files: dict[str, dict[str, int]], min_logs: int, min_log_bytes: int | None
+) -> list[DataSlice]:
+    """The slices of a ``files`` listing whose logs reach ``min_logs`` files or
+    ``min_log_bytes`` bytes (either suffices)."""
+    due = []
+    for partition, groups in sorted(current_slices(files).items()):
+        for piece in sorted(groups.values(), key=lambda s: s.file_id):
+            size = sum(files[partition][n] for n in piece.logs)
+            enough = len(piece.logs) >= min_logs or (
+                min_log_bytes is not None and size >= min_log_bytes
+            )
+            if piece.logs and enough:
+                due.append(piece)
+    return due
+
+
+def compact_data(
+    table: TableTimelines,
+    metadata: MetadataTable,
+    min_logs: int = 1,
+    min_log_bytes: int | None = None,
+) -> str | None:
+    """Compact the due file slices as one commit; returns its instant (None: none due)."""
+    started = perf_counter()
+    reader = metadata.reader()
+    due = due_slices(reader.files(), max(1, min_logs), min_log_bytes)
+    if not due:
+        return None
+    schema = schema_as_of(table)
+    order = ordering(table)
+
+    def write(time: str) -> list[WriteStatus]:
+        tasks = [
+            CompactTask(
+                rewrite=RewriteTask(
+                    root=table.fs.unstrip_protocol(table.layout.root),
+                    storage=storage_of(table.fs),
+                    record_key=table.config.record_key,
+                    partition=piece.partition,
+                    file_id=piece.file_id,
+                    old_file=piece.base,
+                    instant=time,
+                    write_token=f"{n}-0",
+                    schema=spec_of(schema),
+                    precombine=order,
+                ),
+                logs=piece.logs,
+                ordering=order,
+            )
+            for n, piece in enumerate(due)
+        ]
+        with ThreadPoolExecutor(min(len(tasks), max(2, os.cpu_count() or 2))) as pool:
+            return list(pool.map(compact_file_group, tasks))
+
+    return run_write(table, metadata, "compaction", reader.point.read_at, schema, write, started)

@@ -1,0 +1,44 @@
+"""Compaction of one merge-on-read file group: its file slice (base and logs, merged as a
+snapshot read merges them: ``writers.write.slices.read_unit``) becomes a new base file
+``<file id>_<write token>_<instant>.parquet``, written as a copy-on-write rewrite writes one
+(marker first, durable before the commit names it). Its write status replaces the old base
+(``old_file``) and the logs it folded (``old_logs``): a log appended meanwhile is not among
+them and stays in the group's next slice. Rows keep the commit time of the write that last
+changed them; the record index is unchanged (no key changes group). Plain picklable data:
+Spark executors can run it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from lakebraid.metadata.commits import WriteStatus
+from lakebraid.timeline.durable import filesystem
+from lakebraid.timeline.layout import TableLayout
+from lakebraid.writers.write.datafile import conform, data_schema, file_schema, virtual_key
+from lakebraid.writers.write.filegroup import RewriteTask, write_group_file
+from lakebraid.writers.write.slices import ReadUnit, read_unit
+
+
+class CompactTask(msgspec.Struct, frozen=True, kw_only=True):
+    rewrite: RewriteTask  # the group, its base (``old_file``), the new file's token and instant
+    logs: tuple[str, ...]  # the slice's logs to fold, oldest first
+    ordering: str | None = None  # the precombine column of event-time ordering
+
+
+def compact_file_group(task: CompactTask, *, sync: bool = True) -> WriteStatus:
+    """Write the group's merged slice as its new base; see the module doc."""
+    r = task.rewrite
+    fs, root = filesystem(r.root, r.storage)
+    layout = TableLayout(root)
+    base = layout.data_file(r.partition, r.old_file) if r.old_file is not None else None
+    unit = ReadUnit(base, tuple(layout.data_file(r.partition, n) for n in task.logs))
+    derive = virtual_key(r.schema, r.record_key)
+    merged = read_unit(fs, unit, data_schema(r.schema), derive, task.ordering, threads=False)
+    status = dict(
+        partition=r.partition, file_id=r.file_id, old_file=r.old_file, old_logs=list(task.logs)
+    )
+    if merged.num_rows == 0:  # every row deleted: the group is gone
+        return WriteStatus(file_name=None, **status)  # type: ignore[arg-type]
+    stored = conform(merged, file_schema(r.schema, r.record_key))
+    return write_group_file(fs, layout, r, stored, status, sync)
