@@ -16,8 +16,9 @@ from table_fixtures import random_batch as batch
 
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.writers.client import WriteClient
+from lakebraid.writers.engine import compaction, inprocess
 from lakebraid.writers.engine.inprocess import delete_keys, write_rows
-from lakebraid.writers.errors import CorruptDataLogError, WriteError
+from lakebraid.writers.errors import CorruptDataLogError, WriteConflictError, WriteError
 from lakebraid.writers.write.datalog import iter_blocks
 
 COLUMNS = ["id", "day", "ts", "amount"]
@@ -165,3 +166,59 @@ def test_undo_and_clean_around_a_compaction(tmp_path) -> None:
     mor.clean()
     assert not [p for p in folded if os.path.exists(p)]
     assert rows(mor)["k1"] == (DAYS[0], 1, 8.0) and mor.validate() == []
+
+
+def _small(tmp_path) -> WriteClient:
+    mor = WriteClient.create(str(tmp_path / "mor"), "id", ["day"], "ts", table_type="merge_on_read")
+    keys = [f"k{i}" for i in range(6)]
+    mor.bulk_insert(
+        pa.table({"id": keys, "day": [DAYS[0]] * 6, "ts": [0] * 6, "amount": [0.0] * 6})
+    )
+    return mor
+
+
+def _update(amount: float) -> pa.Table:
+    return pa.table({"id": ["k0"], "day": [DAYS[0]], "ts": [1], "amount": [amount]})
+
+
+def test_an_append_during_a_compaction_of_its_group_wins_and_the_compaction_retries(
+    tmp_path, monkeypatch
+) -> None:
+    mor = _small(tmp_path)
+    write_rows(mor.table, mor.metadata, _update(1.0), "upsert", "upsert")
+    original = compaction.compact_file_group
+
+    def append_meanwhile(task):
+        write_rows(mor.table, mor.metadata, _update(2.0), "upsert", "upsert")
+        return original(task)
+
+    monkeypatch.setattr(compaction, "compact_file_group", append_meanwhile)
+    with pytest.raises(WriteConflictError, match="retry it"):
+        mor.compact()
+    monkeypatch.undo()
+    assert rows(mor)["k0"] == (DAYS[0], 1, 2.0)  # the append's row, nothing lost
+    assert len([p for p in mor.file_paths() if p.endswith(".log")]) == 2
+    assert mor.validate() == []
+    assert mor.compact() is not None and rows(mor)["k0"] == (DAYS[0], 1, 2.0)
+
+
+def test_an_append_that_a_compaction_overtook_is_a_retryable_conflict(
+    tmp_path, monkeypatch
+) -> None:
+    mor = _small(tmp_path)
+    write_rows(mor.table, mor.metadata, _update(1.0), "upsert", "upsert")
+    original = inprocess.append_to_file_group
+
+    def compact_meanwhile(task, rows_in, **kwargs):
+        assert mor.compact() is not None
+        return original(task, rows_in, **kwargs)
+
+    monkeypatch.setattr(inprocess, "append_to_file_group", compact_meanwhile)
+    with pytest.raises(WriteConflictError):
+        write_rows(mor.table, mor.metadata, _update(2.0), "upsert", "upsert")
+    monkeypatch.undo()
+    assert rows(mor)["k0"] == (DAYS[0], 1, 1.0)  # the compacted state; the append undone
+    assert not [p for p in mor.file_paths() if p.endswith(".log")]
+    assert mor.validate() == []
+    write_rows(mor.table, mor.metadata, _update(2.0), "upsert", "upsert")  # the retry
+    assert rows(mor)["k0"] == (DAYS[0], 1, 2.0) and mor.validate() == []
