@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+from functools import partial
 
 import pyarrow as pa
 import pytest
@@ -174,7 +175,19 @@ def _small(tmp_path) -> WriteClient:
     mor.bulk_insert(
         pa.table({"id": keys, "day": [DAYS[0]] * 6, "ts": [0] * 6, "amount": [0.0] * 6})
     )
+    write_rows(mor.table, mor.metadata, _update(1.0), "upsert", "upsert")
     return mor
+
+
+def _first_run(monkeypatch, module, name: str, meanwhile) -> None:
+    """``module.name`` runs ``meanwhile()`` (another writer) before its own work."""
+    original = getattr(module, name)
+
+    def wrapped(*args, **kwargs):
+        assert meanwhile() is not None
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapped)
 
 
 def _update(amount: float) -> pa.Table:
@@ -185,14 +198,8 @@ def test_an_append_during_a_compaction_of_its_group_wins_and_the_compaction_retr
     tmp_path, monkeypatch
 ) -> None:
     mor = _small(tmp_path)
-    write_rows(mor.table, mor.metadata, _update(1.0), "upsert", "upsert")
-    original = compaction.compact_file_group
-
-    def append_meanwhile(task):
-        write_rows(mor.table, mor.metadata, _update(2.0), "upsert", "upsert")
-        return original(task)
-
-    monkeypatch.setattr(compaction, "compact_file_group", append_meanwhile)
+    append = partial(write_rows, mor.table, mor.metadata, _update(2.0), "upsert", "upsert")
+    _first_run(monkeypatch, compaction, "compact_file_group", append)
     with pytest.raises(WriteConflictError, match="retry it"):
         mor.compact()
     monkeypatch.undo()
@@ -206,14 +213,7 @@ def test_an_append_that_a_compaction_overtook_is_a_retryable_conflict(
     tmp_path, monkeypatch
 ) -> None:
     mor = _small(tmp_path)
-    write_rows(mor.table, mor.metadata, _update(1.0), "upsert", "upsert")
-    original = inprocess.append_to_file_group
-
-    def compact_meanwhile(task, rows_in, **kwargs):
-        assert mor.compact() is not None
-        return original(task, rows_in, **kwargs)
-
-    monkeypatch.setattr(inprocess, "append_to_file_group", compact_meanwhile)
+    _first_run(monkeypatch, inprocess, "append_to_file_group", mor.compact)
     with pytest.raises(WriteConflictError):
         write_rows(mor.table, mor.metadata, _update(2.0), "upsert", "upsert")
     monkeypatch.undo()
