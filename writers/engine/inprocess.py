@@ -12,8 +12,9 @@ input take this path so they pay for no Spark job.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from time import perf_counter
 from typing import Any, NamedTuple
 
@@ -57,6 +58,7 @@ from lakebraid.writers.write.route import (
     PARTITION,
     TARGET_FILE_ID,
     WORK_COLUMNS,
+    base_rows,
     codes,
     deduplicate,
     insert_counts,
@@ -67,6 +69,7 @@ from lakebraid.writers.write.route import (
     row_index_keys,
     stale_moves,
 )
+from lakebraid.writers.write.slices import slice_rows
 
 SYNC_THREADS = 4  # fsync waits on the disk, not the CPU
 
@@ -163,7 +166,7 @@ def write_rows(
         field = ordering(table)
         if field is not None:
             key = config.record_key
-            tagged = stale_moves(tagged, table.fs, table.layout, listing, field, key)
+            tagged = stale_moves(tagged, stored_rows(table, listing, files), field, key)
     else:
         tagged = tag(prepared, empty_table(Partition.RECORD_INDEX))
     target, small = insert_room(table, reader, listing, operation)
@@ -172,6 +175,21 @@ def write_rows(
     read_at = reader.point.read_at
     layout = Layout(listing, files, table.config.merge_on_read)
     return _commit(table, metadata, operation, routed, schema, layout, read_at, started)
+
+
+def stored_rows(
+    table: TableTimelines,
+    listing: Mapping[str, Mapping[str, str]],
+    files: Mapping[str, Mapping[str, int]],
+) -> Callable[[str, str, list[str]], pa.Table | None]:
+    """How ``stale_moves`` reads a group's stored rows: its base file, or in a merge-on-read
+    table its slice merged (a log may hold the newer row)."""
+    if not table.config.merge_on_read:
+        return partial(base_rows, table.fs, table.layout, listing)
+    spec = spec_of(schema_as_of(table))
+    slices = current_slices(files)
+    key, order = table.config.record_key, ordering(table)
+    return partial(slice_rows, table.fs, table.layout, slices, spec, key, order)
 
 
 def delete_keys(

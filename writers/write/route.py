@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -338,17 +338,17 @@ def duplicate_keys_error(
 
 def stale_moves(
     tagged: pa.Table,
-    fs: AbstractFileSystem,
-    layout: TableLayout,
-    files: Mapping[str, Mapping[str, str]],
+    stored_rows: Callable[[str, str, list[str]], pa.Table | None],
     precombine: str,
     record_key: str,
 ) -> pa.Table:
     """Event-time ordering for keys that change partition: drop each incoming row whose
     precombine value is below the stored row's (the stored row stays where it is; ties go to
     the incoming row). Updates in place are ordered by the rewrite itself
-    (``writers.write.filegroup``); only the few moving rows' old files are read here, two
-    columns."""
+    (``writers.write.filegroup``) or the merge (``writers.write.logmerge``); only the few
+    moving rows' old groups are read here (``stored_rows(partition, file id, columns)``: the
+    group's rows, None when the listing lacks it: :func:`base_rows`, or a merge-on-read
+    slice's merged rows)."""
     old_part, old_id = tagged.column(OLD_PARTITION), tagged.column(OLD_FILE_ID)
     moving = pc.and_(
         pc.and_(pc.is_valid(old_id), pc.not_equal(old_part, tagged.column(PARTITION))),
@@ -364,12 +364,9 @@ def stale_moves(
         by_file.setdefault((at[OLD_PARTITION], at[OLD_FILE_ID]), []).append(row)
     stale = np.zeros(tagged.num_rows, dtype=bool)
     for (partition, file_id), members in by_file.items():
-        name = files.get(partition, {}).get(file_id)
-        if name is None:
+        stored = stored_rows(partition, file_id, [RECORD_KEY, record_key, precombine])
+        if stored is None:
             continue  # the listing lacks it: the conflict check decides
-        path = layout.data_file(partition, name)
-        wanted = [RECORD_KEY, record_key, precombine]
-        stored = read_parquet(fs, path, threads=False, columns=wanted)
         keys = stored.column(RECORD_KEY) if RECORD_KEY in stored.column_names else None
         keys = key_text(keys if keys is not None else stored.column(record_key))
         mine = tagged.take(pa.array(members))
@@ -384,3 +381,18 @@ def stale_moves(
         older = pc.less(ours, theirs).to_numpy(zero_copy_only=False)
         stale[np.asarray(members)[found][older]] = True
     return tagged.filter(pa.array(~stale)) if stale.any() else tagged
+
+
+def base_rows(
+    fs: AbstractFileSystem,
+    layout: TableLayout,
+    files: Mapping[str, Mapping[str, str]],
+    partition: str,
+    file_id: str,
+    columns: list[str],
+) -> pa.Table | None:
+    """``columns`` (those it has) of a copy-on-write group's current file (None: unlisted)."""
+    name = files.get(partition, {}).get(file_id)
+    if name is None:
+        return None
+    return read_parquet(fs, layout.data_file(partition, name), threads=False, columns=columns)

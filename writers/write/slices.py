@@ -8,11 +8,15 @@ Python workers use them alike.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import msgspec
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from lakebraid.writers.write.datafile import conform, read_parquet
+from lakebraid.index.file_groups import DataSlice
+from lakebraid.timeline.layout import TableLayout
+from lakebraid.writers.write.datafile import conform, data_schema, read_parquet, virtual_key
 from lakebraid.writers.write.datalog import iter_blocks
 from lakebraid.writers.write.logmerge import merge_slice
 
@@ -48,3 +52,26 @@ def read_unit(
         return base
     blocks = [block for path in unit.logs for block in iter_blocks(fs, path)]
     return conform(merge_slice(base, blocks, schema, ordering), schema)
+
+
+def slice_rows(
+    fs: AbstractFileSystem,
+    layout: TableLayout,
+    slices: Mapping[str, Mapping[str, DataSlice]],
+    spec: list[tuple[str, str, bool]],
+    record_key: str,
+    order: str | None,
+    partition: str,
+    file_id: str,
+    columns: list[str],
+) -> pa.Table | None:
+    """``columns`` of a merge-on-read group's current rows, its slice merged as reads merge it
+    (``order``: the precombine column of event-time ordering; None: unlisted);
+    ``route.stale_moves`` compares against them."""
+    piece = slices.get(partition, {}).get(file_id)
+    if piece is None:
+        return None
+    base = layout.data_file(partition, piece.base) if piece.base is not None else None
+    unit = ReadUnit(base, tuple(layout.data_file(partition, n) for n in piece.logs))
+    rows = read_unit(fs, unit, data_schema(spec), virtual_key(spec, record_key), order)
+    return rows.select([c for c in columns if c in rows.column_names])

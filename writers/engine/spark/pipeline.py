@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 import msgspec
@@ -44,6 +45,7 @@ from lakebraid.writers.write.route import (
     TARGET_FILE_ID,
     WORK_COLUMNS,
     Slot,
+    base_rows,
     deduplicate,
     duplicate_keys_error,
     plain,
@@ -121,7 +123,8 @@ def _dedup_tag(
         table = tag(table, *locate(reader, keys))  # keys are unique now
         if ctx.ordering is not None:
             layout = TableLayout(root)
-            table = stale_moves(table, fs, layout, ctx.files, ctx.ordering, ctx.key)
+            stored = partial(base_rows, fs, layout, ctx.files)
+            table = stale_moves(table, stored, ctx.ordering, ctx.key)
     else:  # an empty table holds no key: every row is new
         table = tag(table, empty_table(Partition.RECORD_INDEX))
     yield from plain(table).to_batches()
