@@ -18,7 +18,7 @@ row (:func:`read_merged`): the task reads the base and the logs and merges them
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -116,4 +116,22 @@ def read_merged(
     )
     return frame.repartition(slices).mapInArrow(
         functools.partial(_merge_task, packed, schema), from_arrow_schema(schema)
+    )
+
+
+def task_values(units: Sequence[ReadUnit], url: Callable[[str], str]) -> list[Any]:
+    """One plain value per unit for a read task (``url``: a path's URL): a plain file's URL,
+    or a slice with logs as ``{"base": url or None, "logs": [urls]}``."""
+    return [
+        url(u.base)  # type: ignore[arg-type]
+        if not u.logs
+        else {"base": u.base and url(u.base), "logs": [url(p) for p in u.logs]}
+        for u in units
+    ]
+
+
+def read_value(value: Any, read: FileRead, schema: pa.Schema) -> pa.Table:
+    """The rows of one :func:`task_values` value, in ``schema``."""
+    return (
+        read_file(value, read, schema) if isinstance(value, str) else _merged(value, read, schema)
     )

@@ -133,6 +133,9 @@ def test_spark_reads_merged_slices_as_the_in_process_read(tmp_path) -> None:
     day = DAYS[1]
     narrowed = mor.read(where=f"day = '{day}'").select(*COLUMNS).collect()
     assert {r["id"] for r in narrowed} == {k for k, v in expected.items() if v[0] == day}
+    loaded = mor.spark.read.format("lakebraid").load(mor.path).select(*COLUMNS).collect()
+    assert {r["id"]: (r["day"], r["ts"], r["amount"]) for r in loaded} == expected
+    assert len(loaded) == len(expected)
 
 
 def test_undo_and_clean_around_a_compaction(tmp_path) -> None:

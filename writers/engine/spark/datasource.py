@@ -93,11 +93,11 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.engine.inprocess import write_rows
 from lakebraid.writers.errors import WriteError
-from lakebraid.writers.read.plan import keep_matching, plan_paths, table_schema
-from lakebraid.writers.read.spark_files import FileRead, read_file
+from lakebraid.writers.read.plan import keep_matching, plan_units, table_schema
+from lakebraid.writers.read.spark_files import FileRead, read_value, task_values
 from lakebraid.writers.services.recovery import recover
 from lakebraid.writers.write.datafile import read_parquet, spec_of, virtual_key
-from lakebraid.writers.write.operations import resolve_policy
+from lakebraid.writers.write.operations import ordering, resolve_policy
 
 NAME = "lakebraid"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -227,14 +227,15 @@ def plan_files(
     conditions: Sequence[Condition] = (),
     options: dict[str, str] | None = None,
     storage: dict[str, Any] | None = None,
-) -> list[str]:
-    """URLs of the data files to read: the read point's, minus those the conditions rule
-    out (``writers.read.plan.plan_paths``; no data file is opened)."""
+) -> list[Any]:
+    """One read task's value per file slice to read (a URL, or a merge-on-read slice's base
+    and logs: ``spark_files.task_values``): the read point's, minus those the conditions
+    rule out (``writers.read.plan.plan_units``; no data file is opened)."""
     table = _open(root, options or {}, storage or {})
     point = table.read_point(as_of)
     schema = table_schema(schema_as_of(table, point))
     keep = keep_matching(conditions, schema) if conditions else None
-    return [table.fs.unstrip_protocol(p) for p in plan_paths(table, point, keep)]
+    return task_values(plan_units(table, point, keep), table.fs.unstrip_protocol)
 
 
 # ---- the data source -----------------------------------------------------------------------
@@ -260,17 +261,12 @@ class LakebraidDataSource(DataSource):
                 f"{pushdown!r}",
                 table=root,
             )
-        as_of = self.options.get("as_of")
-        table = _open(root, _table_options(self.options), _storage(self.options))
+        as_of, storage = self.options.get("as_of"), _storage(self.options)
+        table = _open(root, _table_options(self.options), storage)
         derive = virtual_key(spec_of(_schema(table, as_of)), table.config.record_key)
-        return LakebraidReader(
-            root,
-            as_of,
-            _table_options(self.options),
-            schema,
-            pushdown=pushdown == "true",
-            read=FileRead(storage=_storage(self.options), derive_key=derive),
-        )
+        read = FileRead(storage=storage, derive_key=derive, ordering=ordering(table))
+        options = _table_options(self.options)
+        return LakebraidReader(root, as_of, options, schema, pushdown=pushdown == "true", read=read)
 
     def writer(self, schema: StructType, overwrite: bool) -> LakebraidWriter:
         root = _root_url(self.options, "df.write.format('lakebraid')")
@@ -318,15 +314,15 @@ class LakebraidReader(DataSourceReader):
         return filters  # pruning is per file: Spark filters every row again
 
     def partitions(self) -> Sequence[InputPartition]:
-        urls = plan_files(
+        values = plan_files(
             self.root, self.as_of, self.conditions, self.options, self.read_spec.storage
         )
-        return [InputPartition(url) for url in urls]
+        return [InputPartition(value) for value in values]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:
             return  # no file selected: Spark still runs one empty partition
-        table = read_file(partition.value, self.read_spec, self.arrow_schema)
+        table = read_value(partition.value, self.read_spec, self.arrow_schema)
         for batch in table.to_batches():
             yield pa.RecordBatch.from_arrays(batch.columns, schema=self.arrow_schema)
 
