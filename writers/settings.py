@@ -64,3 +64,27 @@ MERGE_MODE = cfg.register(
     "Rows of one batch are always ordered by the precombine field.",
     lambda v: None if v in MERGE_MODES else f"must be one of {MERGE_MODES}",
 )
+
+COMPACT_INLINE = cfg.register(
+    "compaction.inline",
+    bool,
+    True,
+    "Merge-on-read tables: after each write, compact the file groups whose logs reached "
+    "compaction.max.log.files or compaction.max.log.bytes (one compaction commit). A "
+    "compaction that fails never fails the write (it is logged and tried after the next). "
+    "Off: run WriteClient.compact() or `lakebraid compact PATH --data` instead.",
+)
+COMPACT_MAX_LOG_FILES = cfg.register(
+    "compaction.max.log.files",
+    int,
+    10,
+    "Merge-on-read: a file group with this many log files is due for compaction.",
+    cfg.at_least(1),
+)
+COMPACT_MAX_LOG_BYTES = cfg.register(
+    "compaction.max.log.bytes",
+    int,
+    128 * 2**20,
+    "Merge-on-read: a file group whose log files hold this many bytes is due for compaction.",
+    cfg.at_least(1),
+)

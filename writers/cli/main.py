@@ -97,7 +97,8 @@ def _service(args: argparse.Namespace, method: str, key: str, verb: str, idle: s
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    return _service(args, "compact_metadata", "compaction", "compacted", "nothing to compact")
+    method = "compact" if args.data else "compact_metadata"
+    return _service(args, method, "compaction", "compacted", "nothing to compact")
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
@@ -291,13 +292,16 @@ def build_parser() -> argparse.ArgumentParser:
     for name, run, needs_instant, text in (
         ("savepoint", cmd_savepoint, True, "keep a commit's files and make it a restore point"),
         ("restore", cmd_restore, True, "return the table to a savepointed commit"),
-        ("compact", cmd_compact, False, "compact the metadata table's file groups now"),
+        ("compact", cmd_compact, False, "compact the metadata table (--data: the data's logs)"),
         ("clean", cmd_clean, False, "delete file slices beyond the retention"),
         ("validate", cmd_validate, False, "compare the metadata table with storage"),
     ):
         cmd = _command(sub, name, text, run)
         if needs_instant:
             cmd.add_argument("instant", help=INSTANT_HELP)
+    sub.choices["compact"].add_argument(
+        "--data", action="store_true", help="fold merge-on-read data logs into new bases"
+    )
     add_history_commands(sub, PATH_HELP)
     for cmd in sub.choices.values():
         cmd.add_argument("--json", action="store_true", help=JSON_HELP)

@@ -14,6 +14,7 @@ way (``docs/architecture.md``).
 
 from __future__ import annotations
 
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
@@ -23,11 +24,14 @@ from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.durable import storage_of
 from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers import settings
 from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.write.compact import CompactTask, compact_file_group
 from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.filegroup import RewriteTask
 from lakebraid.writers.write.operations import ordering
+
+LOG = logging.getLogger("lakebraid")
 
 
 def due_slices(
@@ -86,3 +90,21 @@ def compact_data(
             return list(pool.map(compact_file_group, tasks))
 
     return run_write(table, metadata, "compaction", reader.point.read_at, schema, write, started)
+
+
+def compact_if_due(table: TableTimelines, metadata: MetadataTable) -> str | None:
+    """The inline compaction a merge-on-read write runs after its commit
+    (``compaction.inline``, ``compaction.max.log.files``, ``compaction.max.log.bytes``). A
+    failure is logged, never raised: the write it follows has committed."""
+    options = table.options
+    if not table.config.merge_on_read or not options.get(settings.COMPACT_INLINE):
+        return None
+    files, size = (
+        options.get(settings.COMPACT_MAX_LOG_FILES),
+        options.get(settings.COMPACT_MAX_LOG_BYTES),
+    )
+    try:
+        return compact_data(table, metadata, files, size)
+    except Exception as exc:
+        LOG.warning("%s: inline data compaction failed (the write stands): %s", table.path, exc)
+        return None

@@ -38,6 +38,7 @@ from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit.transaction import run_write
+from lakebraid.writers.engine.compaction import compact_if_due
 from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.filegroup import (
     OP,
@@ -233,7 +234,10 @@ def _commit(
     def write(time: str) -> list[WriteStatus]:
         return InProcessEngine().rewrite(tasks_of(table, routed, layout, time, schema))
 
-    return run_write(table, metadata, operation, read_at, schema, write, started)
+    time = run_write(table, metadata, operation, read_at, schema, write, started)
+    if layout.merge_on_read:
+        compact_if_due(table, metadata)  # never fails the write
+    return time
 
 
 class Layout(NamedTuple):

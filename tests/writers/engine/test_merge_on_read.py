@@ -6,6 +6,7 @@ whole feature (compaction, maintenance) lands."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from functools import partial
@@ -16,6 +17,7 @@ from table_fixtures import DAYS
 from table_fixtures import random_batch as batch
 
 from lakebraid.timeline.layout import parse_data_file_name
+from lakebraid.writers.cli.main import main
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine import compaction, inprocess
 from lakebraid.writers.engine.inprocess import delete_keys, write_rows
@@ -230,3 +232,30 @@ def test_an_append_that_a_compaction_overtook_is_a_retryable_conflict(
     assert mor.validate() == []
     write_rows(mor.table, mor.metadata, _update(2.0), "upsert", "upsert")  # the retry
     assert rows(mor)["k0"] == (DAYS[0], 1, 2.0) and mor.validate() == []
+
+
+def test_inline_compaction_folds_a_group_once_its_logs_reach_the_limit(tmp_path, capsys) -> None:
+    options = {"compaction.max.log.files": 2}
+    mor = WriteClient.create(
+        str(tmp_path / "mor"), "id", ["day"], "ts", table_type="merge_on_read", **options
+    )
+    keys = [f"k{i}" for i in range(4)]
+    mor.bulk_insert(
+        pa.table({"id": keys, "day": [DAYS[0]] * 4, "ts": [0] * 4, "amount": [0.0] * 4})
+    )
+    logs = lambda: [p for p in mor.file_paths() if p.endswith(".log")]  # noqa: E731
+    write_rows(mor.table, mor.metadata, _update(1.0), "upsert", "upsert")
+    assert len(logs()) == 1  # under the limit: no compaction
+    write_rows(mor.table, mor.metadata, _update(2.0), "upsert", "upsert")
+    assert logs() == []  # the second log reached it: folded inline, in its own commit
+    assert [i["operation"] for i in mor.history(limit=2)] == ["compaction", "upsert"]
+    assert rows(mor)["k0"] == (DAYS[0], 1, 2.0) and mor.validate() == []
+    off = WriteClient.open(mor.path, **{"compaction.inline": "false"})
+    write_rows(off.table, off.metadata, _update(3.0), "upsert", "upsert")
+    write_rows(off.table, off.metadata, _update(4.0), "upsert", "upsert")
+    assert len(logs()) == 2
+    assert main(["compact", mor.path, "--data", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["compaction"] is not None
+    assert logs() == [] and rows(mor)["k0"] == (DAYS[0], 1, 4.0)
+    assert main(["compact", mor.path, "--data"]) == 0
+    assert "nothing to compact" in capsys.readouterr().out
