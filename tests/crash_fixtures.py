@@ -3,8 +3,9 @@ writer that SIGKILLs itself right after a chosen step; see tests/writers/test_cr
 
 Kill points: ``<step>:<timeline>`` (after an instant file of the operation's actions is written
 on that timeline), ``mid-data-write``, ``mid-metadata-write``, ``mid-base-write``,
-``mid-delete``, and ``decided`` (object stores: after the lease record that decides a global
-completion is created, before the instant file is written; ``timeline.lease``).
+``mid-delete``, ``mid-log-write`` (half a merge-on-read data log written) and ``decided``
+(object stores: after the lease record that decides a global completion is created, before
+the instant file is written; ``timeline.lease``).
 """
 
 from __future__ import annotations
@@ -76,6 +77,13 @@ elif point == "mid-metadata-write":
             out.write(blobs[0][: len(blobs[0]) // 2])
         die()
     metadata.writer.append_blocks = torn_log
+elif point == "mid-log-write":
+    import lakebraid.writers.write.logappend as logappend
+    original_log = logappend._write_log
+    def torn_data_log(fs, layout, task, name, data, sync):
+        original_log(fs, layout, task, name, data[: len(data) // 2], sync)
+        die()
+    logappend._write_log = torn_data_log
 elif point == "mid-base-write":
     def torn_base(fs, path, table, **kwargs):
         with open(path + ".inprogress", "wb") as out:
