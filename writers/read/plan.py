@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import msgspec
@@ -51,9 +50,7 @@ from lakebraid.writers.read.spark_files import read_files, read_merged
 from lakebraid.writers.read.units import Keep, ReadUnit, read_units
 from lakebraid.writers.read.units import plan_units as plan_read_units
 from lakebraid.writers.write.datafile import (
-    conform,
     data_schema,
-    read_parquet,
     spec_of,
     virtual_key,
 )
@@ -77,19 +74,12 @@ def table_schema(schema: Sequence[FieldSpec]) -> pa.Schema:
 def read_arrow_files(
     fs: AbstractFileSystem, paths: Sequence[str], schema: Sequence[FieldSpec], record_key: str
 ) -> pa.Table:
-    """The rows of ``paths`` in the table's read schema (a virtual record key derived)."""
-    target = table_schema(schema)
+    """The rows of ``paths`` (plain data files) in the table's read schema (a virtual record
+    key derived): :func:`writers.read.units.read_units` of one unit per file."""
     derive = virtual_key(spec_of(schema), record_key)
-
-    def one(path: str, threads: bool) -> pa.Table:
-        return conform(read_parquet(fs, path, threads=threads), target, derive)
-
-    if len(paths) <= 1:
-        parts = [one(path, True) for path in paths]
-    else:  # many files: one per thread (each read single-threaded), in order
-        with ThreadPoolExecutor(min(len(paths), max(2, os.cpu_count() or 2))) as pool:
-            parts = list(pool.map(lambda path: one(path, False), paths))
-    return pa.concat_tables(parts) if parts else target.empty_table()
+    threads = max(2, os.cpu_count() or 2)
+    units = [ReadUnit(path) for path in paths]
+    return read_units(fs, units, table_schema(schema), derive, None, threads)
 
 
 def read_arrow_units(

@@ -31,6 +31,8 @@ def plan_units(
     """The read units of ``reader``'s read point, in partition then file order, minus those
     ``keep`` rules out (a unit stays when ``keep`` keeps any of its files)."""
     listing = reader.files()
+    if not any(n.endswith(".log") for files in listing.values() for n in files):
+        return _plain_units(layout, reader, listing, keep)  # copy-on-write: no name parsed
     slices = current_slices(listing)
     pairs = [
         (p, n) for p, groups in sorted(slices.items()) for s in groups.values() for n in _names(s)
@@ -45,6 +47,19 @@ def plan_units(
             logs = tuple(layout.data_file(partition, n) for n in piece.logs)
             units.append(ReadUnit(base, logs))
     return units
+
+
+def _plain_units(
+    layout: TableLayout,
+    reader: MetadataReader,
+    listing: dict[str, dict[str, int]],
+    keep: Keep | None,
+) -> list[ReadUnit]:
+    """The units of a listing without logs: one per base file (a group's only file)."""
+    pairs = [(p, name) for p, files in sorted(listing.items()) for name in sorted(files)]
+    if keep is not None and pairs:
+        pairs = keep(pairs, reader)
+    return [ReadUnit(layout.data_file(p, name)) for p, name in pairs]
 
 
 def _names(piece: DataSlice) -> list[str]:

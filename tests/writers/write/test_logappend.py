@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+import msgspec
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -179,14 +180,9 @@ def test_a_damaged_previous_log_is_an_error_naming_it(tmp_path) -> None:
     with open(path, "r+b") as handle:
         handle.seek(first.size - 30)
         handle.write(b"\xff\xff")
-    later = AppendTask(
-        root=root,
-        partition=PART,
-        file_id=FID,
-        base_file=None,
+    later = msgspec.structs.replace(
+        task,
         instant="20261126000000002",
-        write_token="0-0",
-        schema=SCHEMA,
         previous_log=first.file_name,
         previous_size=first.size,
     )
