@@ -19,7 +19,12 @@ from crash_fixtures import DAYS, KILLER, OPERATION_CODE, content, rows, run_oper
 from lakebraid.writers.client import WriteClient
 
 pytestmark = pytest.mark.slow
-OPTIONS = {"heartbeat.interval.ms": 100, "heartbeat.expiry.ms": 1500, "clean.inline": "false"}
+OPTIONS = {
+    "heartbeat.interval.ms": 100,
+    "heartbeat.expiry.ms": 1500,
+    "clean.inline": "false",
+    "lock.lease.ms": 3000,  # a dead holder's lock is broken after 3 s, not the default 30
+}
 INSTANT_POINTS = [f"{s}:{k}" for s in ("request", "start", "complete") for k in ("data", "global")]
 CASES = [
     *[("upsert", p) for p in [*INSTANT_POINTS, "mid-data-write", "decided"]],
