@@ -55,9 +55,10 @@ import pyarrow as pa  # noqa: E402
 from benchlib import Report  # noqa: E402
 from fsspec.implementations.local import LocalFileSystem  # noqa: E402
 
+from lakebraid.metadata.commits import read_commit  # noqa: E402
+from lakebraid.timeline.instant import Action  # noqa: E402
 from lakebraid.writers.cli.loopback_s3 import LoopbackS3  # noqa: E402
 from lakebraid.writers.client import WriteClient  # noqa: E402
-from lakebraid.writers.services.history import history  # noqa: E402
 
 ROWS, DAYS, BATCH = 100_000, 30, 100
 TS_BASE = 1_000_000  # upserts take ts TS_BASE + commit, above every bulk-inserted ts
@@ -164,13 +165,16 @@ class Workload:
         (client, instant), calls = self.counted(write)
         elapsed = time.perf_counter() - start
         self.commits += 1
-        # the newest few: after the commit only its inline services complete (all of history
-        # would make building a long history quadratic)
-        rows = history(client.table, limit=8)
-        if not any(r["time"] == instant for r in rows):
-            rows = history(client.table)
-        metrics = next(r["metrics"] for r in rows if r["time"] == instant)
-        recorded = {"data bytes": metrics["bytes_written"], **metrics["phases_ms"]}
+        # the commit's own body, as `lakebraid history` shows it: reading the whole history
+        # here would put garbage proportional to it between two timed upserts (its
+        # collection then lands in the next one)
+        commit = client.table.timeline().get(instant, Action.COMMIT)
+        if commit is None:
+            raise RuntimeError(f"{instant} is not on the global timeline of {self.path}")
+        metrics = read_commit(client.table, commit).metrics
+        if metrics is None:
+            raise RuntimeError(f"commit {instant} of {self.path} recorded no metrics")
+        recorded = {"data bytes": metrics.bytes_written, **metrics.phases_ms}
         return elapsed, calls, recorded
 
 

@@ -55,7 +55,11 @@ class State(enum.StrEnum):
 
 
 _STATE_RANK = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
-_ACTION_RANK = {a: i for i, a in enumerate(Action)}
+# sort keys are strings, not tuples: timelines sort thousands of instants per load, and
+# strings are not tracked by the garbage collector (a tuple per instant triggered collections)
+_ACTION_CHAR = {a: chr(ord("a") + i) for i, a in enumerate(Action)}
+_STATE_CHAR = {s: str(rank) for s, rank in _STATE_RANK.items()}
+_NEVER = "9" * 17  # after every completion time
 
 _NAME_RE = re.compile(
     r"^(?P<time>\d{17})(?:_(?P<completion>\d{17}))?\.(?P<action>[a-z]+)"
@@ -134,12 +138,13 @@ class Instant(msgspec.Struct, frozen=True, gc=False):
     def is_pending(self) -> bool:
         return self.state is not State.COMPLETED
 
-    def sort_key(self) -> tuple[str, int, int]:
-        return (self.time, _ACTION_RANK[self.action], self.state.rank)
+    def sort_key(self) -> str:
+        """Order of (time, action, state), as one string (times have a fixed length)."""
+        return self.time + _ACTION_CHAR[self.action] + _STATE_CHAR[self.state]
 
-    def completion_key(self) -> tuple[str, str]:
-        """Order of completion; pending instants sort after every completed one."""
-        return (self.completion_time or "99999999999999999", self.time)
+    def completion_key(self) -> str:
+        """Order of completion, then time; pending instants sort after every completed one."""
+        return (self.completion_time or _NEVER) + self.time
 
     def __lt__(self, other: Instant) -> bool:
         return self.sort_key() < other.sort_key()

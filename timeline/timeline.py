@@ -79,10 +79,10 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
 
     @classmethod
     def from_instants(cls, kind: TimelineKind, files: Iterable[Instant]) -> Timeline:
-        latest: dict[tuple[str, Action], Instant] = {}
+        latest: dict[str, Instant] = {}
         all_files = frozenset(files)
         for inst in all_files:
-            key = (inst.time, inst.action)
+            key = inst.time + inst.action  # a string: no tuple per instant to collect
             if key not in latest or inst.state.rank > latest[key].state.rank:
                 latest[key] = inst
         return cls(kind, tuple(sorted(latest.values(), key=Instant.sort_key)), all_files)
