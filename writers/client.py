@@ -58,7 +58,7 @@ from lakebraid.writers.write.inputs import (
     key_partitions,
     to_arrow,
 )
-from lakebraid.writers.write.operations import refuse_indexes, refuse_log_writes, resolve_policy
+from lakebraid.writers.write.operations import refuse_indexes, resolve_policy
 
 INDEX_KINDS = ("secondary", "column_stats")
 
@@ -236,7 +236,6 @@ class WriteClient:
             return self._delete(keys, partition)
 
     def _delete(self, keys: Any, partition: Any) -> str:
-        refuse_log_writes(self.table, "delete")
         recover(self.table)
         config, key_type = self.table.config, self._key_type()
         if not is_table(keys):  # key values: a list, set, array, Series (a bare str refused)
@@ -269,7 +268,6 @@ class WriteClient:
             return self._scoped_write(data, operation, duplicates)
 
     def _scoped_write(self, data: Any, operation: str, duplicates: str | None) -> str:
-        refuse_log_writes(self.table, operation)
         recover(self.table)
         policy = resolve_policy(self.table, operation, duplicates)
         if is_spark_frame(data):

@@ -2,8 +2,7 @@
 of a log append (upsert, delete) and of a data compaction. As for copy-on-write
 (``test_crash_matrix.py``): a reader then sees exactly the state before or after, never a mix,
 ``validate()`` finds no difference, and the next write (after the dead writer's heartbeat
-expires) succeeds, recovery leaving no dead instant behind. Writes go through the engine: the
-client refuses merge-on-read writes until the feature is complete."""
+expires) succeeds, recovery leaving no dead instant behind."""
 
 from __future__ import annotations
 
@@ -15,8 +14,6 @@ import pytest
 from crash_fixtures import DAYS, KILLER, content, rows
 
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.engine.inprocess import delete_keys, write_rows
-from lakebraid.writers.services.recovery import recover
 
 pytestmark = pytest.mark.slow
 OPTIONS = {
@@ -29,12 +26,9 @@ INSTANT_POINTS = [
     for step in ("request", "start", "complete")
     for kind in ("global", "data", "metadata")
 ]
-ENGINE = "from lakebraid.writers.engine.inprocess import delete_keys, write_rows\n"
 CODE = {
-    "upsert": ENGINE + "write_rows(c.table, c.metadata, rows(['a1', 'b1', 'n3'], DAYS[0], 6, 6.0), "
-    "'upsert', 'upsert')",
-    "delete": ENGINE
-    + "import pyarrow as pa\ndelete_keys(c.table, c.metadata, pa.array(['a2', 'b2']))",
+    "upsert": "c.upsert(rows(['a1', 'b1', 'n3'], DAYS[0], 6, 6.0))",
+    "delete": "c.delete(['a2', 'b2'])",
     "compaction": "assert c.compact() is not None",
 }
 POINTS = {
@@ -46,8 +40,7 @@ CASES = [(op, point) for op, points in POINTS.items() for point in points]
 
 
 def upsert(c: WriteClient, keys: list[str], day: str, ts: int, amount: float) -> str:
-    recover(c.table)  # what the client does before every write
-    return write_rows(c.table, c.metadata, rows(keys, day, ts, amount), "upsert", "upsert")
+    return c.upsert(rows(keys, day, ts, amount))
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +63,7 @@ def test_kill_at_every_step(template, tmp_path, run_python, op: str, point: str)
     before = content(ref)
     exec(
         CODE[op],
-        {
-            "c": ref,
-            "rows": rows,
-            "DAYS": DAYS,
-            "write_rows": write_rows,
-            "delete_keys": delete_keys,
-        },
+        {"c": ref, "rows": rows, "DAYS": DAYS},
     )
     after = content(ref)
     assert op == "compaction" or before != after

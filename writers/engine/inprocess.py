@@ -52,7 +52,7 @@ from lakebraid.writers.write.logappend import (
     AppendTask,
     append_to_file_group,
     mark_in_group,
-    merge_on_read_tasks,
+    write_tasks,
 )
 from lakebraid.writers.write.operations import apply_duplicates, insert_room, ordering
 from lakebraid.writers.write.route import (
@@ -65,7 +65,6 @@ from lakebraid.writers.write.route import (
     insert_counts,
     plan_slots,
     prepare,
-    rewrite_tasks,
     route,
     row_index_keys,
     stale_moves,
@@ -248,9 +247,7 @@ class Layout(NamedTuple):
     merge_on_read: bool = False
 
     def tasks(self, targets: list[tuple[str, str]], **common: object) -> Sequence[Any]:
-        if self.merge_on_read:
-            return merge_on_read_tasks(targets, current_slices(self.files), self.files, **common)
-        return rewrite_tasks(targets, self.listing, **common)  # type: ignore[arg-type]
+        return write_tasks(targets, self.listing, self.files, self.merge_on_read, **common)
 
 
 def tasks_of(

@@ -25,7 +25,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakebraid.index.file_groups import DataSlice
+from lakebraid.index.file_groups import DataSlice, current_slices
 from lakebraid.index.file_stats import column_stats
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
@@ -40,7 +40,7 @@ from lakebraid.writers.write.datalog import (
     encode_delete_block,
     read_last_footer,
 )
-from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask
+from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, rewrite_tasks
 
 IN_GROUP = "_braid_in_group"  # bool column of the incoming rows: the group holds the key
@@ -183,3 +183,39 @@ def merge_on_read_tasks(
             )
         )
     return tasks
+
+
+def write_tasks(
+    targets: Sequence[tuple[str, str]],
+    listing: Mapping[str, Mapping[str, str]],
+    files: Mapping[str, Mapping[str, int]],
+    merge_on_read: bool,
+    **common: Any,
+) -> list[RewriteTask | AppendTask]:
+    """One task per target file group, for either engine: a rewrite of its base file
+    (``listing``: partition -> file id -> base), or in a merge-on-read table an append to its
+    slice (``files``: the ``files`` listing, name -> size)."""
+    if merge_on_read:
+        return merge_on_read_tasks(targets, current_slices(files), files, **common)
+    return list(rewrite_tasks(targets, listing, **common))
+
+
+class TaskSet(msgspec.Struct, frozen=True):
+    """The tasks of one write keyed by ``<partition>\x00<file id>``, by kind (plain data for
+    Spark executors)."""
+
+    rewrites: dict[str, RewriteTask] = {}
+    appends: dict[str, AppendTask] = {}
+
+    @classmethod
+    def of(cls, tasks: Sequence[RewriteTask | AppendTask]) -> TaskSet:
+        rewrites = {f"{t.partition}\x00{t.file_id}": t for t in tasks if isinstance(t, RewriteTask)}
+        appends = {f"{t.partition}\x00{t.file_id}": t for t in tasks if isinstance(t, AppendTask)}
+        return cls(rewrites, appends)
+
+    def run(self, name: str, rows: pa.Table, *, sync: bool = True) -> WriteStatus:
+        """Write one group's ``rows`` (an append's carry ``_braid_in_group``)."""
+        append = self.appends.get(name)
+        if append is not None:
+            return append_to_file_group(append, rows, sync=sync)
+        return rewrite_file_group(self.rewrites[name], rows, sync=sync)

@@ -23,18 +23,6 @@ from lakebraid.writers.errors import InputError, WriteError
 from lakebraid.writers.write.route import duplicate_keys_error
 
 
-def refuse_log_writes(table: TableTimelines, operation: str) -> None:
-    """A merge-on-read table takes bulk inserts (new file groups: base files only); the
-    operations that append log blocks are refused until their writer lands."""
-    if table.config.merge_on_read and operation != "bulk_insert":
-        raise WriteError(
-            f"{operation} into a merge-on-read table is not available in this version (its "
-            "log-block writer is not built yet); bulk_insert works, or create the table with "
-            "table_type='copy_on_write'",
-            table=table.path,
-        )
-
-
 def refuse_indexes(table: TableTimelines, kind: str) -> None:
     """Index builds read base files only: a merge-on-read table refuses them until they merge
     its logs."""

@@ -1,8 +1,7 @@
 """Merge-on-read writes of the in-process engine against copy-on-write: the same random
 upserts (in-batch duplicates, keys moving partitions) and deletes applied to a table of each
 type read the same now and as of every earlier instant, and the record index answers the
-same. The engine is called directly: the client refuses merge-on-read writes until the
-whole feature (compaction, maintenance) lands."""
+same. (``engine/spark/test_merge_on_read_spark.py``: the same through the Spark engine.)"""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.writers.cli.main import main
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine import compaction, inprocess
-from lakebraid.writers.engine.inprocess import delete_keys, write_rows
 from lakebraid.writers.errors import CorruptDataLogError, WriteConflictError, WriteError
 from lakebraid.writers.write.datalog import iter_blocks
 
@@ -65,13 +63,11 @@ def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed, m
             assert rows(mor) == before
         if rng.random() < 0.3:
             gone = rng.sample(keys, 8)
-            pairs.append((cow.delete(gone), delete_keys(mor.table, mor.metadata, pa.array(gone))))
+            pairs.append((cow.delete(gone), mor.delete(gone)))
         else:
             ts = 10 * (step + 1) if mode == "commit_time" else rng.randrange(40)
             data = batch(rng, keys, 25, ts)
-            pairs.append(
-                (cow.upsert(data), write_rows(mor.table, mor.metadata, data, "upsert", "upsert"))
-            )
+            pairs.append((cow.upsert(data), mor.upsert(data)))
         assert rows(mor) == rows(cow), f"step {step}"
     for at_cow, at_mor in pairs:
         assert rows(mor, at_mor) == rows(cow, at_cow)
@@ -99,7 +95,7 @@ def test_validate_names_a_damaged_log_and_reads_refuse_it(tmp_path) -> None:
     mor.bulk_insert(
         pa.Table.from_pylist([{"id": k, "day": DAYS[0], "ts": 0, "amount": 1.0} for k in keys])
     )
-    write_rows(mor.table, mor.metadata, batch(rng, keys[:10], 10, 5), "upsert", "upsert")
+    mor.upsert(batch(rng, keys[:10], 10, 5))
     assert mor.validate() == []
     log = next(p for p in mor.file_paths() if p.endswith(".log"))
     with open(log, "r+b") as handle:
@@ -123,10 +119,8 @@ def test_spark_reads_merged_slices_as_the_in_process_read(tmp_path) -> None:
     first = batch(rng, keys, 30, 0)
     mor.bulk_insert(pa.Table.from_pylist(list({r["id"]: r for r in first.to_pylist()}.values())))
     for step in range(3):
-        write_rows(
-            mor.table, mor.metadata, batch(rng, keys, 10, 10 * (step + 1)), "upsert", "upsert"
-        )
-    delete_keys(mor.table, mor.metadata, pa.array(keys[:3]))
+        mor.upsert(batch(rng, keys, 10, 10 * (step + 1)))
+    mor.delete(keys[:3])
     expected = rows(mor)
     assert any(p.endswith(".log") for p in mor.file_paths())
     frame = mor.read().select(*COLUMNS).collect()
@@ -151,7 +145,7 @@ def test_undo_and_clean_around_a_compaction(tmp_path) -> None:
     )
     start = rows(mor)
     update = pa.table({"id": keys[:2], "day": [DAYS[0]] * 2, "ts": [1, 1], "amount": [5.0, 6.0]})
-    upsert = write_rows(mor.table, mor.metadata, update, "upsert", "upsert")
+    upsert = mor.upsert(update)
     updated = rows(mor)
     assert updated["k0"] == (DAYS[0], 1, 5.0)
     compaction = mor.compact()
@@ -164,16 +158,10 @@ def test_undo_and_clean_around_a_compaction(tmp_path) -> None:
     mor.rollback(upsert)
     assert rows(mor) == start and mor.validate() == []
     # compacted again and cleaned: the folded base and logs leave the disk, reads stay whole
-    write_rows(mor.table, mor.metadata, update, "upsert", "upsert")
+    mor.upsert(update)
     folded = set(mor.file_paths())
     mor.compact()
-    write_rows(
-        mor.table,
-        mor.metadata,
-        update.set_column(3, "amount", pa.array([7.0, 8.0])),
-        "upsert",
-        "upsert",
-    )
+    mor.upsert(update.set_column(3, "amount", pa.array([7.0, 8.0])))
     mor.clean()
     assert not [p for p in folded if os.path.exists(p)]
     assert rows(mor)["k1"] == (DAYS[0], 1, 8.0) and mor.validate() == []
@@ -185,7 +173,7 @@ def _small(tmp_path) -> WriteClient:
     mor.bulk_insert(
         pa.table({"id": keys, "day": [DAYS[0]] * 6, "ts": [0] * 6, "amount": [0.0] * 6})
     )
-    write_rows(mor.table, mor.metadata, _update(1.0), "upsert", "upsert")
+    mor.upsert(_update(1.0))
     return mor
 
 
@@ -208,7 +196,7 @@ def test_an_append_during_a_compaction_of_its_group_wins_and_the_compaction_retr
     tmp_path, monkeypatch
 ) -> None:
     mor = _small(tmp_path)
-    append = partial(write_rows, mor.table, mor.metadata, _update(2.0), "upsert", "upsert")
+    append = partial(mor.upsert, _update(2.0))
     _first_run(monkeypatch, compaction, "compact_file_group", append)
     with pytest.raises(WriteConflictError, match="retry it"):
         mor.compact()
@@ -225,12 +213,12 @@ def test_an_append_that_a_compaction_overtook_is_a_retryable_conflict(
     mor = _small(tmp_path)
     _first_run(monkeypatch, inprocess, "append_to_file_group", mor.compact)
     with pytest.raises(WriteConflictError):
-        write_rows(mor.table, mor.metadata, _update(2.0), "upsert", "upsert")
+        mor.upsert(_update(2.0))
     monkeypatch.undo()
     assert rows(mor)["k0"] == (DAYS[0], 1, 1.0)  # the compacted state; the append undone
     assert not [p for p in mor.file_paths() if p.endswith(".log")]
     assert mor.validate() == []
-    write_rows(mor.table, mor.metadata, _update(2.0), "upsert", "upsert")  # the retry
+    mor.upsert(_update(2.0))  # the retry
     assert rows(mor)["k0"] == (DAYS[0], 1, 2.0) and mor.validate() == []
 
 
@@ -244,15 +232,15 @@ def test_inline_compaction_folds_a_group_once_its_logs_reach_the_limit(tmp_path,
         pa.table({"id": keys, "day": [DAYS[0]] * 4, "ts": [0] * 4, "amount": [0.0] * 4})
     )
     logs = lambda: [p for p in mor.file_paths() if p.endswith(".log")]  # noqa: E731
-    write_rows(mor.table, mor.metadata, _update(1.0), "upsert", "upsert")
+    mor.upsert(_update(1.0))
     assert len(logs()) == 1  # under the limit: no compaction
-    write_rows(mor.table, mor.metadata, _update(2.0), "upsert", "upsert")
+    mor.upsert(_update(2.0))
     assert logs() == []  # the second log reached it: folded inline, in its own commit
     assert [i["operation"] for i in mor.history(limit=2)] == ["compaction", "upsert"]
     assert rows(mor)["k0"] == (DAYS[0], 1, 2.0) and mor.validate() == []
     off = WriteClient.open(mor.path, **{"compaction.inline": "false"})
-    write_rows(off.table, off.metadata, _update(3.0), "upsert", "upsert")
-    write_rows(off.table, off.metadata, _update(4.0), "upsert", "upsert")
+    off.upsert(_update(3.0))
+    off.upsert(_update(4.0))
     assert len(logs()) == 2
     assert main(["compact", mor.path, "--data", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["compaction"] is not None

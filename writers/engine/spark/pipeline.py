@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
+from lakebraid.index.file_groups import DataSlice
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
@@ -39,7 +40,8 @@ from lakebraid.metadata.slices import ReadPoint
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
+from lakebraid.writers.write.filegroup import OP, OP_UPSERT
+from lakebraid.writers.write.logappend import TaskSet, mark_in_group
 from lakebraid.writers.write.route import (
     PARTITION,
     TARGET_FILE_ID,
@@ -51,11 +53,11 @@ from lakebraid.writers.write.route import (
     plain,
     plan_slots,
     prepare,
-    rewrite_tasks,
     route,
     row_index_keys,
     stale_moves,
 )
+from lakebraid.writers.write.slices import slice_rows
 
 RI_GROUP = "_braid_ri_group"
 STATUS = "status"
@@ -83,6 +85,10 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     ordering: str | None = None  # the precombine field under event-time ordering
     scoped: bool = False  # a partition-scoped record index (``index.scope``)
     files: dict[str, dict[str, str]] = {}  # partition -> file id -> name (for ordering)
+    # merge-on-read under ordering: the slices and schema to merge a group's stored rows
+    slices: dict[str, dict[str, DataSlice]] = {}
+    spec: list[tuple[str, str, bool]] = []
+    merge_on_read: bool = False
 
 
 def _schema_with(schema: pa.Schema, *fields: pa.Field) -> pa.Schema:
@@ -122,12 +128,19 @@ def _dedup_tag(
         keys = row_index_keys(table, ctx.scoped)
         table = tag(table, *locate(reader, keys))  # keys are unique now
         if ctx.ordering is not None:
-            layout = TableLayout(root)
-            stored = partial(base_rows, fs, layout, ctx.files)
-            table = stale_moves(table, stored, ctx.ordering, ctx.key)
+            table = stale_moves(table, _stored_rows(ctx, fs, root), ctx.ordering, ctx.key)
     else:  # an empty table holds no key: every row is new
         table = tag(table, empty_table(Partition.RECORD_INDEX))
     yield from plain(table).to_batches()
+
+
+def _stored_rows(ctx: Context, fs: Any, root: str) -> Any:
+    """How ``stale_moves`` reads a group's stored rows: its base file, or in a merge-on-read
+    table its slice merged (a log may hold the newer row)."""
+    layout = TableLayout(root)
+    if ctx.merge_on_read:
+        return partial(slice_rows, fs, layout, ctx.slices, ctx.spec, ctx.key, ctx.ordering)
+    return partial(base_rows, fs, layout, ctx.files)
 
 
 def _route(plan_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -137,11 +150,14 @@ def _route(plan_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.
 
 
 def _rewrite(tasks_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    tasks = msgspec.msgpack.decode(tasks_bytes, type=dict[str, RewriteTask])
+    """Rewrite (merge-on-read: append to) each file group whose rows reached this task."""
+    tasks = msgspec.msgpack.decode(tasks_bytes, type=TaskSet)
     received = list(batches)
     table = pa.Table.from_batches(received) if received else None
     if table is None or table.num_rows == 0:
         return
+    if tasks.appends:  # which rows update or delete a key their target group holds
+        table = mark_in_group(table)
     ids = table.column(TARGET_FILE_ID).to_pylist()
     parts = table.column(PARTITION).to_pylist()
     payload = table.drop_columns([c for c in (*WORK_COLUMNS, RI_GROUP) if c in table.column_names])
@@ -150,7 +166,7 @@ def _rewrite(tasks_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[
         rows_of.setdefault(f"{part}\x00{fid}", []).append(i)
     out = []
     for name, rows in rows_of.items():
-        status = rewrite_file_group(tasks[name], payload.take(pa.array(rows)))
+        status = tasks.run(name, payload.take(pa.array(rows)))
         out.append(msgspec.msgpack.encode(status))
     yield pa.RecordBatch.from_arrays([pa.array(out, pa.binary())], [STATUS])
 
@@ -255,31 +271,12 @@ def _summary(
 
 
 def rewrite_frame(
-    routed: DataFrame,
-    targets: list[tuple[str, str]],
-    listing: Mapping[str, Mapping[str, str]],
-    *,
-    root: str,
-    storage: dict[str, Any],
-    time: str,
-    schema: list[tuple[str, str, bool]],
-    record_key: str,
-    ordering: str | None = None,
+    routed: DataFrame, targets: list[tuple[str, str]], tasks: TaskSet
 ) -> list[WriteStatus]:
-    """Rewrite every target file group in its own Spark task; returns the write statuses."""
+    """Rewrite (merge-on-read: append to) every target file group in its own Spark task;
+    returns the write statuses."""
     if not targets:
         return []
-    made = rewrite_tasks(
-        targets,
-        listing,
-        root=root,
-        storage=storage,
-        time=time,
-        schema=schema,
-        record_key=record_key,
-        ordering=ordering,
-    )
-    tasks = {f"{t.partition}\x00{t.file_id}": t for t in made}
     packed = msgspec.msgpack.encode(tasks)
     statuses = (
         routed.repartition(len(targets), PARTITION, TARGET_FILE_ID)

@@ -11,17 +11,20 @@ from typing import Any
 import msgspec
 from pyspark.sql import functions as F
 
-from lakebraid.index.file_groups import current_files
+from lakebraid.index.file_groups import current_files, current_slices
 from lakebraid.index.scope import is_scoped
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
+from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.durable import storage_of
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit.transaction import run_write
+from lakebraid.writers.engine.compaction import compact_if_due
 from lakebraid.writers.engine.spark.pipeline import Context, rewrite_frame, route_frame
 from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.inputs import check_input
+from lakebraid.writers.write.logappend import TaskSet, write_tasks
 from lakebraid.writers.write.operations import insert_room, ordering
 
 
@@ -41,6 +44,36 @@ def check_frame(frame: Any, table: TableTimelines) -> list[FieldSpec]:
     return schema
 
 
+def _context(
+    table: TableTimelines,
+    point: ReadPoint,
+    listing: dict[str, dict[str, str]],
+    files: dict[str, dict[str, int]],
+    spec: list[tuple[str, str, bool]],
+) -> Context:
+    """What the executors need; under event-time ordering also the stored rows' files (and
+    in a merge-on-read table the slices to merge them from)."""
+    config = table.config
+    ctx = Context(
+        root=table.fs.unstrip_protocol(table.layout.root),
+        storage=storage_of(table.fs),
+        key=config.record_key,
+        partition_fields=list(config.partition_fields),
+        precombine=config.precombine_field,
+        point=point,
+        options={k: str(v) for k, v in table.options.given().items()},
+        ordering=ordering(table),
+        scoped=is_scoped(config),
+    )
+    if ctx.ordering is None:
+        return ctx
+    merge_on_read = config.merge_on_read
+    slices = current_slices(files) if merge_on_read else {}
+    return msgspec.structs.replace(
+        ctx, files=listing, slices=slices, spec=spec, merge_on_read=merge_on_read
+    )
+
+
 def write_frame(
     table: TableTimelines, metadata: MetadataTable, frame: Any, operation: str, policy: str
 ) -> str:
@@ -49,22 +82,13 @@ def write_frame(
     config = table.config
     schema = check_frame(frame, table)
     reader = metadata.reader()
-    listing = current_files(reader.files())
+    files = reader.files()
+    listing = current_files(files)
     target, small = insert_room(table, reader, listing, operation)
-    root = table.fs.unstrip_protocol(table.layout.root)
-    ctx = Context(
-        root=root,
-        storage=storage_of(table.fs),
-        key=config.record_key,
-        partition_fields=list(config.partition_fields),
-        precombine=config.precombine_field,
-        point=reader.point,
-        options={k: str(v) for k, v in table.options.given().items()},
-        ordering=ordering(table),
-        scoped=is_scoped(config),
-    )
-    if ctx.ordering is not None:  # moves are ordered against the stored rows' files
-        ctx = msgspec.structs.replace(ctx, files=listing)
+    merge_on_read = config.merge_on_read
+    spec = spec_of(schema)
+    ctx = _context(table, reader.point, listing, files, spec)
+    root = ctx.root
     if policy == "upsert" and operation == "insert":
         operation = "upsert"
     routed = route_frame(
@@ -77,13 +101,13 @@ def write_frame(
         operation=operation,
         table=table.path,
     )
-    spec = spec_of(schema)
 
     def write(time: str) -> list[WriteStatus]:
-        return rewrite_frame(
-            routed.frame,
+        tasks = write_tasks(
             routed.targets,
             listing,
+            files,
+            merge_on_read,
             root=root,
             storage=ctx.storage,
             time=time,
@@ -91,9 +115,13 @@ def write_frame(
             record_key=config.record_key,
             ordering=ctx.ordering,
         )
+        return rewrite_frame(routed.frame, routed.targets, TaskSet.of(tasks))
 
     try:
         read_at = reader.point.read_at
-        return run_write(table, metadata, operation, read_at, schema, write, started)
+        time = run_write(table, metadata, operation, read_at, schema, write, started)
     finally:
         routed.release()
+    if merge_on_read:
+        compact_if_due(table, metadata)  # never fails the write
+    return time
