@@ -373,15 +373,22 @@ class WriteClient:
             return plan.plan_paths(self.table, point)
         return plan.selected_paths(self.table, self.spark, point, where)
 
-    def read_arrow(self, as_of: object = None) -> pa.Table:
-        """The table as a pyarrow Table (in-process; small tables and tests)."""
+    def read_arrow(self, as_of: object = None, mode: str = "snapshot") -> pa.Table:
+        """The table as a pyarrow Table (in-process; small tables and tests). ``mode``:
+        ``snapshot`` (bases and logs merged) or ``read_optimized`` (base files only: a
+        merge-on-read table's rows as of each group's last compaction, faster)."""
+        logs = plan.merges_logs(mode, self.path)
         with self._reading(as_of):
             point = self.table.read_point(as_of)  # checked once; the calls below take it as is
-            return plan.read_arrow_units(self.table, point, plan.plan_units(self.table, point))
+            units = plan.plan_units(self.table, point, logs=logs)
+            return plan.read_arrow_units(self.table, point, units)
 
-    def read(self, as_of: object = None, where: Any = None) -> Any:
-        """A Spark DataFrame of the table now or as of an instant."""
-        return plan.read_spark(self.table, self.spark, self.table.read_point(as_of), where)
+    def read(self, as_of: object = None, where: Any = None, mode: str = "snapshot") -> Any:
+        """A Spark DataFrame of the table now or as of an instant (``mode``: see
+        :meth:`read_arrow`)."""
+        logs = plan.merges_logs(mode, self.path)
+        point = self.table.read_point(as_of)
+        return plan.read_spark(self.table, self.spark, point, where, logs)
 
 
 def _index_kind(kind: str, path: str) -> None:

@@ -46,6 +46,7 @@ from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.durable import is_local, storage_of
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
+from lakebraid.writers.errors import InputError
 from lakebraid.writers.read.spark_files import read_files, read_merged
 from lakebraid.writers.read.units import Keep, ReadUnit, read_units
 from lakebraid.writers.read.units import plan_units as plan_read_units
@@ -65,6 +66,18 @@ NAN_SAFE_PARQUET = {
     "parquet.filter.columnindex.enabled": "false",
     "parquet.filter.bloom.enabled": "false",
 }
+
+
+READ_MODES = ("snapshot", "read_optimized")
+
+
+def merges_logs(mode: object, path: str) -> bool:
+    """Whether a read of ``mode`` merges logs (``snapshot``) or reads bases only."""
+    if mode not in READ_MODES:
+        raise InputError(
+            f"read mode {mode!r} is not one of {', '.join(map(repr, READ_MODES))}", table=path
+        )
+    return mode == "snapshot"
 
 
 def table_schema(schema: Sequence[FieldSpec]) -> pa.Schema:
@@ -94,13 +107,13 @@ def read_arrow_units(
 
 
 def plan_units(
-    table: TableTimelines, point: str | None, keep: Keep | None = None
+    table: TableTimelines, point: str | None, keep: Keep | None = None, logs: bool = True
 ) -> list[ReadUnit]:
     """The one read plan: the file slices of a read point (``point``, already checked) from
     the metadata table's ``files`` listing, minus those ``keep`` (given the (partition, file)
-    pairs and the ``column_stats``) rules out (``writers.read.units``). No data file is
-    opened."""
-    return plan_read_units(table.layout, MetadataTable(table).reader(point), keep)
+    pairs and the ``column_stats``) rules out (``writers.read.units``; ``logs=False``: base
+    files only, a read-optimized read). No data file is opened."""
+    return plan_read_units(table.layout, MetadataTable(table).reader(point), keep, logs)
 
 
 def plan_paths(table: TableTimelines, point: str | None, keep: Keep | None = None) -> list[str]:
@@ -134,16 +147,17 @@ def selected_units(
     point: str | None,
     where: Any,
     schema: pa.Schema | None = None,
+    logs: bool = True,
 ) -> list[ReadUnit]:
     """File slices to read: all of the read point's (already checked), minus those ``where``
     (SQL text or a Spark Column, read as ``spark`` reads it) rules out. ``schema``: the read
-    schema at ``point`` when the caller has it."""
+    schema at ``point`` when the caller has it; ``logs=False``: base files only."""
     if where is None:
-        return plan_units(table, point)
+        return plan_units(table, point, logs=logs)
     read_schema = schema or table_schema(schema_as_of(table, point))
     text, settings = filter_sql(spark, read_schema, where)
     conditions = parse_conditions(text, settings) if text is not None else []
-    return plan_units(table, point, keep_matching(conditions, read_schema))
+    return plan_units(table, point, keep_matching(conditions, read_schema), logs)
 
 
 def selected_paths(table: TableTimelines, spark: Any, point: str | None, where: Any) -> list[str]:
@@ -199,12 +213,14 @@ def filter_sql(spark: Any, schema: pa.Schema, where: Any) -> tuple[str | None, S
         return None, settings
 
 
-def read_spark(table: TableTimelines, spark: Any, point: str | None, where: Any) -> Any:
+def read_spark(
+    table: TableTimelines, spark: Any, point: str | None, where: Any, logs: bool = True
+) -> Any:
     """A DataFrame of the table as of ``point``, a point the caller has already checked
-    (``TableTimelines.read_point``)."""
+    (``TableTimelines.read_point``); ``logs=False``: base files only (read-optimized)."""
     fields = schema_as_of(table, point)
     schema = table_schema(fields)
-    units = selected_units(table, spark, point, where, schema)
+    units = selected_units(table, spark, point, where, schema, logs)
     derive = virtual_key(spec_of(fields), table.config.record_key)
     url = table.fs.unstrip_protocol
     merged = [ReadUnit(u.base and url(u.base), tuple(map(url, u.logs))) for u in units if u.logs]

@@ -26,14 +26,20 @@ Keep = Callable[[list[Pair], MetadataReader], list[Pair]]
 
 
 def plan_units(
-    layout: TableLayout, reader: MetadataReader, keep: Keep | None = None
+    layout: TableLayout, reader: MetadataReader, keep: Keep | None = None, logs: bool = True
 ) -> list[ReadUnit]:
     """The read units of ``reader``'s read point, in partition then file order, minus those
-    ``keep`` rules out (a unit stays when ``keep`` keeps any of its files)."""
+    ``keep`` rules out (a unit stays when ``keep`` keeps any of its files). ``logs=False``: a
+    read-optimized read, each slice's base file alone (slices without a base are skipped)."""
     listing = reader.files()
     if not any(n.endswith(".log") for files in listing.values() for n in files):
         return _plain_units(layout, reader, listing, keep)  # copy-on-write: no name parsed
     slices = current_slices(listing)
+    if not logs:
+        slices = {
+            p: {g: DataSlice(p, g, s.base) for g, s in groups.items() if s.base is not None}
+            for p, groups in slices.items()
+        }
     pairs = [
         (p, n) for p, groups in sorted(slices.items()) for s in groups.values() for n in _names(s)
     ]
