@@ -63,7 +63,8 @@ def test_a_read_optimized_read_returns_the_bases_only(tmp_path) -> None:
 @pytest.mark.parametrize("bad", ["ro", "SNAPSHOT", None, 1])
 def test_an_unknown_read_mode_is_refused_by_name(tmp_path, bad) -> None:
     c = merge_on_read(tmp_path)
-    with pytest.raises(InputError, match=r"read mode .* is not one of 'snapshot', 'read_optimized'"):
+    refused = r"read mode .* is not one of 'snapshot', 'read_optimized'"
+    with pytest.raises(InputError, match=refused):
         c.read_arrow(mode=bad)
     with pytest.raises(InputError, match=re.escape(repr(bad))):
         c.read(mode=bad)
