@@ -33,24 +33,57 @@ def merge_slice(
 ) -> pa.Table:
     """The slice's rows in ``schema`` (which holds ``_braid_record_key``); see the module doc.
     ``base``: the base file's rows (None: a slice of logs only); ``ordering``: the precombine
-    column, None for commit-time ordering."""
-    sources = [base if base is not None else schema.empty_table()]
-    sources += [b.rows for b in blocks if b.block_type is BlockType.DATA]
-    data_ranks = [0] + [r for r, b in enumerate(blocks, 1) if b.block_type is BlockType.DATA]
-    conformed = [_conformed(t, schema) for t in sources]
-    rows = pa.concat_tables(conformed) if conformed else schema.empty_table()
-    rank = np.repeat(np.array(data_ranks, dtype=np.int64), [t.num_rows for t in conformed])
-    keys = rows.column(RECORD_KEY)
-    winner = _winners(keys, rank, _removed_before(keys, blocks), rows, ordering)
-    n_base = conformed[0].num_rows
-    chosen = np.flatnonzero(winner)
-    in_base = _base_slot(keys, n_base, chosen)
-    old = chosen[in_base >= 0]
-    old = old[np.argsort(in_base[in_base >= 0], kind="stable")]
-    new = chosen[in_base < 0]
+    column, None for commit-time ordering.
+
+    Only the logs' versions are sorted (a log holds few rows beside its base): their winner
+    per key is found first, then each base row is matched with its key's winner by a hash
+    lookup; base rows no log touches are kept as they are."""
+    base = _conformed(base if base is not None else schema.empty_table(), schema)
+    data = [b for b in blocks if b.block_type is BlockType.DATA]
+    log = pa.concat_tables([_conformed(b.rows, schema) for b in data]) if data else None
+    if log is None or log.num_rows == 0:
+        return base.filter(pc.invert(_deleted(base.column(RECORD_KEY), blocks)))
+    ranks = [r for r, b in enumerate(blocks, 1) if b.block_type is BlockType.DATA]
+    rank = np.repeat(np.array(ranks, dtype=np.int64), [b.rows.num_rows for b in data])
+    log_keys = log.column(RECORD_KEY)
+    won = np.flatnonzero(_winners(log_keys, rank, _removed_before(log_keys, blocks), log, ordering))
+    won_keys = log_keys.take(pa.array(won)).combine_chunks()
+    base_keys = base.column(RECORD_KEY)
+    match = pc.index_in(base_keys, value_set=won_keys)  # per base row: its key's log winner
+    has_log = pc.is_valid(match).to_numpy(zero_copy_only=False)
+    slot = pc.fill_null(match, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    alive = ~_deleted(base_keys, blocks).to_numpy(zero_copy_only=False)
+    base_wins = np.zeros(len(slot), dtype=bool)
+    if ordering is not None and has_log.any():  # an older event does not replace the stored
+        stored = base.column(ordering).take(pa.array(np.flatnonzero(has_log)))
+        incoming = log.column(ordering).take(pa.array(won[slot[has_log]]))
+        base_wins[has_log] = pc.greater(stored, incoming).to_numpy(zero_copy_only=False)
+    base_wins &= alive
+    n_base = base.num_rows
+    # each base row's place: itself, its key's log winner, or nothing (deleted)
+    place = np.where(base_wins | (alive & ~has_log), np.arange(n_base), -1)
+    replaced = has_log & ~base_wins
+    place[replaced] = n_base + won[slot[replaced]]
+    held = np.zeros(len(won), dtype=bool)
+    held[slot[has_log]] = True
+    new = won[~held]
     if len(new) > 1:
-        new = new[pc.sort_indices(keys.take(pa.array(new))).to_numpy()]
-    return rows.take(pa.array(np.concatenate([old, new]), pa.int64()))
+        new = new[pc.sort_indices(log_keys.take(pa.array(new))).to_numpy()]
+    order = np.concatenate([place[place >= 0], n_base + new])
+    return pa.concat_tables([base, log]).take(pa.array(order, pa.int64()))
+
+
+def _deleted(keys: pa.ChunkedArray, blocks: Sequence[DataLogBlock]) -> pa.Array:
+    """Per base version (rank 0, before every block): whether a delete block names its key."""
+    deletes = [b.keys for b in blocks if b.block_type is BlockType.DELETE and len(b.keys)]
+    if not deletes:
+        return pa.array(np.zeros(len(keys), dtype=bool))
+    value_set = pc.unique(pa.concat_arrays([d.cast(pa.string()) for d in deletes]))
+    return (
+        pc.is_in(keys, value_set=value_set).combine_chunks()
+        if len(keys)
+        else pa.array([], pa.bool_())
+    )
 
 
 def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -105,12 +138,3 @@ def _winners(
     winner = np.zeros(n, dtype=bool)
     winner[order[last]] = True
     return winner
-
-
-def _base_slot(keys: pa.ChunkedArray, n_base: int, chosen: np.ndarray) -> np.ndarray:
-    """For each chosen version, the base row of its key (-1: the base does not hold it)."""
-    if n_base == 0 or len(chosen) == 0:
-        return np.full(len(chosen), -1, dtype=np.int64)
-    base_keys = keys.slice(0, n_base)
-    found = pc.index_in(keys.take(pa.array(chosen)), value_set=base_keys.combine_chunks())
-    return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)

@@ -1,0 +1,209 @@
+"""Merge-on-read beside copy-on-write and delta-rs (MERGE): the same writes on the same data,
+same run (issue 15).
+
+Workload: a table of N rows (default 10,000,000) over 30 day partitions (``upsert.py``'s rows);
+1. bulk insert of the N rows;
+2. upsert of N/10 rows, half updates of random keys, half new keys;
+3. upsert of 1,000 updates in one day;
+4. upsert of 1,000 updates of random keys (spread over every partition);
+5. delete of 10,000 random keys;
+6. the merge-on-read table compacted (every file group with a log), timed;
+7. ten upserts of 100,000 random keys on every table, then one full read of each (the
+   merge-on-read table uncompacted: every group holds up to ten logs), then its compaction.
+lakebraid's tables are opened afresh inside each timing (``WriteClient.open``) and written by
+the in-process engine with inline data compaction off (step 6 and 7 compact by hand);
+delta-rs merges on ``t.id = s.id`` as in ``upsert.py``. At the end every table is read whole
+and compared with the expected rows. Ratios are delta-rs / lakebraid (> 1: lakebraid faster).
+
+    .venv/bin/python benchmarks/merge_on_read.py [--rows N] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from benchlib import NA, Report, Value, timed
+from deltalake import DeltaTable, write_deltalake
+from upsert import DAYS, digest, make_rows
+
+from lakebraid.writers.client import WriteClient
+
+Steps = dict[str, pa.Table]
+KINDS = ("copy_on_write", "merge_on_read")
+READS = 10  # upserts of READ_KEYS random keys before the timed read
+READ_KEYS = 100_000
+
+
+def workload(n: int, seed: int = 5) -> tuple[Steps, list[pa.Table]]:
+    """The write steps, keyed as :data:`NAMES`, and the upserts before the read."""
+    rng = np.random.default_rng(seed)
+    ids = np.arange(n)
+    m = max(2, n // 10)
+    updated = rng.choice(n, m // 2, replace=False)
+    mixed_ids = np.concatenate([updated, np.arange(n, n + m - m // 2)])
+    one_day = ids[ids % DAYS == 3][:1000]
+    spread = rng.choice(n, min(1000, n // 2), replace=False)
+    doomed = rng.choice(n, min(10_000, n // 2), replace=False)
+    steps = {
+        "bulk": make_rows(ids, ids % DAYS, 1, seed),
+        "mixed": make_rows(mixed_ids, mixed_ids % DAYS, 2, seed + 1),
+        "one day": make_rows(one_day, one_day % DAYS, 3, seed + 2),
+        "spread": make_rows(spread, spread % DAYS, 4, seed + 3),
+        "delete": pa.table({"id": [f"key-{i:010d}" for i in doomed.tolist()]}),
+    }
+    gone = set(doomed.tolist())
+    alive = np.array(sorted(set(range(n)) - gone), dtype=np.int64)
+    later = []
+    for r in range(READS):
+        keys = rng.choice(alive, min(READ_KEYS, len(alive)), replace=False)
+        later.append(make_rows(keys, keys % DAYS, 10 + r, seed + 10 + r))
+    return steps, later
+
+
+def names(steps: Steps) -> dict[str, str]:
+    return {
+        "bulk": f"bulk insert {len(steps['bulk']):,} rows",
+        "mixed": f"upsert {len(steps['mixed']):,} (half new)",
+        "one day": f"upsert {len(steps['one day']):,} (one day)",
+        "spread": f"upsert {len(steps['spread']):,} (random keys, every day)",
+        "delete": f"delete {len(steps['delete']):,} random keys",
+    }
+
+
+def run_lakebraid(path: str, kind: str, steps: Steps, later: list[pa.Table]) -> dict[str, float]:
+    options = {"index.expected.records": len(steps["bulk"]), "compaction.inline": False}
+    WriteClient.create(path, "id", ["day"], "ts", table_type=kind, **options)
+
+    def load() -> WriteClient:
+        return WriteClient.open(path)
+
+    seconds = {"bulk": timed(lambda: load().bulk_insert(steps["bulk"]))[1]}
+    for step in ("mixed", "one day", "spread"):
+        seconds[step] = timed(lambda s=step: load().upsert(steps[s]))[1]
+    seconds["delete"] = timed(lambda: load().delete(steps["delete"]))[1]
+    merge_on_read = kind == "merge_on_read"
+    if merge_on_read:
+        seconds["compaction"] = timed(lambda: load().compact())[1]
+    seconds["upserts"] = sum(timed(lambda d=data: load().upsert(d))[1] for data in later)
+    seconds["read"] = timed(lambda: load().read_arrow())[1]
+    if merge_on_read:
+        seconds["compaction after"] = timed(lambda: load().compact())[1]
+    return seconds
+
+
+def run_delta(path: str, steps: Steps, later: list[pa.Table]) -> dict[str, float]:
+    def merge(source: pa.Table) -> None:
+        (
+            DeltaTable(path)
+            .merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+
+    def delete(keys: pa.Table) -> None:
+        (
+            DeltaTable(path)
+            .merge(keys, predicate="t.id = s.id", source_alias="s", target_alias="t")
+            .when_matched_delete()
+            .execute()
+        )
+
+    seconds = {"bulk": timed(lambda: write_deltalake(path, steps["bulk"], partition_by=["day"]))[1]}
+    for step in ("mixed", "one day", "spread"):
+        seconds[step] = timed(lambda s=step: merge(steps[s]))[1]
+    seconds["delete"] = timed(lambda: delete(steps["delete"]))[1]
+    seconds["upserts"] = sum(timed(lambda d=data: merge(d))[1] for data in later)
+    seconds["read"] = timed(lambda: DeltaTable(path).to_pyarrow_table())[1]
+    return seconds
+
+
+def expected(steps: Steps, later: list[pa.Table]) -> pa.Table:
+    """The rows after every step: the latest ts of each key, less the deleted keys (the
+    deletes come before the later upserts, which touch only keys still alive)."""
+    before = pa.concat_tables([steps["bulk"], steps["mixed"], steps["one day"], steps["spread"]])
+    gone = pc.is_in(before.column("id"), value_set=steps["delete"].column("id"))
+    changes = pa.concat_tables([before.filter(pc.invert(gone)), *later])
+    latest = changes.group_by("id").aggregate([("ts", "max")]).rename_columns(["id", "ts"])
+    return changes.join(latest, ["id", "ts"], join_type="inner")
+
+
+def report(steps: Steps, got: dict[str, dict[str, float]], checks: dict[str, str]) -> Report:
+    verdict = "OK" if all(c == "OK" for c in checks.values()) else "FAIL"
+    out = Report(
+        "merge_on_read",
+        f"{len(steps['bulk']):,} rows over {DAYS} day partitions; lakebraid copy-on-write "
+        "and merge-on-read tables (in-process engine, inline compaction off), delta-rs MERGE",
+        notes=[
+            "merge_on_read: one table per system and type, the steps in order; each row "
+            "seconds of one write with the table opened afresh",
+            f"merge_on_read: 'read after': one full read after {READS} upserts of "
+            f"{READ_KEYS:,} random keys (the merge-on-read table uncompacted); its compaction "
+            "after, timed",
+            "merge_on_read: the check reads every final table whole: rows, key, amount and ts "
+            "sums equal the expected ones",
+        ],
+    )
+    delta = got.get("delta-rs", {})
+    for key, name in names(steps).items():
+        for kind in KINDS:
+            values: dict[str, Value] = {"lakebraid": got[kind][key], "delta-rs": delta.get(key, NA)}
+            out.add(f"{name} ({kind.replace('_', '-')})", "s", values, verdict)
+    out.add("compaction after the five steps", "s", {"lakebraid": got[KINDS[1]]["compaction"]})
+    for key, label in (
+        ("upserts", f"{READS} upserts of {READ_KEYS:,} keys"),
+        ("read", "read after"),
+    ):
+        for kind in KINDS:
+            values = {"lakebraid": got[kind][key], "delta-rs": delta.get(key, NA)}
+            out.add(f"{label} ({kind.replace('_', '-')})", "s", values, verdict)
+    after = got[KINDS[1]]["compaction after"]
+    out.add(f"compaction after the {READS} upserts", "s", {"lakebraid": after})
+    ratio = got[KINDS[1]]["read"] / got[KINDS[0]]["read"]
+    out.notes.append(f"merge_on_read: read after, merge-on-read / copy-on-write = {ratio:.2f}x")
+    out.add("final tables = expected", "check", checks, verdict)  # type: ignore[arg-type]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--skip-delta", action="store_true")
+    parser.add_argument("--json", default=None, help="write the results to this JSON file")
+    args = parser.parse_args(argv)
+    folder = tempfile.mkdtemp(prefix="lakebraid-mor-")
+    try:
+        steps, later = workload(args.rows)
+        want = digest(expected(steps, later))
+        got: dict[str, dict[str, float]] = {}
+        reads: dict[str, Callable[[], pa.Table]] = {}
+        for kind in KINDS:
+            path = f"{folder}/{kind}"
+            got[kind] = run_lakebraid(path, kind, steps, later)
+            reads[kind] = lambda p=path: WriteClient.open(p).read_arrow()
+            print(f"lakebraid {kind}: {got[kind]}", flush=True)
+        if not args.skip_delta:
+            got["delta-rs"] = run_delta(f"{folder}/delta", steps, later)
+            reads["delta-rs"] = lambda: DeltaTable(f"{folder}/delta").to_pyarrow_table()
+            print(f"delta-rs: {got['delta-rs']}", flush=True)
+        found = {name: digest(read()) for name, read in reads.items()}
+        checks = {n: "OK" if d == want else f"FAIL {d} != {want}" for n, d in found.items()}
+        shown = {"lakebraid": "OK" if all(checks[k] == "OK" for k in KINDS) else "FAIL"}
+        if "delta-rs" in checks:
+            shown["delta-rs"] = checks["delta-rs"]
+        table = report(steps, got, shown)
+        table.print()
+        table.save(args.json)
+        return 0 if all(c == "OK" for c in checks.values()) else 1
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
