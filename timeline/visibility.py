@@ -11,7 +11,9 @@ so reads stay repeatable while concurrent writers complete out of start order (c
 times are issued under the table lock and exceed every earlier time). Undo is judged on the
 whole timeline: an instant rolled back later is invisible at every point, because its files
 are gone. Rollback and restore instants are themselves visible (they may carry compensating
-metadata records); a restore does not undo the rollbacks or savepoints within its range.
+metadata records); a restore does not undo the rollbacks, savepoints or cleans within its
+range (a clean cannot be undone: the files it deleted are gone, and its retention must keep
+refusing as-of reads and rollbacks that would need them).
 Likewise an undo's corrected record-index bases (``rebased``) count at every point once the
 undo completed: they replace bases that folded what it undid.
 """
@@ -27,8 +29,9 @@ from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.timeline import Timeline
 
 UNDO_ACTIONS = frozenset({Action.ROLLBACK, Action.RESTORE})
-# a restore keeps these within its range: undo records and the savepoints that permit it
-KEPT_BY_RESTORE = UNDO_ACTIONS | {Action.SAVEPOINT}
+# a restore keeps these within its range: undo records, the savepoints that permit it, and
+# cleans (whose deletions stand)
+KEPT_BY_RESTORE = UNDO_ACTIONS | {Action.SAVEPOINT, Action.CLEAN}
 UndoBody = RollbackBody | RestoreBody
 
 

@@ -97,14 +97,17 @@ def test_fixtures_are_current(tmp_path) -> None:
 
 @st.composite
 def undo_histories(draw: st.DrawFn):
-    """A global timeline of commits, savepoints, rollbacks and restores in random states (the
-    completed ones at distinct later completion times, some out of start order), optionally
-    split into an archived and an active part; each completed undo names an earlier target."""
+    """A global timeline of commits, savepoints, cleans, rollbacks and restores in random
+    states (the completed ones at distinct later completion times, some out of start order),
+    optionally split into an archived and an active part; each completed undo names an
+    earlier target."""
     n = draw(st.integers(1, 25))
     files, bodies = [], {}
     for k in range(n):
         time = millis_to_time(BASE + k * 100)
-        action = draw(st.sampled_from([Action.COMMIT, Action.SAVEPOINT, *UNDO_ACTIONS]))
+        action = draw(
+            st.sampled_from([Action.COMMIT, Action.SAVEPOINT, Action.CLEAN, *UNDO_ACTIONS])
+        )
         state = draw(st.sampled_from(list(State)))
         files.append(Instant(time, action, State.REQUESTED))
         if state is State.COMPLETED:
@@ -139,7 +142,7 @@ def test_undone_times_follow_the_rule_on_whole_and_joined_timelines(history) -> 
                 other.time
                 for other in whole
                 if body.target < other.time < inst.time
-                and other.action not in (Action.SAVEPOINT, *UNDO_ACTIONS)
+                and other.action not in (Action.SAVEPOINT, Action.CLEAN, *UNDO_ACTIONS)
             }
     older = Timeline.from_instants(G, [f for f in files if f.time < split])
     newer = Timeline.from_instants(G, [f for f in files if f.time > split])

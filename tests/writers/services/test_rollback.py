@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.as_of import AsOfError
 from lakebraid.timeline.instant import Action
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import WriteError
@@ -90,6 +91,7 @@ def test_rollback_after_metadata_compaction(client) -> None:
 KILLER = """
 import os, signal, sys
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.as_of import AsOfError
 from lakebraid.writers.client import WriteClient
 import pyarrow as pa
 def die(self, *args, **kwargs):
@@ -124,6 +126,7 @@ def test_a_writer_killed_mid_commit_is_rolled_back_by_the_next_write(client, run
 SLOW_WRITER = """
 import json, sys, time
 from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.as_of import AsOfError
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import WriteConflictError
 import pyarrow as pa
@@ -292,3 +295,28 @@ def test_recovery_that_saw_a_live_service_pending_leaves_it_alone_once_it_comple
     assert recovering.timeline().get(undo).is_completed
     assert client.read_arrow().column("id").to_pylist().count("c0") == 0
     assert client.validate() == []
+
+
+def test_a_restore_keeps_the_retention_of_a_clean_it_passes(tmp_path) -> None:
+    """A clean after the savepoint deleted files for good: the restore leaves it visible, so
+    as-of reads it cut off stay refused by name (not a missing-file error) and the savepointed
+    commit, whose previous files it removed, cannot be rolled back."""
+    options = {"clean.inline": False, "clean.retain.commits": 1}
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **options)
+    first = c.insert(rows(["a", "b"], DAYS[0], 0, 0.0))
+    c.upsert(rows(["a", "b"], DAYS[0], 1, 1.0))
+    saved = c.upsert(rows(["a", "b"], DAYS[0], 2, 2.0))
+    c.savepoint(saved)
+    c.upsert(rows(["a", "b"], DAYS[0], 3, 3.0))
+    c.upsert(rows(["a", "b"], DAYS[0], 4, 4.0))
+    cleaned = c.clean()
+    assert cleaned is not None
+    at_saved = state(c, saved)
+    c.restore(saved)
+    assert state(c) == at_saved
+    assert cleaned not in c.table.visibility().undone
+    with pytest.raises(AsOfError, match="older than the clean retention"):
+        c.read_arrow(as_of=first)
+    with pytest.raises(WriteError, match=f"cannot roll back {saved}"):
+        c.rollback(saved)
+    assert state(c) == at_saved and c.validate() == []
