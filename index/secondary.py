@@ -297,6 +297,26 @@ def matching_groups(
     return found
 
 
+def wanted_keys(
+    conditions: Sequence[Condition], record_key: str, types: dict[str, pa.DataType]
+) -> pa.Array | None:
+    """The canonical texts of the record keys that the equality and ``in`` conditions on the
+    record key column allow (all such conditions hold at once), sorted; None when no
+    condition names that column (or none is read as Spark reads it: see
+    :func:`matching_groups`)."""
+    found: set[str] | None = None
+    for cond in conditions:
+        if cond.op not in ("=", "in") or cond.column != record_key:
+            continue
+        try:
+            values = pa.array(list(cond.values), types[record_key])
+        except (pa.ArrowException, KeyError, TypeError, ValueError, OverflowError):
+            continue
+        texts = {t for t in key_text(values).to_pylist() if t is not None}
+        found = texts if found is None else found & texts
+    return None if found is None else pa.array(sorted(found), pa.string())
+
+
 def groups_of_keys(reader: MetadataReader, keys: pa.Array) -> set[tuple[str, str]]:
     """The (partition, file id) of the file groups holding ``keys`` (record index)."""
     rows = lookup(reader, keys, unique=True)

@@ -39,7 +39,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lakebraid.index.column_stats import Condition, SqlSettings, keep_files, parse_conditions
 from lakebraid.index.file_stats import recorded_columns
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.index.secondary import matching_groups
+from lakebraid.index.scope import is_scoped
+from lakebraid.index.secondary import groups_of_keys, matching_groups, wanted_keys
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.table import MetadataTable
@@ -121,17 +122,24 @@ def plan_paths(table: TableTimelines, point: str | None, keep: Keep | None = Non
     return [path for unit in plan_units(table, point, keep) for path in unit.paths()]
 
 
-def keep_matching(conditions: Sequence[Condition], schema: pa.Schema) -> Keep:
-    """The pruning of a read's conditions: the secondary indexes first (only the file groups
-    whose rows hold a wanted value; ``index.secondary``), then the statistics of the columns
-    recorded at the read point (``index.file_stats.recorded_columns``: the first ones of the
-    schema and the built ones; a dropped column's leftovers are not used)."""
+def keep_matching(
+    conditions: Sequence[Condition], schema: pa.Schema, keys: pa.Array | None = None
+) -> Keep:
+    """The pruning of a read's conditions: the record index for ``keys`` (those of a
+    key-equality condition: only the file groups holding them) and the secondary indexes
+    (only the file groups whose rows hold a wanted value; ``index.secondary``), then the
+    statistics of the columns recorded at the read point (``index.file_stats
+    .recorded_columns``: the first ones of the schema and the built ones; a dropped column's
+    leftovers are not used)."""
 
     def keep(pairs: list[Pair], reader: MetadataReader) -> list[Pair]:
         if not conditions:
             return pairs
         types = {f.name: f.type for f in schema}
         groups = matching_groups(reader, conditions, types)
+        if keys is not None:
+            held = groups_of_keys(reader, keys)
+            groups = held if groups is None else groups & held
         if groups is not None:
             pairs = [(p, name) for p, name in pairs if (p, name[:36]) in groups]
         recorded = set(recorded_columns(schema.names, reader.options, reader.point))
@@ -157,7 +165,15 @@ def selected_units(
     read_schema = schema or table_schema(schema_as_of(table, point))
     text, settings = filter_sql(spark, read_schema, where)
     conditions = parse_conditions(text, settings) if text is not None else []
-    return plan_units(table, point, keep_matching(conditions, read_schema), logs)
+    keys = None
+    if not is_scoped(table.config):  # a scoped index needs each key's partition
+        types = {f.name: f.type for f in read_schema}
+        keys = wanted_keys(conditions, table.config.record_key, types)
+    units = plan_units(table, point, keep_matching(conditions, read_schema, keys), logs)
+    if keys is None:
+        return units
+    wanted = tuple(keys.to_pylist())  # log blocks whose footers rule these out are skipped
+    return [msgspec.structs.replace(u, keys=wanted) if u.logs else u for u in units]
 
 
 def selected_paths(table: TableTimelines, spark: Any, point: str | None, where: Any) -> list[str]:
@@ -223,7 +239,9 @@ def read_spark(
     units = selected_units(table, spark, point, where, schema, logs)
     derive = virtual_key(spec_of(fields), table.config.record_key)
     url = table.fs.unstrip_protocol
-    merged = [ReadUnit(u.base and url(u.base), tuple(map(url, u.logs))) for u in units if u.logs]
+    merged = [
+        ReadUnit(u.base and url(u.base), tuple(map(url, u.logs)), u.keys) for u in units if u.logs
+    ]
     urls = [url(u.base) for u in units if not u.logs and u.base is not None]
     storage = storage_of(table.fs)
     if not urls:

@@ -38,6 +38,7 @@ class FileRead(msgspec.Struct, frozen=True, kw_only=True):
     storage: dict[str, Any]
     derive_key: str | None  # the key column of a virtual _braid_record_key
     ordering: str | None = None  # merged slices: the precombine column of event-time order
+    keys: tuple[str, ...] | None = None  # merged slices: a read of these record keys only
 
 
 def read_file(url: str, read: FileRead, schema: pa.Schema) -> pa.Table:
@@ -93,7 +94,7 @@ def _merged(unit: dict[str, Any], read: FileRead, schema: pa.Schema) -> pa.Table
     opened = [filesystem(u, read.storage) for u in [*unit["logs"], unit["base"]] if u]
     fs, paths = opened[0][0], [path for _, path in opened]
     base = paths[-1] if unit["base"] else None
-    local = ReadUnit(base, tuple(paths[: len(unit["logs"])]))
+    local = ReadUnit(base, tuple(paths[: len(unit["logs"])]), read.keys)
     return read_unit(fs, local, schema, read.derive_key, read.ordering, threads=False)
 
 
@@ -106,9 +107,11 @@ def read_merged(
     ordering: str | None,
 ) -> Any:
     """A DataFrame of the merged rows of ``units`` (file slices with logs, as URLs): one
-    slice per row, up to four tasks per core."""
+    slice per row, up to four tasks per core. The units' ``keys`` (one read's: the same in
+    every unit) travel once, in the task's :class:`FileRead`."""
     slices = max(1, min(len(units), 4 * spark.sparkContext.defaultParallelism))
-    read = FileRead(storage=storage, derive_key=derive_key, ordering=ordering)
+    keys = units[0].keys if units else None
+    read = FileRead(storage=storage, derive_key=derive_key, ordering=ordering, keys=keys)
     packed = msgspec.msgpack.encode(read)
     frame = spark.createDataFrame(
         [((u.base, list(u.logs)),) for u in units],

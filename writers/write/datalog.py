@@ -48,7 +48,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 import pyarrow as pa
@@ -106,6 +106,17 @@ class KeyFooter(msgspec.Struct, frozen=True):
     def may_hold(self, key: str) -> bool:
         """Whether this block may hold ``key`` (False: surely not)."""
         return self.min_key <= key <= self.max_key and _bloom_has(self.bloom, key)
+
+    def may_hold_any(self, keys: pa.Array) -> bool:
+        """Whether this block may hold any of ``keys`` (False: surely none)."""
+        inside = pc.and_(pc.greater_equal(keys, self.min_key), pc.less_equal(keys, self.max_key))
+        candidates = keys.filter(pc.fill_null(inside, False))
+        if len(candidates) == 0:
+            return False
+        try:
+            return bool(KeyBloom.decode(self.bloom).may_contain(candidates).any())
+        except BloomFormatError:
+            return True  # the CRC held: a filter this lakebraid cannot read rules nothing out
 
     def slice_may_hold(self, key: str) -> bool:
         """Whether any block of the slice's logs so far may hold ``key``."""
@@ -235,8 +246,27 @@ def _encode(
 # -- reading -------------------------------------------------------------------------------
 def decode_block(data: bytes | memoryview, offset: int, path: str) -> DataLogBlock:
     """The block starting at ``offset`` of ``data`` (a whole log file), checked."""
-    view = memoryview(data)
+    frame = _frame(memoryview(data), offset, path)
+    if zlib.crc32(frame.body, zlib.crc32(frame.header_bytes)) != frame.crc:
+        raise frame.bad("a CRC32 does not match")
+    rows = _rows(frame.body, frame.bad)
+    _check_keys(rows, frame.header, frame.footer, frame.bad)
+    return DataLogBlock(path, offset, frame.size, frame.header, frame.footer, rows)
 
+
+class _Frame(NamedTuple):
+    """A block's parts, its lengths and footer checked (its body not yet)."""
+
+    bad: Bad
+    header_bytes: memoryview
+    header: DataLogHeader
+    body: memoryview
+    footer: KeyFooter
+    crc: int
+    size: int
+
+
+def _frame(view: memoryview, offset: int, path: str) -> _Frame:
     bad: Bad = partial(CorruptDataLogError, path, offset)
     if len(view) - offset < OVERHEAD:
         raise bad(f"{len(view) - offset} bytes left, a block takes at least {OVERHEAD}")
@@ -260,19 +290,26 @@ def decode_block(data: bytes | memoryview, offset: int, path: str) -> DataLogBlo
     size = end + TRAILER.size - offset
     if f != header.footer_length or total != size:
         raise bad(f"trailer lengths {f}/{total}, the fields take {len(footer_bytes)}/{size}")
-    if zlib.crc32(footer_bytes) != footer_crc or zlib.crc32(body, zlib.crc32(header_bytes)) != crc:
+    if zlib.crc32(footer_bytes) != footer_crc:
         raise bad("a CRC32 does not match")
     footer = _decoded(_FOOTER, footer_bytes, bad, "footer")
-    rows = _rows(body, bad)
-    _check_keys(rows, header, footer, bad)
-    return DataLogBlock(path, offset, size, header, footer, rows)
+    return _Frame(bad, header_bytes, header, body, footer, crc, size)
 
 
-def iter_blocks(fs: AbstractFileSystem, path: str) -> Iterator[DataLogBlock]:
-    """Every block of the log file ``path``, in order (one read of the whole file)."""
-    data = fs.cat_file(path)
+def iter_blocks(
+    fs: AbstractFileSystem, path: str, keys: pa.Array | None = None
+) -> Iterator[DataLogBlock]:
+    """Every block of the log file ``path``, in order (one read of the whole file).
+    ``keys``: only the blocks whose footer may hold one of them (the others' bodies are
+    neither checked nor decoded: a read of those keys needs nothing of them)."""
+    data = memoryview(fs.cat_file(path))
     offset = 0
     while offset < len(data):
+        if keys is not None:
+            frame = _frame(data, offset, path)
+            if not frame.footer.may_hold_any(keys):
+                offset += frame.size
+                continue
         block = decode_block(data, offset, path)
         yield block
         offset += block.size

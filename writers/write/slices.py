@@ -12,9 +12,11 @@ from collections.abc import Mapping
 
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
 from lakebraid.index.file_groups import DataSlice
+from lakebraid.index.keys import RECORD_KEY
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.write.datafile import conform, data_schema, read_parquet, virtual_key
 from lakebraid.writers.write.datalog import iter_blocks
@@ -23,10 +25,12 @@ from lakebraid.writers.write.logmerge import merge_slice
 
 class ReadUnit(msgspec.Struct, frozen=True):
     """One file slice to read: paths (or URLs) of its base (None: logs only) and its logs,
-    oldest first."""
+    oldest first. ``keys``: a read of these record keys only (a key-equality filter): the
+    log blocks whose footers rule them all out are skipped, and only their rows returned."""
 
     base: str | None
     logs: tuple[str, ...] = ()
+    keys: tuple[str, ...] | None = None
 
     def paths(self) -> list[str]:
         return ([self.base] if self.base is not None else []) + list(self.logs)
@@ -44,14 +48,20 @@ def read_unit(
     """The rows of one unit in ``schema`` (the table's read schema, ``_braid_record_key``
     included; ``derive_key``: the key column of a virtual one). ``ordering``: the precombine
     column when stored rows are ordered by event time, else None (the newest wins)."""
+    wanted = None if unit.keys is None else pa.array(unit.keys, pa.string())
     if unit.base is not None:
         base = conform(read_parquet(fs, unit.base, threads=threads), schema, derive_key)
     else:
         base = schema.empty_table()
+    if wanted is not None:
+        base = base.filter(pc.is_in(base.column(RECORD_KEY), value_set=wanted))
     if not unit.logs:
         return base
-    blocks = [block for path in unit.logs for block in iter_blocks(fs, path)]
-    return conform(merge_slice(base, blocks, schema, ordering), schema)
+    blocks = [block for path in unit.logs for block in iter_blocks(fs, path, wanted)]
+    merged = conform(merge_slice(base, blocks, schema, ordering), schema)
+    if wanted is None:
+        return merged
+    return merged.filter(pc.is_in(merged.column(RECORD_KEY), value_set=wanted))
 
 
 def slice_rows(

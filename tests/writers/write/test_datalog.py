@@ -77,6 +77,13 @@ def test_blocks_round_trip_and_footers_cover_their_keys(
     last = read_last_footer(fs, path, len(data))
     assert last == decoded[-1].footer
     assert (last.slice.min_key, last.slice.max_key) == (min(everything), max(everything))
+    wanted = [*sorted(everything)[::3], "\x00", "~absent~"]  # a key read: no holder skipped
+    kept = list(iter_blocks(fs, path, pa.array(wanted)))
+    holders = [b.offset for b in decoded if set(b.keys.to_pylist()) & set(wanted)]
+    assert holders == [b.offset for b in kept if set(b.keys.to_pylist()) & set(wanted)]
+    assert {b.offset for b in kept} <= {b.offset for b in decoded}
+    beyond = max(everything) + "~"  # after every block's key range: every block skipped
+    assert list(iter_blocks(fs, path, pa.array([beyond]))) == []
 
 
 def test_a_key_outside_every_block_is_ruled_out_by_the_last_footer() -> None:
