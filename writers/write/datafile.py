@@ -80,7 +80,8 @@ def conform(table: pa.Table, schema: pa.Schema, derive_key: str | None = None) -
         if field.name == RECORD_KEY and derive_key is not None:
             columns.append(pc.cast(table.column(derive_key), pa.string()))
         elif field.name in table.column_names:
-            columns.append(table.column(field.name).cast(field.type))
+            column = table.column(field.name)
+            columns.append(column if column.type == field.type else column.cast(field.type))
         else:
             columns.append(pa.nulls(table.num_rows, field.type))
     return pa.Table.from_arrays(columns, schema=schema)

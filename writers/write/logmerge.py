@@ -70,7 +70,9 @@ def merge_slice(
     if len(new) > 1:
         new = new[pc.sort_indices(log_keys.take(pa.array(new))).to_numpy()]
     order = np.concatenate([place[place >= 0], n_base + new])
-    return pa.concat_tables([base, log]).take(pa.array(order, pa.int64()))
+    # one contiguous table first: a take across chunks resolves each row's chunk (slow)
+    both = pa.concat_tables([base, log]).combine_chunks()
+    return both.take(pa.array(order, pa.int64()))
 
 
 def _deleted(keys: pa.ChunkedArray, blocks: Sequence[DataLogBlock]) -> pa.Array:
@@ -88,13 +90,19 @@ def _deleted(keys: pa.ChunkedArray, blocks: Sequence[DataLogBlock]) -> pa.Array:
 
 def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` in ``schema``: a column it lacks (older schema) becomes nulls."""
+    if table.schema.equals(schema):
+        return table
     columns = [
-        table.column(f.name).cast(f.type)
+        _cast(table.column(f.name), f.type)
         if f.name in table.column_names
         else pa.nulls(table.num_rows, f.type)
         for f in schema
     ]
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _cast(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray:
+    return column if column.type == kind else column.cast(kind)
 
 
 def _removed_before(keys: pa.ChunkedArray, blocks: Sequence[DataLogBlock]) -> np.ndarray:

@@ -58,7 +58,7 @@ def read_unit(
     if not unit.logs:
         return base
     blocks = [block for path in unit.logs for block in iter_blocks(fs, path, wanted)]
-    merged = conform(merge_slice(base, blocks, schema, ordering), schema)
+    merged = merge_slice(base, blocks, schema, ordering)  # in ``schema`` already
     if wanted is None:
         return merged
     return merged.filter(pc.is_in(merged.column(RECORD_KEY), value_set=wanted))
