@@ -8,7 +8,9 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
     groupBy + collect              inserts per partition and the file groups touched ->
                                    the driver plans the insert slots
     mapInArrow(route)              target file group per row (moves: delete + insert)
-    repartition(target groups) + mapInArrow(rewrite)            one task per file group
+    repartition(target groups) + mapInArrow(rewrite)            one task per file group:
+                                   its base rewritten, or in a merge-on-read table one log
+                                   appended to its slice (``writers.write.logappend``)
     collect                        write statuses (msgpack bytes)
 
 Every function shipped to executors is a module-level function bound (``functools.partial``)
