@@ -20,7 +20,9 @@ def run_python():
     """Start ``python -c code`` in a new process with the repo importable."""
 
     def start(code: str, *args: str, **kwargs) -> subprocess.Popen:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        # faulthandler: a process that dies of a signal (an abort in native code) prints
+        # every thread's Python stack to its stderr, which the tests show when they fail
+        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"}
         return subprocess.Popen(
             [sys.executable, "-c", code, *args],
             env=env,
