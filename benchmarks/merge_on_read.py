@@ -24,13 +24,14 @@ import argparse
 import shutil
 import tempfile
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from benchlib import NA, Report, Value, timed
 from deltalake import DeltaTable, write_deltalake
-from upsert import DAYS, digest, make_rows
+from upsert import DAYS, delta_delete, delta_merge, digest, make_rows
 
 from lakebraid.writers.client import WriteClient
 
@@ -98,23 +99,7 @@ def run_lakebraid(path: str, kind: str, steps: Steps, later: list[pa.Table]) -> 
 
 
 def run_delta(path: str, steps: Steps, later: list[pa.Table]) -> dict[str, float]:
-    def merge(source: pa.Table) -> None:
-        (
-            DeltaTable(path)
-            .merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
-        )
-
-    def delete(keys: pa.Table) -> None:
-        (
-            DeltaTable(path)
-            .merge(keys, predicate="t.id = s.id", source_alias="s", target_alias="t")
-            .when_matched_delete()
-            .execute()
-        )
-
+    merge, delete = partial(delta_merge, path), partial(delta_delete, path)
     seconds = {"bulk": timed(lambda: write_deltalake(path, steps["bulk"], partition_by=["day"]))[1]}
     for step in ("mixed", "one day", "spread"):
         seconds[step] = timed(lambda s=step: merge(steps[s]))[1]

@@ -98,31 +98,34 @@ def run_lakebraid(folder: str, data: Steps) -> Outcome:
     return seconds, lambda: load().read_arrow()
 
 
+def delta_merge(path: str, source: pa.Table) -> None:
+    """delta-rs's upsert: MERGE on ``t.id = s.id``, update matched, insert the rest."""
+    (
+        DeltaTable(path)
+        .merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+
+
+def delta_delete(path: str, keys: pa.Table) -> None:
+    """delta-rs's delete of keys: MERGE on ``t.id = s.id``, delete matched."""
+    (
+        DeltaTable(path)
+        .merge(keys, predicate="t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_delete()
+        .execute()
+    )
+
+
 def run_delta(folder: str, data: Steps) -> Outcome:
     path = f"{folder}/delta"
-
-    def merge(source: pa.Table) -> None:
-        (
-            DeltaTable(path)
-            .merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
-        )
-
-    def delete(keys: pa.Table) -> None:
-        (
-            DeltaTable(path)
-            .merge(keys, predicate="t.id = s.id", source_alias="s", target_alias="t")
-            .when_matched_delete()
-            .execute()
-        )
-
     seconds = {
         "bulk": timed(lambda: write_deltalake(path, data["bulk"], partition_by=["day"]))[1],
-        "mixed": timed(lambda: merge(data["mixed"]))[1],
-        "small": timed(lambda: merge(data["small"]))[1],
-        "deletes": timed(lambda: delete(data["deletes"]))[1],
+        "mixed": timed(lambda: delta_merge(path, data["mixed"]))[1],
+        "small": timed(lambda: delta_merge(path, data["small"]))[1],
+        "deletes": timed(lambda: delta_delete(path, data["deletes"]))[1],
     }
     return seconds, lambda: DeltaTable(path).to_pyarrow_table()
 

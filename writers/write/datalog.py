@@ -105,7 +105,7 @@ class KeyFooter(msgspec.Struct, frozen=True):
 
     def may_hold(self, key: str) -> bool:
         """Whether this block may hold ``key`` (False: surely not)."""
-        return self.min_key <= key <= self.max_key and _bloom_has(self.bloom, key)
+        return self.may_hold_any(pa.array([key], pa.string()))
 
     def may_hold_any(self, keys: pa.Array) -> bool:
         """Whether this block may hold any of ``keys`` (False: surely none)."""
