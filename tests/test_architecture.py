@@ -108,3 +108,19 @@ def test_functions_stay_short(path: Path) -> None:
         and node.end_lineno - node.lineno + 1 > 60
     ]
     assert not long, f"{path}: {long} over 60 lines: split into steps"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_arrow_scanner_over_python_files(path: Path) -> None:
+    """``pq.read_table`` and the dataset API scan on Arrow's I/O threads; over a Python file
+    object (fsspec) those threads call into Python after the read returned, and a process
+    exiting meanwhile aborts in native code (apache/arrow#34314). Parquet is read through
+    ``pq.ParquetFile``."""
+    tree = ast.parse(path.read_text())
+    called = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    }
+    assert "read_table" not in called, f"{path} calls read_table: read via pq.ParquetFile"
+    assert "pyarrow.dataset" not in imported_modules(tree), f"{path} imports pyarrow.dataset"

@@ -147,6 +147,17 @@ def encode_rows(rows: Iterable[Row]) -> pa.Table:
     )
 
 
+def read_archive_file(
+    fs: AbstractFileSystem, path: str, columns: list[str] | None = None
+) -> pa.Table:
+    """An archive file's rows (``columns``: only those). Read through ``ParquetFile``, never
+    ``pq.read_table``: that one scans a Python file object from Arrow's I/O threads, which
+    then call into Python after the read returned, and a process exiting meanwhile aborts in
+    native code ("terminate called without an active exception", apache/arrow#34314)."""
+    with fs.open(path, "rb") as handle, pq.ParquetFile(handle) as parquet:
+        return parquet.read(columns=columns)
+
+
 def decode_names(table: pa.Table, *, where: str) -> list[tuple[TimelineKind, Instant]]:
     """The instants of an archive file's ``timeline`` and ``name`` columns, checked."""
     if not table.schema.names[:2] == ["timeline", "name"]:
@@ -255,8 +266,7 @@ class Archive:
         path = self.path(name)
         known = _NAMES.get(path)
         if known is None:
-            with self.fs.open(path, "rb") as handle:
-                table = pq.read_table(handle, columns=["timeline", "name"])
+            table = read_archive_file(self.fs, path, ["timeline", "name"])
             known = decode_names(table, where=path)
             if len(_NAMES) >= 1024:
                 _NAMES.clear()
@@ -282,8 +292,7 @@ class Archive:
         path = self.path(name)
         known = _BODIES.get(path)
         if known is None:
-            with self.fs.open(path, "rb") as handle:
-                table = pq.read_table(handle)
+            table = read_archive_file(self.fs, path)
             known = {
                 (kind, file): body
                 for kind, file, body in zip(

@@ -7,6 +7,7 @@ import os
 import tempfile
 
 import msgspec
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -348,3 +349,29 @@ def test_a_merge_takes_the_oldest_adjacent_run_that_fits(specs, cap, expected) -
     else:
         start, run = window
         assert (start, len(run)) == expected and run == list(files[start : start + len(run)])
+
+
+READER = """
+import sys
+import fsspec
+from lakebraid.timeline.archive import read_archive_file
+fs = fsspec.filesystem("file")
+for _ in range(20):  # as a long-lived process reads the archive's files, then exits
+    rows = read_archive_file(fs, sys.argv[1], ["timeline", "name"])
+print(rows.num_rows)
+"""
+
+
+def test_processes_that_read_archive_files_exit_cleanly(tmp_path, run_python) -> None:
+    """Reading archive files leaves no Arrow thread calling into Python: with
+    ``pq.read_table``'s scanner over the fsspec file, about half of such processes aborted
+    at exit ("terminate called without an active exception") after all their work."""
+    rows = [(G, f"{t(i)}.commit", b"body %d" % i) for i in range(5000)]
+    path = str(tmp_path / "0000000001_archive.parquet")
+    pq.write_table(encode_rows(rows), path, row_group_size=1000)  # an archive of a long life
+    ends = []
+    for _ in range(10):  # two at a time: the abort needs the cores free at the exit
+        procs = [run_python(READER, path) for _ in range(2)]
+        ends += [(p.communicate(timeout=300), p.returncode) for p in procs]
+    assert all(code == 0 for _, code in ends), [(code, err[-800:]) for (_, err), code in ends]
+    assert {out for (out, _), _ in ends} == {"5000\n"}
