@@ -71,6 +71,12 @@ def file_schema(schema: Spec, record_key: str) -> pa.Schema:
     return full.remove(full.get_field_index(RECORD_KEY))
 
 
+def stored_keys(table: pa.Table, derive_key: str | None = None) -> pa.ChunkedArray:
+    """The record keys of rows as a data file stores them (``derive_key``: as in
+    :func:`conform`), as text."""
+    return pc.cast(table.column(derive_key or RECORD_KEY), pa.string())
+
+
 def conform(table: pa.Table, schema: pa.Schema, derive_key: str | None = None) -> pa.Table:
     """Select and cast ``table`` to ``schema``; missing nullable columns become nulls.
     ``derive_key``: the key column of a virtual ``_braid_record_key``, which is derived

@@ -9,8 +9,9 @@ wins, a tie going to the later rank (``ordering`` None: the latest rank wins). T
 copy-on-write gives when the same writes rewrite the base one by one: an incoming row whose
 precombine value is below the stored row's does not replace it; a delete always removes.
 
-Order of the result: the rows of keys the base holds, in the base's order (an updated row
-takes its old place), then keys the base does not hold, sorted by key.
+Order of the result: the base's rows that no log version replaced, in the base's order, then
+the logs' winning versions (of updated and of new keys), sorted by key. So the base's rows are
+copied once, by one filter (none when the logs replaced or deleted none of them).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.writers.write.datafile import conform, stored_keys
 from lakebraid.writers.write.datalog import BlockType, DataLogBlock
 
 
@@ -30,62 +32,58 @@ def merge_slice(
     blocks: Sequence[DataLogBlock],
     schema: pa.Schema,
     ordering: str | None = None,
+    derive_key: str | None = None,
 ) -> pa.Table:
     """The slice's rows in ``schema`` (which holds ``_braid_record_key``); see the module doc.
-    ``base``: the base file's rows (None: a slice of logs only); ``ordering``: the precombine
-    column, None for commit-time ordering.
+    ``base``: the base file's rows as stored (None: a slice of logs only), conformed to
+    ``schema`` after the merge, so only its kept rows are cast (``derive_key``: as in
+    ``datafile.conform``); ``ordering``: the precombine column, None for commit-time ordering.
 
     Only the logs' versions are sorted (a log holds few rows beside its base): their winner
     per key is found first, then each base row is matched with its key's winner by a hash
     lookup; base rows no log touches are kept as they are."""
-    base = _conformed(base if base is not None else schema.empty_table(), schema)
-    data = [b for b in blocks if b.block_type is BlockType.DATA]
-    log = pa.concat_tables([_conformed(b.rows, schema) for b in data]) if data else None
-    if log is None or log.num_rows == 0:
-        return base.filter(pc.invert(_deleted(base.column(RECORD_KEY), blocks)))
-    ranks = [r for r, b in enumerate(blocks, 1) if b.block_type is BlockType.DATA]
-    rank = np.repeat(np.array(ranks, dtype=np.int64), [b.rows.num_rows for b in data])
+    stored = base if base is not None else schema.empty_table()
+    base_keys = stored_keys(stored, derive_key)
+    deleted = _deleted(base_keys, blocks)
+    data = [(r, b) for r, b in enumerate(blocks, 1) if b.block_type is BlockType.DATA]
+    data = [(r, b) for r, b in data if b.rows.num_rows]
+    if not data:
+        return conform(_kept(stored, ~deleted), schema, derive_key)
+    log = pa.concat_tables([_conformed(b.rows, schema) for _, b in data]).combine_chunks()
+    ranks = np.array([r for r, _ in data], dtype=np.int64)
+    rank = np.repeat(ranks, [b.rows.num_rows for _, b in data])
     log_keys = log.column(RECORD_KEY)
-    won = np.flatnonzero(_winners(log_keys, rank, _removed_before(log_keys, blocks), log, ordering))
-    won_keys = log_keys.take(pa.array(won)).combine_chunks()
-    base_keys = base.column(RECORD_KEY)
-    match = pc.index_in(base_keys, value_set=won_keys)  # per base row: its key's log winner
+    won = _winners(log_keys, rank, _removed_before(log_keys, blocks), log, ordering)
+    match = pc.index_in(base_keys, value_set=log_keys.take(pa.array(won)))
     has_log = pc.is_valid(match).to_numpy(zero_copy_only=False)
-    slot = pc.fill_null(match, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    alive = ~_deleted(base_keys, blocks).to_numpy(zero_copy_only=False)
-    base_wins = np.zeros(len(slot), dtype=bool)
-    if ordering is not None and has_log.any():  # an older event does not replace the stored
-        stored = base.column(ordering).take(pa.array(np.flatnonzero(has_log)))
-        incoming = log.column(ordering).take(pa.array(won[slot[has_log]]))
-        base_wins[has_log] = pc.greater(stored, incoming).to_numpy(zero_copy_only=False)
-    base_wins &= alive
-    n_base = base.num_rows
-    # each base row's place: itself, its key's log winner, or nothing (deleted)
-    place = np.where(base_wins | (alive & ~has_log), np.arange(n_base), -1)
-    replaced = has_log & ~base_wins
-    place[replaced] = n_base + won[slot[replaced]]
-    held = np.zeros(len(won), dtype=bool)
-    held[slot[has_log]] = True
-    new = won[~held]
-    if len(new) > 1:
-        new = new[pc.sort_indices(log_keys.take(pa.array(new))).to_numpy()]
-    order = np.concatenate([place[place >= 0], n_base + new])
-    # one contiguous table first: a take across chunks resolves each row's chunk (slow)
-    both = pa.concat_tables([base, log]).combine_chunks()
-    return both.take(pa.array(order, pa.int64()))
+    keep = ~(has_log | deleted)
+    if ordering is not None and ordering in stored.column_names and has_log.any():
+        at = np.flatnonzero(has_log)  # an older event does not replace the stored row
+        slot = pc.take(match, pa.array(at)).to_numpy(zero_copy_only=False).astype(np.int64)
+        old = _cast(stored.column(ordering).take(pa.array(at)), schema.field(ordering).type)
+        new = log.column(ordering).take(pa.array(won[slot]))
+        older = pc.fill_null(pc.greater(old, new), False).to_numpy(zero_copy_only=False)
+        older &= ~deleted[at]
+        keep[at[older]] = True
+        beaten = np.zeros(len(won), dtype=bool)
+        beaten[slot[older]] = True
+        won = won[~beaten]
+    kept = conform(_kept(stored, keep), schema, derive_key)
+    return pa.concat_tables([kept, log.take(pa.array(won, pa.int64()))])
 
 
-def _deleted(keys: pa.ChunkedArray, blocks: Sequence[DataLogBlock]) -> pa.Array:
+def _kept(base: pa.Table, keep: np.ndarray) -> pa.Table:
+    """``base`` filtered by ``keep`` (the same table, no copy, when it keeps every row)."""
+    return base if keep.all() else base.filter(pa.array(keep))
+
+
+def _deleted(keys: pa.ChunkedArray, blocks: Sequence[DataLogBlock]) -> np.ndarray:
     """Per base version (rank 0, before every block): whether a delete block names its key."""
     deletes = [b.keys for b in blocks if b.block_type is BlockType.DELETE and len(b.keys)]
-    if not deletes:
-        return pa.array(np.zeros(len(keys), dtype=bool))
+    if not deletes or not len(keys):
+        return np.zeros(len(keys), dtype=bool)
     value_set = pc.unique(pa.concat_arrays([d.cast(pa.string()) for d in deletes]))
-    return (
-        pc.is_in(keys, value_set=value_set).combine_chunks()
-        if len(keys)
-        else pa.array([], pa.bool_())
-    )
+    return pc.is_in(keys, value_set=value_set).to_numpy(zero_copy_only=False)
 
 
 def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -116,17 +114,17 @@ def _removed_before(keys: pa.ChunkedArray, blocks: Sequence[DataLogBlock]) -> np
 
 
 def _winners(
-    keys: pa.ChunkedArray,
+    keys: pa.Array,
     rank: np.ndarray,
     deleted_at: np.ndarray,
     rows: pa.Table,
     ordering: str | None,
 ) -> np.ndarray:
-    """A mask of the one version that wins per key (none when a later delete removed all)."""
+    """The row of the one version that wins per key (none for a key whose versions a later
+    delete removed), in key order."""
     alive = rank > deleted_at
-    n = len(keys)
-    if n == 0:
-        return alive
+    if len(keys) == 0:
+        return np.flatnonzero(alive)
     by: list[tuple[str, str]] = [("k", "ascending")]
     columns: dict[str, pa.Array | pa.ChunkedArray | np.ndarray] = {"k": keys}
     if ordering is not None:
@@ -136,13 +134,9 @@ def _winners(
     by.append(("r", "ascending"))
     order = pc.sort_indices(pa.table(columns), sort_keys=by).to_numpy()
     order = order[alive[order]]
-    if len(order) == 0:
-        return np.zeros(n, dtype=bool)
+    if len(order) <= 1:
+        return order
     sorted_keys = keys.take(pa.array(order))
     last = np.ones(len(order), dtype=bool)
-    if len(order) > 1:
-        same = pc.equal(sorted_keys[:-1], sorted_keys[1:]).to_numpy(zero_copy_only=False)
-        last[:-1] = ~same
-    winner = np.zeros(n, dtype=bool)
-    winner[order[last]] = True
-    return winner
+    last[:-1] = ~pc.equal(sorted_keys[:-1], sorted_keys[1:]).to_numpy(zero_copy_only=False)
+    return order[last]

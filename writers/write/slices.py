@@ -18,7 +18,13 @@ from fsspec import AbstractFileSystem
 from lakebraid.index.file_groups import DataSlice
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.write.datafile import conform, data_schema, read_parquet, virtual_key
+from lakebraid.writers.write.datafile import (
+    conform,
+    data_schema,
+    read_parquet,
+    stored_keys,
+    virtual_key,
+)
 from lakebraid.writers.write.datalog import iter_blocks
 from lakebraid.writers.write.logmerge import merge_slice
 
@@ -49,16 +55,13 @@ def read_unit(
     included; ``derive_key``: the key column of a virtual one). ``ordering``: the precombine
     column when stored rows are ordered by event time, else None (the newest wins)."""
     wanted = None if unit.keys is None else pa.array(unit.keys, pa.string())
-    if unit.base is not None:
-        base = conform(read_parquet(fs, unit.base, threads=threads), schema, derive_key)
-    else:
-        base = schema.empty_table()
-    if wanted is not None:
-        base = base.filter(pc.is_in(base.column(RECORD_KEY), value_set=wanted))
+    base = read_parquet(fs, unit.base, threads=threads) if unit.base is not None else None
+    if base is not None and wanted is not None:
+        base = base.filter(pc.is_in(stored_keys(base, derive_key), value_set=wanted))
     if not unit.logs:
-        return base
+        return conform(base if base is not None else schema.empty_table(), schema, derive_key)
     blocks = [block for path in unit.logs for block in iter_blocks(fs, path, wanted)]
-    merged = merge_slice(base, blocks, schema, ordering)  # in ``schema`` already
+    merged = merge_slice(base, blocks, schema, ordering, derive_key)  # in ``schema``
     if wanted is None:
         return merged
     return merged.filter(pc.is_in(merged.column(RECORD_KEY), value_set=wanted))
