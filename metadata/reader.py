@@ -232,13 +232,13 @@ def _apply_index_logs(
     if not parts:
         return rows
     state = pa.concat_tables(parts)
+    if keys is not None:  # a lookup: the logs' entries of the asked keys only (no hash of all)
+        state = state.filter(pc.is_in(state.column(KEY), value_set=keys))
     if len(parts) > 1:
         state = first_per_key(state, KEY, [("_seq", "descending")])
     if rows.num_rows:  # base rows the logs replace or delete
         rows = rows.filter(pc.invert(pc.is_in(rows.column(KEY), value_set=state.column("key"))))
     live = state.filter(pc.invert(state.column("deleted")))
-    if keys is not None:
-        live = live.filter(pc.is_in(live.column("key"), value_set=keys))
     live = live.drop_columns(["deleted", "_seq"])
     return pa.concat_tables([rows.select(live.schema.names).cast(live.schema), live])
 
