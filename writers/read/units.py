@@ -80,14 +80,18 @@ def read_units(
     ordering: str | None,
     threads: int,
 ) -> pa.Table:
-    """Every unit's rows, in order (``threads`` units at once, each read on one thread)."""
+    """Every unit's rows, in order (``threads`` units at once, each read on one thread; the
+    units with the most logs, the longest merges, start first so no thread is left with one
+    at the end)."""
     if len(units) <= 1 or threads <= 1:
         parts = [read_unit(fs, u, schema, derive_key, ordering) for u in units]
     else:
+        order = sorted(range(len(units)), key=lambda i: -len(units[i].logs))
         with ThreadPoolExecutor(min(len(units), threads)) as pool:
-            parts = list(
-                pool.map(
-                    lambda u: read_unit(fs, u, schema, derive_key, ordering, threads=False), units
-                )
+            done = pool.map(
+                lambda i: read_unit(fs, units[i], schema, derive_key, ordering, threads=False),
+                order,
             )
+            by_index = dict(zip(order, done, strict=True))
+        parts = [by_index[i] for i in range(len(units))]
     return pa.concat_tables(parts) if parts else schema.empty_table()
