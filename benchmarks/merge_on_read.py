@@ -11,7 +11,9 @@ Workload: a table of N rows (default 10,000,000) over 30 day partitions (``upser
 7. ten upserts of 100,000 random keys on every table, then one full read of each (the
    merge-on-read table uncompacted: every group holds up to ten logs), then its compaction.
 lakebraid's tables are opened afresh inside each timing (``WriteClient.open``) and written by
-the in-process engine with inline data compaction off (step 6 and 7 compact by hand);
+the in-process engine with inline data compaction off (step 6 and 7 compact by hand); the
+small steps 3-5 (tenths of a second) are timed on ``--copies`` copies of the table too, and
+their median reported (one sample of them varied by up to 2x between runs);
 delta-rs merges on ``t.id = s.id`` as in ``upsert.py``. At the end every table is read whole
 and compared with the expected rows. Ratios are delta-rs / lakebraid (> 1: lakebraid faster).
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import tempfile
 from collections.abc import Callable
 from functools import partial
@@ -39,6 +42,7 @@ Steps = dict[str, pa.Table]
 KINDS = ("copy_on_write", "merge_on_read")
 READS = 10  # upserts of READ_KEYS random keys before the timed read
 READ_KEYS = 100_000
+SMALL = ("one day", "spread", "delete")  # steps timed on copies too, the median reported
 
 
 def workload(n: int, seed: int = 5) -> tuple[Steps, list[pa.Table]]:
@@ -77,7 +81,22 @@ def names(steps: Steps) -> dict[str, str]:
     }
 
 
-def run_lakebraid(path: str, kind: str, steps: Steps, later: list[pa.Table]) -> dict[str, float]:
+def on_copies(path: str, write: Callable[[str], object], copies: int) -> float:
+    """The median seconds of ``write`` on ``copies`` copies of the table at ``path`` (each
+    discarded after) and on the table itself, last."""
+    seconds = []
+    for n in range(copies):
+        copy = f"{path}-copy{n}"
+        shutil.copytree(path, copy)
+        seconds.append(timed(lambda c=copy: write(c))[1])
+        shutil.rmtree(copy)
+    seconds.append(timed(lambda: write(path))[1])
+    return statistics.median(seconds)
+
+
+def run_lakebraid(
+    path: str, kind: str, steps: Steps, later: list[pa.Table], copies: int
+) -> dict[str, float]:
     options = {"index.expected.records": len(steps["bulk"]), "compaction.inline": False}
     WriteClient.create(path, "id", ["day"], "ts", table_type=kind, **options)
 
@@ -85,9 +104,14 @@ def run_lakebraid(path: str, kind: str, steps: Steps, later: list[pa.Table]) -> 
         return WriteClient.open(path)
 
     seconds = {"bulk": timed(lambda: load().bulk_insert(steps["bulk"]))[1]}
-    for step in ("mixed", "one day", "spread"):
-        seconds[step] = timed(lambda s=step: load().upsert(steps[s]))[1]
-    seconds["delete"] = timed(lambda: load().delete(steps["delete"]))[1]
+    seconds["mixed"] = timed(lambda: load().upsert(steps["mixed"]))[1]
+    for step in SMALL:
+
+        def write(at: str, s: str = step) -> None:
+            client = WriteClient.open(at)
+            client.delete(steps[s]) if s == "delete" else client.upsert(steps[s])
+
+        seconds[step] = on_copies(path, write, copies)
     merge_on_read = kind == "merge_on_read"
     if merge_on_read:
         seconds["compaction"] = timed(lambda: load().compact())[1]
@@ -98,12 +122,13 @@ def run_lakebraid(path: str, kind: str, steps: Steps, later: list[pa.Table]) -> 
     return seconds
 
 
-def run_delta(path: str, steps: Steps, later: list[pa.Table]) -> dict[str, float]:
-    merge, delete = partial(delta_merge, path), partial(delta_delete, path)
+def run_delta(path: str, steps: Steps, later: list[pa.Table], copies: int) -> dict[str, float]:
+    merge = partial(delta_merge, path)
     seconds = {"bulk": timed(lambda: write_deltalake(path, steps["bulk"], partition_by=["day"]))[1]}
-    for step in ("mixed", "one day", "spread"):
-        seconds[step] = timed(lambda s=step: merge(steps[s]))[1]
-    seconds["delete"] = timed(lambda: delete(steps["delete"]))[1]
+    seconds["mixed"] = timed(lambda: merge(steps["mixed"]))[1]
+    for step in SMALL:
+        how = delta_delete if step == "delete" else delta_merge
+        seconds[step] = on_copies(path, lambda at, s=step, h=how: h(at, steps[s]), copies)
     seconds["upserts"] = sum(timed(lambda d=data: merge(d))[1] for data in later)
     seconds["read"] = timed(lambda: DeltaTable(path).to_pyarrow_table())[1]
     return seconds
@@ -127,7 +152,8 @@ def report(steps: Steps, got: dict[str, dict[str, float]], checks: dict[str, str
         "and merge-on-read tables (in-process engine, inline compaction off), delta-rs MERGE",
         notes=[
             "merge_on_read: one table per system and type, the steps in order; each row "
-            "seconds of one write with the table opened afresh",
+            "seconds of one write with the table opened afresh; the 1,000-key upserts and the "
+            "delete: the median of the write on copies of the table and on the table",
             f"merge_on_read: 'read after': one full read after {READS} upserts of "
             f"{READ_KEYS:,} random keys (the merge-on-read table uncompacted); its compaction "
             "after, timed",
@@ -160,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--skip-delta", action="store_true")
+    parser.add_argument("--copies", type=int, default=2, help="copies for the small steps")
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     args = parser.parse_args(argv)
     folder = tempfile.mkdtemp(prefix="lakebraid-mor-")
@@ -170,11 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         reads: dict[str, Callable[[], pa.Table]] = {}
         for kind in KINDS:
             path = f"{folder}/{kind}"
-            got[kind] = run_lakebraid(path, kind, steps, later)
+            got[kind] = run_lakebraid(path, kind, steps, later, args.copies)
             reads[kind] = lambda p=path: WriteClient.open(p).read_arrow()
             print(f"lakebraid {kind}: {got[kind]}", flush=True)
         if not args.skip_delta:
-            got["delta-rs"] = run_delta(f"{folder}/delta", steps, later)
+            got["delta-rs"] = run_delta(f"{folder}/delta", steps, later, args.copies)
             reads["delta-rs"] = lambda: DeltaTable(f"{folder}/delta").to_pyarrow_table()
             print(f"delta-rs: {got['delta-rs']}", flush=True)
         found = {name: digest(read()) for name, read in reads.items()}
