@@ -81,21 +81,34 @@ def _table_lines(found: dict[str, Any]) -> list[str]:
     ]
 
 
+def _rows_text(part: dict[str, Any]) -> str:
+    """``N rows``; with merge-on-read logs, base rows and the logs' data rows (unmerged)."""
+    if part["rows"] is not None:
+        return f"{part['rows']:,} rows"
+    base = "?" if part.get("base_rows") is None else f"{part['base_rows']:,}"
+    if not part.get("log_rows") and part.get("base_rows") is None:
+        return "? rows"
+    return f"{base} base rows + {part.get('log_rows', 0):,} log rows (not merged)"
+
+
 def _data_lines(data: dict[str, Any]) -> list[str]:
-    rows = "?" if data["rows"] is None else f"{data['rows']:,}"
     lines = [
         f"data (metadata table): {data['partitions']} partitions, {data['files']} files, "
-        f"{rows} rows, {human_bytes(data['bytes'])}"
+        f"{_rows_text(data)}, {human_bytes(data['bytes'])}"
     ]
     parts = list(data["by_partition"].items())
     for partition, p in parts[:10]:
-        counted = "?" if p["rows"] is None else f"{p['rows']:,}"
         lines.append(
-            f"  {partition or '(unpartitioned)'}: {p['files']} files, {counted} rows, "
+            f"  {partition or '(unpartitioned)'}: {p['files']} files, {_rows_text(p)}, "
             f"{human_bytes(p['bytes'])}"
         )
     if len(parts) > 10:
         lines.append(f"  ... {len(parts) - 10} more partitions (--json lists every one)")
+    if data["rows"] is None and data.get("log_rows"):
+        lines.append(
+            "  (log rows: data rows appended to merge-on-read logs since each group's base, "
+            "updates and inserts; deletes not subtracted; a read or compaction merges them)"
+        )
     return lines
 
 

@@ -4,7 +4,10 @@ Where each figure comes from (none reads a data file):
 
 * ``table``: ``table.json`` and the schema of the latest visible commit;
 * ``data``: partitions, files and bytes from the metadata table's ``files`` partition; rows
-  from its ``column_stats`` (null plus non-null values of the record key column per file);
+  from its ``column_stats`` (null plus non-null values of the record key column per file).
+  A partition with merge-on-read logs has no ``rows`` (None: only a merge knows how many of
+  its logs' rows update or delete base rows) but ``base_rows`` and ``log_rows``, the data
+  rows its logs hold (deletes not subtracted);
 * ``bytes_on_disk``: one recursive listing of the table folder (sizes as the listing gives
   them): data files (every version the cleaner has not removed yet), each metadata partition,
   the three timelines, and the rest of ``.braid``;
@@ -84,18 +87,26 @@ def data_part(reader: MetadataReader, record_key: str) -> dict[str, Any]:
         rows = _rows_per_file(reader, None)  # the key column has no statistics: any column
     parts = {}
     for partition, files in sorted(listing.items()):
-        # a merge-on-read log's rows may update its base's: no count without a merge
-        counted = [None if name.endswith(".log") else rows.get((partition, name)) for name in files]
+        bases = [rows.get((partition, n)) for n in files if not n.endswith(".log")]
+        # a merge-on-read log's rows may update or delete its base's: no count without a
+        # merge; its data rows are in the column statistics (a log of deletes only has none)
+        logs = [rows.get((partition, n), 0) for n in files if n.endswith(".log")]
+        base_rows = None if None in bases else sum(bases)  # type: ignore[arg-type]
         parts[partition] = {
             "files": len(files),
-            "rows": None if None in counted else sum(counted),  # type: ignore[arg-type]
+            "rows": base_rows if not logs else None,
+            "base_rows": base_rows,
+            "log_rows": sum(logs),
             "bytes": sum(files.values()),
         }
     known = [p["rows"] for p in parts.values()]
+    based = [p["base_rows"] for p in parts.values()]
     return {
         "partitions": len(parts),
         "files": sum(p["files"] for p in parts.values()),
         "rows": None if None in known else sum(known),  # type: ignore[arg-type]
+        "base_rows": None if None in based else sum(based),  # type: ignore[arg-type]
+        "log_rows": sum(p["log_rows"] for p in parts.values()),
         "bytes": sum(p["bytes"] for p in parts.values()),
         "by_partition": parts,
     }

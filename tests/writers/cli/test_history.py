@@ -160,3 +160,26 @@ def test_show_against_the_model_and_the_disk(story, capsys):
     text = capsys.readouterr().out
     assert f"{len(paths)} files, {len(model)} rows" in text
     assert "secondary indexes: v=built" in text
+
+
+def test_show_of_a_merge_on_read_table_counts_base_and_log_rows(tmp_path, capsys):
+    """Partitions with logs show their base rows and the logs' data rows (unmerged: deletes
+    not subtracted); after a compaction the exact rows again."""
+    c = WriteClient.create(str(tmp_path / "m"), "id", ["day"], "ts", table_type="merge_on_read")
+    ids = [f"k{i:02d}" for i in range(40)]
+    days = ["2024-01-01" if i % 4 else "2024-01-02" for i in range(40)]  # 30 and 10 rows
+    c.bulk_insert(rows(ids, days, 1))
+    c.upsert(rows(["k01", "k02", "k04"], [days[1], days[2], days[4]], 2))  # updates: 2 + 1
+    c.delete(["k05", "k08"])  # one row of each day
+    data = c.show()["data"]
+    got = {p: (v["rows"], v["base_rows"], v["log_rows"]) for p, v in data["by_partition"].items()}
+    assert got == {"day=2024-01-01": (None, 30, 2), "day=2024-01-02": (None, 10, 1)}
+    assert (data["rows"], data["base_rows"], data["log_rows"]) == (None, 40, 3)
+    assert main(["show", c.path]) == 0
+    text = capsys.readouterr().out
+    assert "day=2024-01-01: 3 files, 30 base rows + 2 log rows (not merged)" in text  # + 2 logs
+    c.compact()
+    data = c.show()["data"]
+    got = {p: (v["rows"], v["log_rows"]) for p, v in data["by_partition"].items()}
+    assert got == {"day=2024-01-01": (29, 0), "day=2024-01-02": (9, 0)}
+    assert data["rows"] == len(c.read_arrow()) == 38
