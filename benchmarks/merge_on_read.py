@@ -12,8 +12,8 @@ Workload: a table of N rows (default 10,000,000) over 30 day partitions (``upser
    merge-on-read table uncompacted: every group holds up to ten logs), then its compaction.
 lakebraid's tables are opened afresh inside each timing (``WriteClient.open``) and written by
 the in-process engine with inline data compaction off (step 6 and 7 compact by hand); the
-small steps 3-5 (tenths of a second) run ``--copies`` + 1 times, the table put back after
-each but the last, and their median is reported (one sample of them varied by up to 2x
+small steps 3-5 (tenths of a second) run ``--runs`` times, the table put back before each
+but the first, and their median is reported (one sample of them varied by up to 2x
 between runs);
 delta-rs merges on ``t.id = s.id`` as in ``upsert.py``. At the end every table is read whole
 and compared with the expected rows. Ratios are delta-rs / lakebraid (> 1: lakebraid faster).
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import tempfile
 from collections.abc import Callable
 from functools import partial
@@ -34,7 +33,7 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from benchlib import NA, Report, Value, timed
+from benchlib import NA, Report, Value, median_timed, timed
 from deltalake import DeltaTable, write_deltalake
 from upsert import DAYS, delta_delete, delta_merge, digest, make_rows
 
@@ -44,7 +43,7 @@ Steps = dict[str, pa.Table]
 KINDS = ("copy_on_write", "merge_on_read")
 READS = 10  # upserts of READ_KEYS random keys before the timed read
 READ_KEYS = 100_000
-SMALL = ("one day", "spread", "delete")  # steps timed on copies too, the median reported
+SMALL = ("one day", "spread", "delete")  # steps timed --runs times, the median reported
 
 
 def workload(n: int, seed: int = 5) -> tuple[Steps, list[pa.Table]]:
@@ -83,26 +82,26 @@ def names(steps: Steps) -> dict[str, str]:
     }
 
 
-def on_copies(path: str, write: Callable[[str], object], copies: int) -> float:
-    """The median seconds of ``write`` on the table at ``path``, run ``copies`` + 1 times:
-    before each run but the last the table is copied aside, and put back after it. Each run
-    writes the same table at the same path, so a process's caches of its (immutable, uniquely
-    named) files stay warm as for a long-running writer."""
-    seconds = []
-    for n in range(copies + 1):
-        if n == copies:
-            seconds.append(timed(lambda: write(path))[1])
-            break
-        aside = f"{path}-aside"
+def median_of_runs(path: str, write: Callable[[str], object], runs: int) -> float:
+    """The median seconds of ``runs`` runs of ``write`` on the table at ``path``: before each,
+    the table is put back as it was (a copy set aside before the first), so every run writes
+    the same table at the same path and a process's caches of its (immutable, uniquely named)
+    files stay warm, as for a long-running writer. The last run's write is kept."""
+    aside = f"{path}-aside"
+
+    def put_back() -> None:
+        if os.path.exists(aside):
+            shutil.rmtree(path)
+            os.rename(aside, path)
         shutil.copytree(path, aside)
-        seconds.append(timed(lambda: write(path))[1])
-        shutil.rmtree(path)
-        os.rename(aside, path)
-    return statistics.median(seconds)
+
+    seconds = median_timed(lambda: write(path), runs, before=put_back)[1]
+    shutil.rmtree(aside)
+    return seconds
 
 
 def run_lakebraid(
-    path: str, kind: str, steps: Steps, later: list[pa.Table], copies: int
+    path: str, kind: str, steps: Steps, later: list[pa.Table], runs: int
 ) -> dict[str, float]:
     options = {"index.expected.records": len(steps["bulk"]), "compaction.inline": False}
     WriteClient.create(path, "id", ["day"], "ts", table_type=kind, **options)
@@ -118,7 +117,7 @@ def run_lakebraid(
             client = WriteClient.open(at)
             client.delete(steps[s]) if s == "delete" else client.upsert(steps[s])
 
-        seconds[step] = on_copies(path, write, copies)
+        seconds[step] = median_of_runs(path, write, runs)
     merge_on_read = kind == "merge_on_read"
     if merge_on_read:
         seconds["compaction"] = timed(lambda: load().compact())[1]
@@ -129,13 +128,13 @@ def run_lakebraid(
     return seconds
 
 
-def run_delta(path: str, steps: Steps, later: list[pa.Table], copies: int) -> dict[str, float]:
+def run_delta(path: str, steps: Steps, later: list[pa.Table], runs: int) -> dict[str, float]:
     merge = partial(delta_merge, path)
     seconds = {"bulk": timed(lambda: write_deltalake(path, steps["bulk"], partition_by=["day"]))[1]}
     seconds["mixed"] = timed(lambda: merge(steps["mixed"]))[1]
     for step in SMALL:
         how = delta_delete if step == "delete" else delta_merge
-        seconds[step] = on_copies(path, lambda at, s=step, h=how: h(at, steps[s]), copies)
+        seconds[step] = median_of_runs(path, lambda at, s=step, h=how: h(at, steps[s]), runs)
     seconds["upserts"] = sum(timed(lambda d=data: merge(d))[1] for data in later)
     seconds["read"] = timed(lambda: DeltaTable(path).to_pyarrow_table())[1]
     return seconds
@@ -160,8 +159,8 @@ def report(steps: Steps, got: dict[str, dict[str, float]], checks: dict[str, str
         notes=[
             "merge_on_read: one table per system and type, the steps in order; each row "
             "seconds of one write with the table opened afresh; the 1,000-key upserts and the "
-            "delete: the median of --copies + 1 runs (3 by default) on the same table, put back "
-            "after each but the last",
+            "delete: the median of --runs runs (3 by default) on the same table, put back "
+            "before each but the first",
             f"merge_on_read: 'read after': one full read after {READS} upserts of "
             f"{READ_KEYS:,} random keys (the merge-on-read table uncompacted); its compaction "
             "after, timed",
@@ -195,10 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--skip-delta", action="store_true")
     parser.add_argument(
-        "--copies",
+        "--runs",
         type=int,
-        default=2,
-        help="extra runs of the small steps (the table put back after each)",
+        default=3,
+        help="runs of the small steps, the median reported (the table put back between them)",
     )
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     args = parser.parse_args(argv)
@@ -210,11 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         reads: dict[str, Callable[[], pa.Table]] = {}
         for kind in KINDS:
             path = f"{folder}/{kind}"
-            got[kind] = run_lakebraid(path, kind, steps, later, args.copies)
+            got[kind] = run_lakebraid(path, kind, steps, later, args.runs)
             reads[kind] = lambda p=path: WriteClient.open(p).read_arrow()
             print(f"lakebraid {kind}: {got[kind]}", flush=True)
         if not args.skip_delta:
-            got["delta-rs"] = run_delta(f"{folder}/delta", steps, later, args.copies)
+            got["delta-rs"] = run_delta(f"{folder}/delta", steps, later, args.runs)
             reads["delta-rs"] = lambda: DeltaTable(f"{folder}/delta").to_pyarrow_table()
             print(f"delta-rs: {got['delta-rs']}", flush=True)
         found = {name: digest(read()) for name, read in reads.items()}

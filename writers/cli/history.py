@@ -85,10 +85,9 @@ def _rows_text(part: dict[str, Any]) -> str:
     """``N rows``; with merge-on-read logs, base rows and the logs' data rows (unmerged)."""
     if part["rows"] is not None:
         return f"{part['rows']:,} rows"
-    base = "?" if part.get("base_rows") is None else f"{part['base_rows']:,}"
-    if not part.get("log_rows") and part.get("base_rows") is None:
+    if part["base_rows"] is None:
         return "? rows"
-    return f"{base} base rows + {part.get('log_rows', 0):,} log rows (not merged)"
+    return f"{part['base_rows']:,} base rows + {part['log_rows']:,} log rows (not merged)"
 
 
 def _data_lines(data: dict[str, Any]) -> list[str]:
@@ -104,7 +103,7 @@ def _data_lines(data: dict[str, Any]) -> list[str]:
         )
     if len(parts) > 10:
         lines.append(f"  ... {len(parts) - 10} more partitions (--json lists every one)")
-    if data["rows"] is None and data.get("log_rows"):
+    if data["rows"] is None and data["log_rows"]:
         lines.append(
             "  (log rows: data rows appended to merge-on-read logs since each group's base, "
             "updates and inserts; deletes not subtracted; a read or compaction merges them)"

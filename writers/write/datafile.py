@@ -84,7 +84,7 @@ def conform(table: pa.Table, schema: pa.Schema, derive_key: str | None = None) -
     columns = []
     for field in schema:
         if field.name == RECORD_KEY and derive_key is not None:
-            columns.append(pc.cast(table.column(derive_key), pa.string()))
+            columns.append(stored_keys(table, derive_key))
         elif field.name in table.column_names:
             column = table.column(field.name)
             columns.append(column if column.type == field.type else column.cast(field.type))

@@ -49,7 +49,7 @@ def merge_slice(
     data = [(r, b) for r, b in data if b.rows.num_rows]
     if not data:
         return conform(_kept(stored, ~deleted), schema, derive_key)
-    log = pa.concat_tables([_conformed(b.rows, schema) for _, b in data]).combine_chunks()
+    log = pa.concat_tables([conform(b.rows, schema) for _, b in data]).combine_chunks()
     ranks = np.array([r for r, _ in data], dtype=np.int64)
     rank = np.repeat(ranks, [b.rows.num_rows for _, b in data])
     log_keys = log.column(RECORD_KEY)
@@ -60,7 +60,7 @@ def merge_slice(
     if ordering is not None and ordering in stored.column_names and has_log.any():
         at = np.flatnonzero(has_log)  # an older event does not replace the stored row
         slot = pc.take(match, pa.array(at)).to_numpy(zero_copy_only=False).astype(np.int64)
-        old = _cast(stored.column(ordering).take(pa.array(at)), schema.field(ordering).type)
+        old = stored.column(ordering).take(pa.array(at)).cast(schema.field(ordering).type)
         new = log.column(ordering).take(pa.array(won[slot]))
         older = pc.fill_null(pc.greater(old, new), False).to_numpy(zero_copy_only=False)
         older &= ~deleted[at]
@@ -84,23 +84,6 @@ def _deleted(keys: pa.ChunkedArray, blocks: Sequence[DataLogBlock]) -> np.ndarra
         return np.zeros(len(keys), dtype=bool)
     value_set = pc.unique(pa.concat_arrays([d.cast(pa.string()) for d in deletes]))
     return pc.is_in(keys, value_set=value_set).to_numpy(zero_copy_only=False)
-
-
-def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` in ``schema``: a column it lacks (older schema) becomes nulls."""
-    if table.schema.equals(schema):
-        return table
-    columns = [
-        _cast(table.column(f.name), f.type)
-        if f.name in table.column_names
-        else pa.nulls(table.num_rows, f.type)
-        for f in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def _cast(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray:
-    return column if column.type == kind else column.cast(kind)
 
 
 def _removed_before(keys: pa.ChunkedArray, blocks: Sequence[DataLogBlock]) -> np.ndarray:
