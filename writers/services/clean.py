@@ -45,7 +45,15 @@ from lakebraid.timeline.bodies import (
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.visibility import Visibility
-from lakebraid.writers.services.lifecycle import G, M, complete_all, remove, run_service, start_all
+from lakebraid.writers.services.lifecycle import (
+    G,
+    M,
+    complete_all,
+    remove,
+    remove_tree,
+    run_service,
+    start_all,
+)
 from lakebraid.writers.services.markers import sweep_completed
 from lakebraid.writers.services.rollback import delete_undone_files
 
@@ -256,7 +264,7 @@ def sweep_staging(table: TableTimelines, now: float | None = None) -> list[str]:
         stamps.append(_mtime(fs.info(folder)))
         known = [t for t in stamps if t is not None]
         if known and max(known) < limit:
-            fs.rm(folder, recursive=True)
+            remove_tree(fs, folder)
             swept.append(folder)
     return swept
 

@@ -81,3 +81,18 @@ def remove(fs: AbstractFileSystem, path: str) -> None:
         fs.rm_file(path)
     except FileNotFoundError:
         pass
+
+
+def remove_tree(fs: AbstractFileSystem, path: str, attempts: int = 20) -> None:
+    """Delete a folder and everything under it; a folder already gone is fine, and so is one
+    another process empties at the same time (a writer's rollback and another writer's
+    cleaner both delete an undone instant's markers): a removal that meets an entry the other
+    removed first goes on until the folder is gone."""
+    for _ in range(attempts):
+        try:
+            fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            if fs.exists(path):
+                continue  # the other process was in the middle: remove what it left
+        return
+    fs.rm(path, recursive=True)  # still racing after every attempt: say why

@@ -16,7 +16,7 @@ from lakebraid.metadata.commits import read_commit
 from lakebraid.timeline.durable import is_local
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.services.lifecycle import remove
+from lakebraid.writers.services.lifecycle import remove, remove_tree
 
 SUFFIX = ".marker"
 
@@ -43,8 +43,8 @@ def sweep_markers(table: TableTimelines, time: str, committed: Iterable[str]) ->
     except FileNotFoundError:
         found = []
     if not found:
-        if is_local(fs) and fs.exists(folder):
-            fs.rm(folder, recursive=True)
+        if is_local(fs):
+            remove_tree(fs, folder)
         return []
     keep = set(committed)
     deleted = []
@@ -56,7 +56,7 @@ def sweep_markers(table: TableTimelines, time: str, committed: Iterable[str]) ->
             remove(fs, f"{layout.root}/{relative}")
             deleted.append(relative)
     if is_local(fs):
-        fs.rm(folder, recursive=True)
+        remove_tree(fs, folder)
     else:  # object stores have no folders: one batch delete of the markers
         fs.rm(found)
     return deleted

@@ -33,6 +33,7 @@ from lakebraid.writers.services.lifecycle import (
     complete_all,
     open_instant,
     remove,
+    remove_tree,
     run_opened,
     start_all,
 )
@@ -214,6 +215,4 @@ def delete_undone_files(
             remove(fs, f"{layout.metadata_dir}/{relative}")
             bar.advance()
     for target in targets:
-        markers = layout.markers_dir(target)
-        if fs.exists(markers):
-            fs.rm(markers, recursive=True)
+        remove_tree(fs, layout.markers_dir(target))

@@ -95,6 +95,7 @@ from lakebraid.writers.engine.inprocess import write_rows
 from lakebraid.writers.errors import WriteError
 from lakebraid.writers.read.plan import keep_matching, plan_units, table_schema
 from lakebraid.writers.read.spark_files import FileRead, read_value, task_values
+from lakebraid.writers.services.lifecycle import remove_tree
 from lakebraid.writers.services.recovery import recover
 from lakebraid.writers.write.datafile import read_parquet, spec_of, virtual_key
 from lakebraid.writers.write.operations import ordering, resolve_policy
@@ -389,7 +390,4 @@ class LakebraidWriter(DataSourceArrowWriter):
 
     def _remove_staging(self) -> None:
         fs, folder = self._staging()
-        try:
-            fs.rm(folder, recursive=True)
-        except FileNotFoundError:
-            pass
+        remove_tree(fs, folder)
