@@ -27,7 +27,7 @@ def _remove_all(root: str, go, errors) -> None:  # type: ignore[no-untyped-def]
     for tree in range(TREES):
         try:
             remove_tree(fs, f"{root}/t{tree}")
-        except Exception as exc:  # noqa: BLE001 - reported to the parent
+        except Exception as exc:  # reported to the parent
             errors.put(f"t{tree}: {exc!r}")
     errors.put(None)
 
@@ -39,9 +39,7 @@ def test_processes_removing_the_same_folders_at_once_all_succeed(tmp_path: Path)
     _build(tmp_path)
     ctx = mp.get_context("spawn")
     go, errors = ctx.Barrier(4), ctx.Queue()
-    workers = [
-        ctx.Process(target=_remove_all, args=(str(tmp_path), go, errors)) for _ in range(4)
-    ]
+    workers = [ctx.Process(target=_remove_all, args=(str(tmp_path), go, errors)) for _ in range(4)]
     for worker in workers:
         worker.start()
     reported, finished = [], 0

@@ -16,25 +16,18 @@ on an object store takes its file system's options as ``.option("storage_options
 into pruning conditions (``index.column_stats``: the same conditions and ``may_match`` as
 ``WriteClient.read(where=)``, null counts for ``IS [NOT] NULL`` and the bounds of a
 ``LIKE 'p%'`` prefix) and hands every filter back to Spark as not handled: pruning is per
-file, so Spark still filters the rows. ``partitions()``
-lists the data files of the read point from the metadata table and keeps those the
-``column_stats`` cannot rule out: one input partition per file, so the partition count is the
-number of files opened. ``read()`` runs in Python workers: it opens its file with fsspec
-(``writers.read.spark_files.read_file``), conforms it to the declared schema and yields Arrow
-batches carrying that schema exactly (nullability included). Reader and partitions hold
+file, so Spark still filters the rows. ``partitions()`` lists the file slices of the read
+point from the metadata table and keeps those the ``column_stats`` cannot rule out: one input
+partition per file slice (a base file, and in a merge-on-read table its logs). ``read()`` runs
+in Python workers: it opens its files with fsspec (``writers.read.spark_files``), merges a
+slice's logs into its base (newest wins, deletes remove), conforms the rows to the declared
+schema and yields Arrow batches carrying that schema exactly (nullability included).
+``.option("mode", "read_optimized")`` reads base files only (a merge-on-read table as of each
+file group's last compaction; ``WriteClient.read(mode=)``); ``snapshot``, the default, merges
+the logs; any other value is refused naming it. Reader and partitions hold
 plain values only (URLs, strings, the Arrow schema, the conditions), never a table object.
 
-**Writes (append only).** ``writer()`` checks the path is a lakebraid table, refuses
-overwrite (upsert and delete stay on the client) and picks a job id. Executors
-(:class:`LakebraidWriter.write`) stage their Arrow batches as Parquet files in
-``.braid/staging/<job id>/`` (``TableLayout.staging_dir``) and report each file in their commit
-message. ``commit()`` runs in its own Python worker, not the driver: it opens the table with no
-Spark session and inserts the staged rows with the in-process engine
-(``writers.engine.inprocess.write_rows``, the table's ``insert.duplicates`` policy), so the
-rows go through the same checks and commit protocol as any insert (the job's rows are read
-into that one worker), then deletes the staging folder. Only the files named in the messages are
-read, so a failed or speculative task attempt's leftovers are never committed. ``abort()``
-deletes the staging folder (its messages may be ``None``).
+**Writes (append only)**: ``writers.engine.spark.datasource_write``.
 
 **Pruning by pushed filters is opt-in: ``.option("pushdown", "true")``.** Spark 4.3 keeps the
 partitions and read function of the latest filter pushdown on the loaded relation (its
@@ -56,14 +49,11 @@ import math
 import uuid
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql.datasource import (
     DataSource,
-    DataSourceArrowWriter,
     DataSourceReader,
     EqualNullSafe,
     EqualTo,
@@ -78,31 +68,27 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
     Not,
     StringStartsWith,
-    WriterCommitMessage,
 )
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import DoubleType, FloatType, StructType
 
 from lakebraid.index.column_stats import Condition
 from lakebraid.metadata.commits import schema_as_of
-from lakebraid.metadata.table import MetadataTable
-from lakebraid.timeline.durable import filesystem, make_folder
+from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
-from lakebraid.writers.engine.inprocess import write_rows
+from lakebraid.writers.engine.spark.datasource_write import LakebraidWriter
 from lakebraid.writers.errors import WriteError
-from lakebraid.writers.read.plan import keep_matching, plan_units, table_schema
+from lakebraid.writers.read.plan import keep_matching, merges_logs, plan_units, table_schema
 from lakebraid.writers.read.spark_files import FileRead, read_value, task_values
-from lakebraid.writers.services.lifecycle import remove_tree
-from lakebraid.writers.services.recovery import recover
-from lakebraid.writers.write.datafile import read_parquet, spec_of, virtual_key
-from lakebraid.writers.write.operations import ordering, resolve_policy
+from lakebraid.writers.write.datafile import spec_of, virtual_key
+from lakebraid.writers.write.operations import ordering
 
 NAME = "lakebraid"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-_OWN_OPTIONS = ("path", "as_of", "pushdown", "storage_options")
+_OWN_OPTIONS = ("path", "as_of", "mode", "pushdown", "storage_options")
 _registered: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
@@ -118,7 +104,7 @@ def register(spark: Any) -> None:
 
 # ---- opening the table (planning workers and the commit worker) -------------------------
 def _table_options(options: Any) -> dict[str, str]:
-    """The options that are table config overrides (all but path, as_of and pushdown)."""
+    """The options that are table config overrides (all but :data:`_OWN_OPTIONS`)."""
     return {k: str(v) for k, v in dict(options).items() if k.lower() not in _OWN_OPTIONS}
 
 
@@ -228,20 +214,23 @@ def plan_files(
     conditions: Sequence[Condition] = (),
     options: dict[str, str] | None = None,
     storage: dict[str, Any] | None = None,
+    logs: bool = True,
 ) -> list[Any]:
     """One read task's value per file slice to read (a URL, or a merge-on-read slice's base
     and logs: ``spark_files.task_values``): the read point's, minus those the conditions
-    rule out (``writers.read.plan.plan_units``; no data file is opened)."""
+    rule out (``writers.read.plan.plan_units``; no data file is opened). ``logs=False``:
+    base files only (a read-optimized read)."""
     table = _open(root, options or {}, storage or {})
     point = table.read_point(as_of)
     schema = table_schema(schema_as_of(table, point))
     keep = keep_matching(conditions, schema) if conditions else None
-    return task_values(plan_units(table, point, keep), table.fs.unstrip_protocol)
+    return task_values(plan_units(table, point, keep, logs), table.fs.unstrip_protocol)
 
 
 # ---- the data source -----------------------------------------------------------------------
 class LakebraidDataSource(DataSource):
-    """``format("lakebraid")``: options ``path`` (load/save), ``as_of`` and ``pushdown`` (reads),
+    """``format("lakebraid")``: options ``path`` (load/save), ``as_of``, ``mode`` and
+    ``pushdown`` (reads),
     and any table config key as a runtime override (e.g. ``write.target.file.rows``)."""
 
     @classmethod
@@ -262,12 +251,15 @@ class LakebraidDataSource(DataSource):
                 f"{pushdown!r}",
                 table=root,
             )
+        logs = merges_logs(self.options.get("mode", "snapshot"), root)
         as_of, storage = self.options.get("as_of"), _storage(self.options)
         table = _open(root, _table_options(self.options), storage)
         derive = virtual_key(spec_of(_schema(table, as_of)), table.config.record_key)
         read = FileRead(storage=storage, derive_key=derive, ordering=ordering(table))
         options = _table_options(self.options)
-        return LakebraidReader(root, as_of, options, schema, pushdown=pushdown == "true", read=read)
+        return LakebraidReader(
+            root, as_of, options, schema, pushdown=pushdown == "true", read=read, logs=logs
+        )
 
     def writer(self, schema: StructType, overwrite: bool) -> LakebraidWriter:
         root = _root_url(self.options, "df.write.format('lakebraid')")
@@ -293,9 +285,11 @@ class LakebraidReader(DataSourceReader):
         *,
         pushdown: bool = False,
         read: FileRead,
+        logs: bool = True,
     ):
         self.root = root
         self.pushdown = pushdown
+        self.logs = logs  # False: read-optimized, base files only
         self.read_spec = read  # storage options, the key column of a virtual record key
         self.as_of = as_of
         self.options = options
@@ -316,7 +310,7 @@ class LakebraidReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         values = plan_files(
-            self.root, self.as_of, self.conditions, self.options, self.read_spec.storage
+            self.root, self.as_of, self.conditions, self.options, self.read_spec.storage, self.logs
         )
         return [InputPartition(value) for value in values]
 
@@ -326,68 +320,3 @@ class LakebraidReader(DataSourceReader):
         table = read_value(partition.value, self.read_spec, self.arrow_schema)
         for batch in table.to_batches():
             yield pa.RecordBatch.from_arrays(batch.columns, schema=self.arrow_schema)
-
-
-@dataclass(frozen=True)
-class StagedFile(WriterCommitMessage):
-    """One write task's staged Parquet file (``path`` None: the task had no rows)."""
-
-    path: str | None
-    rows: int
-
-
-class LakebraidWriter(DataSourceArrowWriter):
-    def __init__(self, root: str, job_id: str, options: dict[str, str], storage: dict[str, Any]):
-        self.root = root
-        self.job_id = job_id
-        self.options = options
-        self.storage = storage
-
-    def _staging(self) -> tuple[Any, str]:
-        fs, root = filesystem(self.root, self.storage)
-        return fs, TableLayout(root).staging_dir(self.job_id)
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
-        fs, folder = self._staging()
-        path = f"{folder}/{uuid.uuid4().hex}.parquet"
-        rows = 0
-        sink: pq.ParquetWriter | None = None
-        handle = None
-        try:
-            for batch in iterator:
-                if batch.num_rows == 0:
-                    continue
-                if sink is None:
-                    make_folder(fs, folder)
-                    handle = fs.open(path, "wb")
-                    sink = pq.ParquetWriter(handle, batch.schema, compression="zstd")
-                sink.write_batch(batch)
-                rows += batch.num_rows
-        finally:
-            if sink is not None:
-                sink.close()
-            if handle is not None:
-                handle.close()
-        return StagedFile(fs.unstrip_protocol(path) if rows else None, rows)
-
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        staged = [m.path for m in messages if isinstance(m, StagedFile) and m.path]
-        try:
-            if staged:
-                parts = []
-                for url in staged:
-                    fs, path = filesystem(url, self.storage)
-                    parts.append(read_parquet(fs, path))
-                table = _open(self.root, self.options, self.storage)
-                recover(table)
-                policy = resolve_policy(table, "insert", None)
-                write_rows(table, MetadataTable(table), pa.concat_tables(parts), "insert", policy)
-        finally:
-            self._remove_staging()
-
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        self._remove_staging()
-
-    def _remove_staging(self) -> None:
-        fs, folder = self._staging()
-        remove_tree(fs, folder)

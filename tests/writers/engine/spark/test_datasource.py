@@ -371,3 +371,45 @@ def test_a_failed_append_leaves_the_table_unchanged(client, spark):
     assert snapshot(client) == before
     assert staged(client) == []
     assert sorted(r["id"] for r in sorted_rows(client.read())) == ["a", "b", "c"]
+
+
+# ---- read mode (merge-on-read) ----------------------------------------------------------------
+def by_id(frame) -> dict[str, tuple]:
+    found = frame.select("id", "day", "ts", "amount").collect()
+    assert len(found) == len({r["id"] for r in found}), "a key appears twice"
+    return {r["id"]: (r["day"], r["ts"], r["amount"]) for r in found}
+
+
+def test_read_optimized_reads_bases_only_and_snapshot_merges_the_logs(tmp_path, spark):
+    path = str(tmp_path / "mor")
+    mor = WriteClient.create(
+        path,
+        "id",
+        ["day"],
+        "ts",
+        table_type="merge_on_read",
+        spark=spark,
+        **{"compaction.inline": False},
+    )
+    days = [DAYS[0], DAYS[0], DAYS[1], DAYS[1]]
+    first = mor.bulk_insert(rows(["a", "b", "c", "d"], days, 1, 1.0))
+    base = {"a": (DAYS[0], 1, 1.0), "b": (DAYS[0], 1, 1.0), "c": (DAYS[1], 1, 1.0)}
+    base["d"] = (DAYS[1], 1, 1.0)
+    mor.upsert(rows(["a", "c"], [DAYS[0], DAYS[1]], 2, 2.0))
+    mor.delete(["d"])
+    assert any(p.endswith(".log") for p in mor.file_paths())
+    merged = {"a": (DAYS[0], 2, 2.0), "b": base["b"], "c": (DAYS[1], 2, 2.0)}
+
+    assert by_id(load(spark, path, mode="read_optimized")) == base
+    assert by_id(load(spark, path)) == merged
+    assert by_id(load(spark, path, mode="snapshot")) == merged
+    assert by_id(load(spark, path, mode="read_optimized", as_of=first)) == base
+    assert by_id(load(spark, path, mode="read_optimized").where(f"day = '{DAYS[1]}'")) == {
+        "c": base["c"],
+        "d": base["d"],
+    }
+    with pytest.raises(Exception, match="read mode 'latest' is not one of"):
+        load(spark, path, mode="latest").count()
+
+    mor.compact()
+    assert by_id(load(spark, path, mode="read_optimized")) == merged
