@@ -132,6 +132,8 @@ def logged_keys(fs: AbstractFileSystem, folder: str, logs: Iterable[WrittenLog])
             keys.update(read_base(fs, f"{folder}/{log.name}", ["key"]).column("key").to_pylist())
             continue
         for block in read_log_file(fs, f"{folder}/{log.name}"):
+            if block.table is not None:
+                keys.update(block.table.column("key").to_pylist())
             keys.update(r.key for r in block.records)
             keys.update(block.keys)
     return keys

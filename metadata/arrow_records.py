@@ -25,10 +25,8 @@ index also has a vectorised path (:func:`index_table`) that never builds Python 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -189,66 +187,11 @@ def index_table(
     )
 
 
-_MSGPACK = msgspec.msgpack.Encoder()
-_COMBO = np.dtype([("p", "<i4"), ("h", "<i8"), ("l", "<i8"), ("i", "<i8"), ("d", "?")])
-
-
-def encode_index_columns(table: pa.Table) -> bytes:
-    """The body of a ``record_index`` data block from the columns ``key, partition,
-    file_id_hi, file_id_lo, instant, deleted``: byte for byte what
-    ``metadata.records.encode_records`` writes for the same records, without a Python object
-    per row. Every record is ``[key, partition, hi, lo, instant, deleted]``; the fields after
-    the key repeat (few file groups per instant), so each distinct combination is encoded once
-    with msgspec, as is the array-and-string header of each distinct key length, and Arrow
-    joins header + key + rest per row."""
-    n = table.num_rows
-    head = _MSGPACK.encode([None] * n)[: -n or None]  # the outer array header alone
-    if n == 0:
-        return head
-    keys = flat(table.column("key")).cast(pa.string())
-    prefix = _by_value(pc.binary_length(keys), lambda size: b"\x96" + _str_header(size))
-    partitions = pc.dictionary_encode(flat(table.column("partition")))
-    combos = np.zeros(n, dtype=_COMBO)
-    combos["p"] = partitions.indices.to_numpy(zero_copy_only=False)
-    for field, name in (("h", "file_id_hi"), ("l", "file_id_lo"), ("i", "instant")):
-        combos[field] = flat(table.column(name)).to_numpy(zero_copy_only=False)
-    combos["d"] = flat(table.column("deleted")).to_numpy(zero_copy_only=False)
-    packed = pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(_COMBO.itemsize), n, [None, pa.py_buffer(combos.tobytes())]
-    )
-    distinct = pc.dictionary_encode(packed)
-    names = partitions.dictionary.to_pylist()
-    rests = []
-    for raw in distinct.dictionary.to_pylist():
-        c = np.frombuffer(raw, dtype=_COMBO)[0]
-        fields = [names[c["p"]], int(c["h"]), int(c["l"]), int(c["i"]), bool(c["d"])]
-        rests.append(_MSGPACK.encode(fields)[1:])  # without its own 5-array header
-    rest = pa.array(rests, pa.binary()).take(distinct.indices)
-    rows = pc.binary_join_element_wise(
-        prefix, keys.cast(pa.binary()), rest, pa.scalar(b"", pa.binary())
-    )
-    offsets = np.frombuffer(rows.buffers()[1], dtype=np.int32, count=n + 1, offset=rows.offset * 4)
-    data = rows.buffers()[2]
-    return head + data.to_pybytes()[int(offsets[0]) : int(offsets[-1])]
-
-
 def flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """One contiguous array of a column (chunks combined; an empty one of its type)."""
     if isinstance(column, pa.ChunkedArray):
         return column.combine_chunks() if column.num_chunks else pa.array([], column.type)
     return column
-
-
-def _by_value(values: pa.Array, encode: Callable[[Any], bytes]) -> pa.Array:
-    """``encode`` of every value, computed once per distinct value."""
-    encoded = pc.dictionary_encode(values)
-    table = pa.array([encode(v) for v in encoded.dictionary.to_pylist()], pa.binary())
-    return table.take(encoded.indices)
-
-
-def _str_header(size: int) -> bytes:
-    """The msgpack header of a str of ``size`` UTF-8 bytes."""
-    return _MSGPACK.encode("x" * size)[: -size or None]
 
 
 def first_per_key(table: pa.Table, key: str, order: Sequence[tuple[str, str]]) -> pa.Table:

@@ -26,10 +26,12 @@ from lakebraid.metadata.errors import (
     MetadataValueError,
 )
 from lakebraid.metadata.files import local_path
-from lakebraid.metadata.keyorder import block_key_range, check_block_keys
+from lakebraid.metadata.indexbody import encode_index_body, index_key_range, index_records
+from lakebraid.metadata.keyorder import check_block_keys
 from lakebraid.metadata.logblock import (
     BODY_LENGTH,
     CODECS,
+    COLUMNAR_VERSION,
     FORMAT_VERSION,
     MAGIC,
     OVERHEAD,
@@ -52,6 +54,9 @@ from lakebraid.metadata.records import (
 from lakebraid.timeline.durable import create_settled, fsync_dir
 
 _ENCODER = msgspec.msgpack.Encoder()
+# below this many entries a version 1 block is the smaller: an IPC stream's schema and
+# dictionaries take about 1.7 KB whatever the rows
+COLUMNAR_MIN_ENTRIES = 512
 _KEY = operator.attrgetter("key")
 _U32_MAX = (1 << 32) - 1
 
@@ -65,28 +70,34 @@ def encode_block(
     records: Sequence[MetadataRecord] = (),
     keys: Sequence[str] = (),
     command: Command | None = None,
-    encoded: tuple[pa.Array, bytes] | None = None,
+    columns: pa.Table | None = None,
+    min_columnar: int = COLUMNAR_MIN_ENTRIES,
     extra: Mapping[str, str] | None = None,
     codec: str = "zstd",
     compression_level: int | None = None,
 ) -> bytes:
     """One encoded block: ``records`` for a data block (sorted by key, keys unique), ``keys``
-    for a delete block (sorted, unique), ``command`` for a command block. A data block may
-    instead take ``encoded=(keys, body)``: records already encoded in the record wire format
-    (``metadata.arrow_records.encode_index_columns``), with their sorted, unique keys as an
-    Arrow string array (checked with Arrow kernels).
+    for a delete block (sorted, unique), ``command`` for a command block. A record-index data
+    block may instead take ``columns``: its entries as the columns of
+    ``metadata.indexbody.INDEX_BLOCK_SCHEMA`` (sorted, unique keys, checked with Arrow
+    kernels), written as a format version 2 block with a columnar body when they number
+    ``min_columnar`` or more, else as the records of a version 1 block.
 
     Raises ``ValueError`` / ``TypeError`` for arguments the format cannot hold (unsorted or
     duplicate keys, records of another partition, a malformed instant, ...)."""
     block_type = BlockType(block_type)
     partition = Partition(partition)
+    if columns is not None and partition is not Partition.RECORD_INDEX:
+        raise MetadataValueError(f"columns are for record_index blocks, not {partition}")
+    if columns is not None and columns.num_rows < min_columnar:
+        records, columns = index_records(columns), None
     given = {
-        "records": bool(records) or encoded is not None,
+        "records": bool(records) or columns is not None,
         "keys": bool(keys),
         "command": command is not None,
     }
     extra = _checked_arguments(block_type, instant, file_group, codec, extra, given)
-    raw, (count, first, last) = _payload(block_type, partition, records, keys, command, encoded)
+    raw, (count, first, last) = _payload(block_type, partition, records, keys, command, columns)
     compressor = block_codec(codec, compression_level)
     body = raw if compressor is None else compressor.compress(raw, asbytes=True)
     header = BlockHeader(
@@ -103,7 +114,8 @@ def encode_block(
         raw_length=len(raw),
         extra=extra,
     )
-    return _frame(block_type, _ENCODER.encode(header), body)
+    version = FORMAT_VERSION if columns is None else COLUMNAR_VERSION
+    return _frame(block_type, _ENCODER.encode(header), body, version)
 
 
 def _checked_arguments(
@@ -139,11 +151,11 @@ def _payload(
     records: Sequence[MetadataRecord],
     keys: Sequence[str],
     command: Command | None,
-    encoded: tuple[pa.Array, bytes] | None,
+    columns: pa.Table | None,
 ) -> tuple[bytes, tuple[int, str | None, str | None]]:
     """The body before compression, and the block's key count, first and last key."""
-    if block_type is BlockType.DATA and encoded is not None:
-        return encoded[1], block_key_range(encoded[0])
+    if block_type is BlockType.DATA and columns is not None:
+        return encode_index_body(columns), index_key_range(columns)
     if block_type is BlockType.COMMAND:
         if not isinstance(command, Command):
             raise MetadataValueError("a command block needs a Command")
@@ -162,7 +174,7 @@ def _payload(
     return raw, (len(block_keys), first, last)
 
 
-def _frame(block_type: BlockType, header: bytes, body: bytes) -> bytes:
+def _frame(block_type: BlockType, header: bytes, body: bytes, version: int) -> bytes:
     """One block's bytes: prefix, header, body length, body, CRC and total length."""
     if len(header) > _U32_MAX:
         raise MetadataValueError("block header too large")
@@ -170,7 +182,7 @@ def _frame(block_type: BlockType, header: bytes, body: bytes) -> bytes:
     total = OVERHEAD + len(header) + len(body)
     return b"".join(
         (
-            PREFIX.pack(MAGIC, FORMAT_VERSION, int(block_type), len(header)),
+            PREFIX.pack(MAGIC, version, int(block_type), len(header)),
             header,
             BODY_LENGTH.pack(len(body)),
             body,

@@ -39,7 +39,7 @@ from lakebraid.metadata.arrow_records import (
 from lakebraid.metadata.basefile import SIZES, base_info, lookup_base, read_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
-from lakebraid.metadata.logblock import BlockType, LogBlock, read_log_file
+from lakebraid.metadata.logblock import BlockType, LogBlock, block_records, read_log_file
 from lakebraid.metadata.records import (
     ALL_PARTITIONS_KEY,
     ColumnStatsRecord,
@@ -113,7 +113,7 @@ def fold_logs(
     cumulative = partition is Partition.FILES
     for block in blocks:
         if block.block_type is BlockType.DATA:
-            records = block.records
+            records = block_records(block)
             if keys is not None:
                 records = [r for r in records if r.key in keys]
             if not cumulative:  # newest replaces: no per-record merge needed
@@ -203,6 +203,8 @@ def index_log_table(blocks: list[LogBlock]) -> pa.Table:
 
 def _index_block_table(block: LogBlock) -> pa.Table:
     """One record-index log block as columns."""
+    if block.table is not None:  # a columnar block: the columns as they are
+        return block.table
     if block.block_type is BlockType.DELETE:
         n = len(block.keys)
         columns = [block.keys, [""] * n, [0] * n, [0] * n, [0] * n, [True] * n]

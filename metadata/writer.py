@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from lakebraid.metadata.arrow_records import SCHEMAS, encode_index_columns, flat, index_table
+from lakebraid.metadata.arrow_records import SCHEMAS, flat, index_table
 from lakebraid.metadata.basefile import sort_order, write_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
@@ -232,7 +232,7 @@ def _write_index(
             instant=instant,
             partition=partition,
             file_group=group,
-            encoded=(keys, encode_index_columns(part)),
+            columns=part,
         )
         log = _append(fs, layout, instant, partition, group, blob, end - start)
         path = layout.metadata_log_file(str(partition), group, instant)

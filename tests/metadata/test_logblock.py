@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 import struct
 import zlib
 from typing import Any
@@ -11,21 +10,28 @@ from typing import Any
 import fsspec
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakebraid.metadata.errors import CorruptLogBlockError, MetadataError, MetadataFormatError
+from lakebraid.metadata.errors import (
+    CorruptLogBlockError,
+    MetadataError,
+    MetadataFormatError,
+    MetadataValueError,
+)
 from lakebraid.metadata.logblock import (
     OVERHEAD,
     BlockType,
     Command,
+    block_records,
     decode_block,
     iter_blocks,
     iter_blocks_backward,
     read_log_file,
 )
-from lakebraid.metadata.logwrite import append_blocks, encode_block
+from lakebraid.metadata.logwrite import COLUMNAR_MIN_ENTRIES, append_blocks, encode_block
 from lakebraid.metadata.records import (
     ColumnStatsRecord,
     FilesRecord,
@@ -108,12 +114,22 @@ def any_blocks(draw: st.DrawFn) -> bytes:
         file_group=f"{partition}-0003",
         codec=draw(st.sampled_from(["zstd", "uncompressed"])),
     )
+    if kind is BlockType.DATA and partition is Partition.RECORD_INDEX and draw(st.booleans()):
+        return encode_block(kind, columns=index_columns(records), min_columnar=0, **common)
     if kind is BlockType.DATA:
         return encode_block(kind, records=records, **common)
     if kind is BlockType.DELETE:
         keys = sorted(set(draw(st.lists(text, max_size=6))))
         return encode_block(kind, keys=keys, **common)
     return encode_block(kind, command=Command("rollback", "20231231000000000"), **common)
+
+
+def index_columns(records: list[RecordIndexRecord]) -> pa.Table:
+    """The record-index entries as columns (the model: each field of each record)."""
+    names = ["key", "partition", "file_id_hi", "file_id_lo", "instant", "deleted"]
+    types = [pa.string(), pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.bool_()]
+    columns = [[getattr(r, name) for r in records] for name in names]
+    return pa.table([pa.array(c, t) for c, t in zip(columns, types, strict=True)], names=names)
 
 
 def _encode(partition: Partition, records: list[Any], **extra: Any) -> bytes:
@@ -157,6 +173,62 @@ def test_forward_and_backward_walks_agree(blocks: list[bytes]) -> None:
     forward = list(iter_blocks(data, "f.log"))
     assert [b.offset for b in forward] == [sum(map(len, blocks[:i])) for i in range(len(blocks))]
     assert list(iter_blocks_backward(data, "f.log")) == forward[::-1]
+
+
+@FAST
+@given(st.lists(index_records, max_size=40), st.booleans())
+def test_columnar_index_blocks_round_trip(records: list[Any], dictionary: bool) -> None:
+    records = _sorted_unique(records)
+    columns = index_columns(records)
+    if dictionary:  # as the writer hands them: partitions dictionary encoded
+        columns = columns.set_column(1, "partition", pc.dictionary_encode(columns.column(1)))
+    blob = encode_block(
+        BlockType.DATA,
+        instant=INSTANT,
+        partition="record_index",
+        file_group="record_index-0001",
+        columns=columns,
+        min_columnar=0,
+    )
+    assert struct.unpack_from(">H", blob, 4) == (2,)  # format version 2
+    decoded, after = decode_block(blob, 0, "mem.log")
+    assert after == len(blob) and decoded.version == 2 and decoded.records == []
+    assert decoded.table is not None and decoded.table.equals(index_columns(records))
+    assert block_records(decoded) == records
+    header = decoded.header
+    assert header.record_count == len(records)
+    assert (header.min_key, header.max_key) == (
+        (records[0].key, records[-1].key) if records else (None, None)
+    )
+    assert list(iter_blocks_backward(blob, "mem.log")) == [decoded]
+
+
+def test_few_entries_make_a_version_1_block_of_the_same_records() -> None:
+    records = [RecordIndexRecord(f"k{i:04d}", "p", 1, 2, 3, i % 7 == 0) for i in range(600)]
+    common = dict(instant=INSTANT, partition="record_index", file_group="record_index-0002")
+    for n, version in ((1, 1), (COLUMNAR_MIN_ENTRIES - 1, 1), (COLUMNAR_MIN_ENTRIES, 2)):
+        blob = encode_block(BlockType.DATA, columns=index_columns(records[:n]), **common)
+        decoded = decode_block(blob)[0]
+        assert decoded.version == version and block_records(decoded) == records[:n]
+        assert (decoded.table is None) == (version == 1)
+
+
+def test_columns_are_for_record_index_data_blocks_only() -> None:
+    columns = index_columns([RecordIndexRecord("k", "p", 1, 2, 3)])
+    with pytest.raises(MetadataValueError, match="record_index blocks, not files"):
+        encode_block(
+            BlockType.DATA, instant=INSTANT, partition="files", file_group="f", columns=columns
+        )
+    blob = bytearray(_encode(Partition.FILES, [FilesRecord("p", {"a": 1}, [])]))
+    struct.pack_into(">H", blob, 4, 2)  # a files block claiming version 2
+    crc_at = len(blob) - 12
+    header_length = struct.unpack_from(">I", blob, 7)[0]
+    body = bytes(blob[19 + header_length : crc_at])
+    struct.pack_into(
+        ">I", blob, crc_at, zlib.crc32(body, zlib.crc32(blob[11 : 11 + header_length]))
+    )
+    with pytest.raises(CorruptLogBlockError, match="version 2 is for record-index data blocks"):
+        decode_block(blob)
 
 
 @FAST
@@ -245,6 +317,13 @@ def test_every_byte_flip_of_small_blocks_is_detected() -> None:
     common = dict(instant=INSTANT, partition="record_index", file_group="record_index-0000")
     blocks = [
         _encode(Partition.RECORD_INDEX, [RecordIndexRecord("k", "p", 1, 2, 3)]),
+        encode_block(
+            BlockType.DATA,
+            columns=index_columns([RecordIndexRecord("k", "p", 1, 2, 3, True)]),
+            min_columnar=0,
+            codec="uncompressed",
+            **common,
+        ),
         encode_block(BlockType.DELETE, keys=["k"], codec="uncompressed", **common),
         encode_block(BlockType.COMMAND, command=Command("rollback", INSTANT), **common),
     ]
@@ -378,23 +457,28 @@ def test_appending_refuses_garbage_and_torn_tails(tmp_path) -> None:
 @FAST
 @given(st.lists(text, max_size=12))
 def test_arrow_keys_are_checked_like_a_list(keys: list[str]) -> None:
-    """An encoded block's keys as an Arrow array: refused exactly when a list of the same keys
-    is (a delete block checks its list), with the same message, else the same header fields
-    (count, min, max)."""
+    """A columnar block's keys: refused exactly when a list of the same keys is (a delete
+    block checks its list), else the same header fields (count, min, max)."""
 
     def header(block_type, **given):
         blob = encode_block(
-            block_type, instant=INSTANT, partition="record_index", file_group="g", **given
+            block_type,
+            instant=INSTANT,
+            partition="record_index",
+            file_group="g",
+            min_columnar=0,
+            **given,
         )
         return decode_block(blob, with_records=False)[0].header
 
+    columns = index_columns([RecordIndexRecord(k, "p", 1, 2, 3) for k in keys])
     try:
         expected = header(BlockType.DELETE, keys=keys)
-    except ValueError as exc:
-        with pytest.raises(ValueError, match=re.escape(str(exc))):
-            header(BlockType.DATA, encoded=(pa.array(keys, pa.string()), b"\x90"))
+    except ValueError:
+        with pytest.raises(ValueError, match="keys not strictly ascending"):
+            header(BlockType.DATA, columns=columns)
     else:
-        got = header(BlockType.DATA, encoded=(pa.array(keys, pa.string()), b"\x90"))
+        got = header(BlockType.DATA, columns=columns)
         assert (got.record_count, got.min_key, got.max_key) == (
             expected.record_count,
             expected.min_key,

@@ -5,12 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakebraid.metadata.arrow_records import encode_index_columns
 from lakebraid.metadata.errors import MetadataFormatError
 from lakebraid.metadata.records import (
     ALL_PARTITIONS_KEY,
@@ -304,31 +302,3 @@ def test_codec_refuses_foreign_records_and_unknown_schema_versions() -> None:
     body = encode_records("files", [FilesRecord("p", {"a": 1}, [])])
     with pytest.raises(MetadataFormatError):
         decode_records("files", body, SCHEMA_VERSION + 1)
-
-
-@FAST
-@given(
-    st.lists(
-        st.tuples(
-            st.text(max_size=40),  # key lengths across the fixstr / str8 headers
-            st.sampled_from(["", "day=1", "é=ü"]) | st.text(max_size=6),
-            st.sampled_from([0, -1, 127, 128, -33, 2**40, -(2**63), 2**63 - 1]) | INT64,
-            INT64,
-            st.integers(0, 10**17 - 1),
-            st.booleans(),
-        ),
-        max_size=30,
-        unique_by=lambda row: row[0],
-    )
-)
-def test_index_columns_encode_exactly_like_records(rows: list[tuple]) -> None:
-    rows = sorted(rows)
-    records = [RecordIndexRecord(*row) for row in rows]
-    names = ["key", "partition", "file_id_hi", "file_id_lo", "instant", "deleted"]
-    types = [pa.string(), pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.bool_()]
-    columns = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * 6
-    table = pa.table([pa.array(c, t) for c, t in zip(columns, types, strict=True)], names=names)
-    body = encode_index_columns(table)
-    assert body == encode_records(Partition.RECORD_INDEX, records)
-    assert decode_records(Partition.RECORD_INDEX, body) == records
-    assert body == encode_index_columns(pa.concat_tables([table.slice(0, 3), table.slice(3)]))
