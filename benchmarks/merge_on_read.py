@@ -4,7 +4,10 @@ same run (issue 15).
 Workload: a table of N rows (default 10,000,000) over 30 day partitions (``upsert.py``'s rows);
 1. bulk insert of the N rows;
 2. upsert of N/10 rows, half updates of random keys, half new keys;
-3. upsert of 1,000 updates in one day;
+3. upsert of 1,000 updates in one day; then the same upsert again (the table does not change)
+   by a new Python process that times the write alone (imports, reading its rows and
+   pyarrow's first-call import of pandas not counted): a batch job's first write, with no
+   cache of the table (delta-rs the same way);
 4. upsert of 1,000 updates of random keys (spread over every partition);
 5. delete of 10,000 random keys;
 6. the merge-on-read table compacted (every file group with a log), timed;
@@ -26,6 +29,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from functools import partial
@@ -33,6 +39,7 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from benchlib import NA, Report, Value, median_timed, timed
 from deltalake import DeltaTable, write_deltalake
 from upsert import DAYS, delta_delete, delta_merge, digest, make_rows
@@ -44,6 +51,7 @@ KINDS = ("copy_on_write", "merge_on_read")
 READS = 10  # upserts of READ_KEYS random keys before the timed read
 READ_KEYS = 100_000
 SMALL = ("one day", "spread", "delete")  # steps timed --runs times, the median reported
+FRESH = "one day, new process"  # step 3's rows again, by a new process: nothing cached
 
 
 def workload(n: int, seed: int = 5) -> tuple[Steps, list[pa.Table]]:
@@ -77,16 +85,20 @@ def names(steps: Steps) -> dict[str, str]:
         "bulk": f"bulk insert {len(steps['bulk']):,} rows",
         "mixed": f"upsert {len(steps['mixed']):,} (half new)",
         "one day": f"upsert {len(steps['one day']):,} (one day)",
+        FRESH: f"upsert {len(steps['one day']):,} (one day) by a new process",
         "spread": f"upsert {len(steps['spread']):,} (random keys, every day)",
         "delete": f"delete {len(steps['delete']):,} random keys",
     }
 
 
-def median_of_runs(path: str, write: Callable[[str], object], runs: int) -> float:
+def median_of_runs(
+    path: str, write: Callable[[str], object], runs: int, own_time: bool = False
+) -> float:
     """The median seconds of ``runs`` runs of ``write`` on the table at ``path``: before each,
     the table is put back as it was (a copy set aside before the first), so every run writes
     the same table at the same path and a process's caches of its (immutable, uniquely named)
-    files stay warm, as for a long-running writer. The last run's write is kept."""
+    files stay warm, as for a long-running writer. The last run's write is kept.
+    ``own_time``: ``write`` returns the seconds to count (a new process's own timing)."""
     aside = f"{path}-aside"
 
     def put_back() -> None:
@@ -95,13 +107,45 @@ def median_of_runs(path: str, write: Callable[[str], object], runs: int) -> floa
             os.rename(aside, path)
         shutil.copytree(path, aside)
 
-    seconds = median_timed(lambda: write(path), runs, before=put_back)[1]
+    if own_time:
+        samples = []
+        for _ in range(runs):
+            put_back()
+            samples.append(float(write(path)))  # type: ignore[arg-type]
+        seconds = statistics.median(samples)
+    else:
+        seconds = median_timed(lambda: write(path), runs, before=put_back)[1]
     shutil.rmtree(aside)
     return seconds
 
 
+def new_process_write(system: str, rows_file: str, path: str) -> float:
+    """Seconds of one upsert of ``rows_file`` into the table at ``path`` by a new Python
+    process (:func:`child_write`): a batch job's first write, with nothing cached."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", system, path, rows_file],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def child_write(system: str, path: str, rows_file: str) -> int:
+    """In the new process: read the rows and make a first Arrow call (pyarrow imports pandas
+    there, 0.5 s for either system), then time the write alone and print its seconds."""
+    rows = pq.read_table(rows_file)
+    pa.array([1]).to_pylist()
+    if system == "delta-rs":
+        seconds = timed(lambda: delta_merge(path, rows))[1]
+    else:
+        seconds = timed(lambda: WriteClient.open(path).upsert(rows))[1]
+    print(seconds)
+    return 0
+
+
 def run_lakebraid(
-    path: str, kind: str, steps: Steps, later: list[pa.Table], runs: int
+    path: str, kind: str, steps: Steps, later: list[pa.Table], runs: int, rows_file: str
 ) -> dict[str, float]:
     options = {"index.expected.records": len(steps["bulk"]), "compaction.inline": False}
     WriteClient.create(path, "id", ["day"], "ts", table_type=kind, **options)
@@ -118,6 +162,9 @@ def run_lakebraid(
             client.delete(steps[s]) if s == "delete" else client.upsert(steps[s])
 
         seconds[step] = median_of_runs(path, write, runs)
+        if step == "one day":  # the same rows again: the table does not change
+            fresh = partial(new_process_write, "lakebraid", rows_file)
+            seconds[FRESH] = median_of_runs(path, fresh, runs, own_time=True)
     merge_on_read = kind == "merge_on_read"
     if merge_on_read:
         seconds["compaction"] = timed(lambda: load().compact())[1]
@@ -128,13 +175,18 @@ def run_lakebraid(
     return seconds
 
 
-def run_delta(path: str, steps: Steps, later: list[pa.Table], runs: int) -> dict[str, float]:
+def run_delta(
+    path: str, steps: Steps, later: list[pa.Table], runs: int, rows_file: str
+) -> dict[str, float]:
     merge = partial(delta_merge, path)
     seconds = {"bulk": timed(lambda: write_deltalake(path, steps["bulk"], partition_by=["day"]))[1]}
     seconds["mixed"] = timed(lambda: merge(steps["mixed"]))[1]
     for step in SMALL:
         how = delta_delete if step == "delete" else delta_merge
         seconds[step] = median_of_runs(path, lambda at, s=step, h=how: h(at, steps[s]), runs)
+        if step == "one day":
+            fresh = partial(new_process_write, "delta-rs", rows_file)
+            seconds[FRESH] = median_of_runs(path, fresh, runs, own_time=True)
     seconds["upserts"] = sum(timed(lambda d=data: merge(d))[1] for data in later)
     seconds["read"] = timed(lambda: DeltaTable(path).to_pyarrow_table())[1]
     return seconds
@@ -200,20 +252,25 @@ def main(argv: list[str] | None = None) -> int:
         help="runs of the small steps, the median reported (the table put back between them)",
     )
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # system, path, rows file
     args = parser.parse_args(argv)
+    if args.child:
+        return child_write(*args.child)
     folder = tempfile.mkdtemp(prefix="lakebraid-mor-")
     try:
         steps, later = workload(args.rows)
+        rows_file = f"{folder}/one-day.parquet"
+        pq.write_table(steps["one day"], rows_file)
         want = digest(expected(steps, later))
         got: dict[str, dict[str, float]] = {}
         reads: dict[str, Callable[[], pa.Table]] = {}
         for kind in KINDS:
             path = f"{folder}/{kind}"
-            got[kind] = run_lakebraid(path, kind, steps, later, args.runs)
+            got[kind] = run_lakebraid(path, kind, steps, later, args.runs, rows_file)
             reads[kind] = lambda p=path: WriteClient.open(p).read_arrow()
             print(f"lakebraid {kind}: {got[kind]}", flush=True)
         if not args.skip_delta:
-            got["delta-rs"] = run_delta(f"{folder}/delta", steps, later, args.runs)
+            got["delta-rs"] = run_delta(f"{folder}/delta", steps, later, args.runs, rows_file)
             reads["delta-rs"] = lambda: DeltaTable(f"{folder}/delta").to_pyarrow_table()
             print(f"delta-rs: {got['delta-rs']}", flush=True)
         found = {name: digest(read()) for name, read in reads.items()}
