@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakebraid.metadata.errors import MetadataTypeError, MetadataValueError
+from lakebraid.metadata.errors import MetadataValueError
 
 HEX = np.frombuffer(b"0123456789abcdef", np.uint8)  # nibble -> its lowercase hex digit
 NIBBLE = np.full(256, 255, np.uint8)  # byte -> its value as a lowercase hex digit, else 255
@@ -89,25 +89,6 @@ def check_block_keys(keys: list[str]) -> None:
     raise MetadataValueError(
         f"block keys must be sorted and unique: key {i} {keys[i]!r} is {problem}"
     )
-
-
-def block_key_range(keys: pa.Array) -> tuple[int, str | None, str | None]:
-    """:func:`check_block_keys` of an Arrow string column, with Arrow kernels; returns its
-    length, first and last key."""
-    if keys.null_count:
-        raise MetadataTypeError("block keys must not be null")
-    if len(keys) > 1:
-        ordered = pc.less(keys.slice(0, len(keys) - 1), keys.slice(1))
-        if not pc.all(ordered).as_py():
-            i = int(pc.index(ordered, False).as_py()) + 1
-            before, key = keys[i - 1].as_py(), keys[i].as_py()
-            problem = "duplicate" if before == key else "out of order"
-            raise MetadataValueError(
-                f"block keys must be sorted and unique: key {i} {key!r} is {problem}"
-            )
-    if len(keys) == 0:
-        return 0, None, None
-    return len(keys), keys[0].as_py(), keys[-1].as_py()
 
 
 def _shared_prefix(a: bytes, b: bytes) -> int:
@@ -390,6 +371,10 @@ def _word(view: np.ndarray, skip: int) -> np.ndarray:
     if width >= skip + 8:
         word = np.ndarray((n,), dtype=">u8", buffer=view, offset=skip, strides=(width,))
         return word.astype(np.uint64)
+    if width - skip in (1, 2, 4):  # a whole integer of the bytes, shifted: no padded copy
+        size = width - skip
+        word = np.ndarray((n,), dtype=f">u{size}", buffer=view, offset=skip, strides=(width,))
+        return word.astype(np.uint64) << np.uint64(8 * (8 - size))
     padded = np.zeros((n, 8), np.uint8)
     padded[:, : width - skip] = view.view(np.uint8).reshape(n, width)[:, skip:]
     return padded.view(">u8").ravel().astype(np.uint64)

@@ -39,11 +39,12 @@ The body before compression is
   ``kind="rollback"`` marks the blocks of ``target_instant`` as rolled back.
 
 Version 2 differs from version 1 in that body alone; writers put version 2 on record-index
-data blocks written from columns (``metadata.logwrite.encode_block(columns=)``) and version 1
-on every other block.
+data blocks of at least ``metadata.logwrite.COLUMNAR_MIN_ENTRIES`` (512) entries written from
+columns (``metadata.logwrite.encode_block(columns=)``) and version 1 on every other block.
 
 Corruption is never silent: every single-byte change is detected, the CRC covering header and
-body and structural checks the rest -- magic compared, version must be 1, block type must equal
+body and structural checks the rest -- magic compared, version must be 1 or 2 (2 only on a
+record-index data block), block type must equal
 the header's copy, the body length the header's ``body_length``, the trailer 31 + H + B; a
 changed header length makes the header a strict prefix of a msgpack value or one followed by
 trailing bytes, which does not decode. Any failure raises :class:`CorruptLogBlockError` naming

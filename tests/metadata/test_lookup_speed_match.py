@@ -37,7 +37,7 @@ def _sorted_bytes(rng: random.Random, n: int, width: int, shared: bytes) -> list
     return sorted(keys)
 
 
-@pytest.mark.parametrize("width", [1, 3, 8, 9, 16, 20])
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 5, 8, 9, 12, 16, 20])
 @pytest.mark.parametrize("shared", [b"", b"ab\x00"], ids=["no-prefix", "prefix"])
 def test_merge_finds_exactly_the_wanted_keys(width: int, shared: bytes) -> None:
     rng = random.Random(width)
