@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from benchlib import NA, Report, Value, median_timed, timed
+from benchlib import NA, Report, Value, timed
 from deltalake import DeltaTable, write_deltalake
 from upsert import DAYS, delta_delete, delta_merge, digest, make_rows
 
@@ -107,14 +107,13 @@ def median_of_runs(
             os.rename(aside, path)
         shutil.copytree(path, aside)
 
-    if own_time:
-        samples = []
-        for _ in range(runs):
-            put_back()
-            samples.append(float(write(path)))  # type: ignore[arg-type]
-        seconds = statistics.median(samples)
-    else:
-        seconds = median_timed(lambda: write(path), runs, before=put_back)[1]
+    def sample() -> float:
+        put_back()
+        if own_time:
+            return float(write(path))  # type: ignore[arg-type]
+        return timed(lambda: write(path))[1]
+
+    seconds = statistics.median(sample() for _ in range(runs))
     shutil.rmtree(aside)
     return seconds
 

@@ -22,6 +22,7 @@ from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.basefile import read_base
 from lakebraid.metadata.commits import WriteStatus, unpack_keys
 from lakebraid.metadata.logblock import read_log_file
+from lakebraid.metadata.reader import index_log_table
 from lakebraid.metadata.records import ints_to_file_id
 from lakebraid.metadata.writer import InstantChanges, WrittenLog
 
@@ -131,9 +132,6 @@ def logged_keys(fs: AbstractFileSystem, folder: str, logs: Iterable[WrittenLog])
         if log.name.endswith(".parquet"):  # a commit base (``metadata.writer``)
             keys.update(read_base(fs, f"{folder}/{log.name}", ["key"]).column("key").to_pylist())
             continue
-        for block in read_log_file(fs, f"{folder}/{log.name}"):
-            if block.table is not None:
-                keys.update(block.table.column("key").to_pylist())
-            keys.update(r.key for r in block.records)
-            keys.update(block.keys)
+        logged = index_log_table(read_log_file(fs, f"{folder}/{log.name}"))  # tombstones too
+        keys.update(logged.column("key").to_pylist())
     return keys
