@@ -10,10 +10,13 @@ requested on and skip states already written.
 
 from __future__ import annotations
 
+import shutil
+import sys
 from collections.abc import Callable
 
 from fsspec import AbstractFileSystem
 
+from lakebraid.timeline.durable import is_local
 from lakebraid.timeline.heartbeat import Heartbeat
 from lakebraid.timeline.instant import Action, State
 from lakebraid.timeline.layout import TimelineKind
@@ -83,16 +86,24 @@ def remove(fs: AbstractFileSystem, path: str) -> None:
         pass
 
 
-def remove_tree(fs: AbstractFileSystem, path: str, attempts: int = 20) -> None:
+def remove_tree(fs: AbstractFileSystem, path: str) -> None:
     """Delete a folder and everything under it; a folder already gone is fine, and so is one
     another process empties at the same time (a writer's rollback and another writer's
-    cleaner both delete an undone instant's markers): a removal that meets an entry the other
-    removed first goes on until the folder is gone."""
-    for _ in range(attempts):
+    cleaner both delete an undone instant's markers): on local disk an entry the other
+    removed first is skipped, not an error, so each removal finishes in one pass (retrying
+    the whole tree instead let racing removals abort each other over and over)."""
+    if not is_local(fs):
         try:
-            fs.rm(path, recursive=True)
+            fs.rm(path, recursive=True)  # a batch delete: keys already gone are fine
         except FileNotFoundError:
-            if fs.exists(path):
-                continue  # the other process was in the middle: remove what it left
+            pass
         return
-    fs.rm(path, recursive=True)  # still racing after every attempt: say why
+    handler = "onexc" if sys.version_info >= (3, 12) else "onerror"
+    shutil.rmtree(fs._strip_protocol(path), **{handler: _gone_is_fine})
+
+
+def _gone_is_fine(function: object, path: str, error: object) -> None:
+    """``shutil.rmtree``'s error handler: an entry already removed is fine, not the rest."""
+    exc = error[1] if isinstance(error, tuple) else error
+    if not isinstance(exc, FileNotFoundError):
+        raise exc  # type: ignore[misc]
