@@ -39,6 +39,7 @@ from lakebraid.metadata.arrow_records import (
 from lakebraid.metadata.basefile import SIZES, base_info, lookup_base, read_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
+from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys
 from lakebraid.metadata.logblock import BlockType, LogBlock, block_records, read_log_file
 from lakebraid.metadata.records import (
     ALL_PARTITIONS_KEY,
@@ -188,17 +189,23 @@ def slice_table(
 
 
 def index_log_table(blocks: list[LogBlock]) -> pa.Table:
-    """The net record-index changes of one log file's blocks as columns (newest wins)."""
+    """The net record-index changes of one log file's blocks as columns (newest wins), sorted
+    by key, each key once (what :class:`KeyMatcher` needs to match wanted keys)."""
     tables = [_index_block_table(b) for b in blocks if b.block_type is not BlockType.COMMAND]
     if not tables:
         return INDEX_LOG_SCHEMA.empty_table()
-    if len(tables) == 1:
+    if len(tables) == 1 and _ascending(tables[0].column(KEY)):
         return tables[0]
     ranked = [
         t.append_column("_n", pa.array(np.full(len(t), i, np.int32))) for i, t in enumerate(tables)
     ]
     merged = first_per_key(pa.concat_tables(ranked), KEY, [("_n", "descending")])
     return merged.drop_columns(["_n"])
+
+
+def _ascending(keys: pa.ChunkedArray) -> bool:
+    """Whether ``keys`` are strictly ascending (every writer sorts a block's keys)."""
+    return len(keys) < 2 or bool(pc.all(pc.greater(keys[1:], keys[:-1])).as_py())
 
 
 def _index_block_table(block: LogBlock) -> pa.Table:
@@ -226,16 +233,17 @@ def _apply_index_logs(
 ) -> pa.Table:
     """Record-index base rows with the slice's log files applied, vectorised: newest wins
     per key, tombstones remove it. Each log file's columns are cached like its blocks."""
-    parts = []
+    parts, matcher = [], None
     for seq, (name, size) in enumerate(piece.log_files()):
         table = LOGS.index_table(fs, f"{folder}/{name}", size)
+        if keys is not None and table.num_rows:  # a lookup: the asked keys' entries only
+            matcher = matcher or KeyMatcher(wanted_keys(keys, pa.string(), unique=False))
+            table = table.take(pa.array(matcher.match(table.column(KEY))[0]))
         if table.num_rows:
             parts.append(table.append_column("_seq", pa.array(np.full(len(table), seq, np.int32))))
     if not parts:
         return rows
     state = pa.concat_tables(parts)
-    if keys is not None:  # a lookup: the logs' entries of the asked keys only (no hash of all)
-        state = state.filter(pc.is_in(state.column(KEY), value_set=keys))
     if len(parts) > 1:
         state = first_per_key(state, KEY, [("_seq", "descending")])
     if rows.num_rows:  # base rows the logs replace or delete
