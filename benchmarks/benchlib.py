@@ -119,13 +119,7 @@ def clear_process_caches() -> None:
     caches and pyiceberg's manifest cache (delta-rs keeps nothing between table opens). The
     OS page cache stays warm."""
     metadata.basefile.FOOTERS.clear()
-    logs = metadata.reader.LOGS
-    clear = getattr(logs, "clear", None)
-    if callable(clear):
-        clear()
-    else:
-        with logs._lock:
-            logs._items.clear()
+    metadata.logcache.LOGS.clear()
     clear_manifest_cache()
 
 

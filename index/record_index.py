@@ -22,7 +22,7 @@ from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.basefile import read_base
 from lakebraid.metadata.commits import WriteStatus, unpack_keys
 from lakebraid.metadata.logblock import read_log_file
-from lakebraid.metadata.reader import index_log_table
+from lakebraid.metadata.logcache import index_log_table
 from lakebraid.metadata.records import ints_to_file_id
 from lakebraid.metadata.writer import InstantChanges, WrittenLog
 

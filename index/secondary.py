@@ -39,8 +39,9 @@ from lakebraid.metadata.hashing import file_group_id, file_groups_of
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, guarded
 from lakebraid.metadata.keyorder import with_string_keys
 from lakebraid.metadata.logblock import BlockType
+from lakebraid.metadata.logcache import LOGS
 from lakebraid.metadata.logwrite import append_blocks, encode_block
-from lakebraid.metadata.reader import LOGS, MetadataReader, fold_logs
+from lakebraid.metadata.reader import MetadataReader, fold_logs
 from lakebraid.metadata.records import Partition, SecondaryIndexRecord, ints_to_file_id
 from lakebraid.metadata.writer import WrittenLog
 from lakebraid.timeline.layout import TableLayout

@@ -15,7 +15,8 @@ from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import KEY
 from lakebraid.metadata.basefile import base_info, read_base, write_base
 from lakebraid.metadata.logblock import read_log_file
-from lakebraid.metadata.reader import MetadataReader, index_log_table
+from lakebraid.metadata.logcache import index_log_table
+from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable

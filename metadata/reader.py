@@ -16,11 +16,9 @@ tombstones and delete blocks remove the key.
 from __future__ import annotations
 
 import operator
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +27,6 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import (
-    INDEX_LOG_SCHEMA,
     KEY,
     empty_table,
     first_per_key,
@@ -40,9 +37,11 @@ from lakebraid.metadata.basefile import SIZES, base_info, lookup_base, read_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
 from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys
-from lakebraid.metadata.logblock import BlockType, LogBlock, block_records, read_log_file
+from lakebraid.metadata.logblock import BlockType, LogBlock, block_records
+from lakebraid.metadata.logcache import LOGS
 from lakebraid.metadata.records import (
     ALL_PARTITIONS_KEY,
+    RECORD_TYPES,
     ColumnStatsRecord,
     FilesRecord,
     MetadataRecord,
@@ -55,55 +54,7 @@ from lakebraid.timeline.layout import TableLayout
 
 T = TypeVar("T")
 _key_of = operator.attrgetter("key")
-_INDEX_FIELDS = tuple(INDEX_LOG_SCHEMA.names)
 LogState = dict[str, MetadataRecord | None]  # None: deleted by a delete block
-
-
-class _LogCache:
-    """Decoded log files, keyed by (path, size): a visible log file never changes."""
-
-    def __init__(self, capacity: int = 256):
-        self._items: OrderedDict[tuple[str, int], Any] = OrderedDict()
-        self._capacity = capacity
-        self._lock = threading.Lock()
-
-    def blocks(self, fs: AbstractFileSystem, path: str, size: int | None = None) -> list[LogBlock]:
-        """The blocks of a log file; ``size`` from a listing saves asking the store."""
-        key = (path, int(fs.size(path)) if size is None else size)
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        blocks = read_log_file(fs, path)
-        self._put(key, blocks)
-        return blocks
-
-    def index_table(self, fs: AbstractFileSystem, path: str, size: int | None = None) -> pa.Table:
-        """A record-index log file as columns (:func:`index_log_table`), cached."""
-        size = int(fs.size(path)) if size is None else size
-        key = (f"{path}#columns", size)
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        table = index_log_table(self.blocks(fs, path, size))
-        self._put(key, table)
-        return table
-
-    def remember_index_table(self, path: str, size: int, table: pa.Table) -> None:
-        """Seed the cache with a record-index log file its writer has in hand as columns
-        (the file of ``size`` bytes holds exactly these rows), so the next lookup in this
-        process need not decode it."""
-        self._put((f"{path}#columns", size), table.select(_INDEX_FIELDS).cast(INDEX_LOG_SCHEMA))
-
-    def _put(self, key: tuple[str, int], value: object) -> None:
-        with self._lock:
-            self._items[key] = value
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
-
-
-LOGS = _LogCache()
 
 
 def fold_logs(
@@ -112,6 +63,7 @@ def fold_logs(
     """The net effect of log blocks (in merge order), tombstones kept; ``keys``: only those."""
     state: LogState = {}
     cumulative = partition is Partition.FILES
+    merge = RECORD_TYPES[partition].merge  # blocks decode to the partition's record type
     for block in blocks:
         if block.block_type is BlockType.DATA:
             records = block_records(block)
@@ -122,7 +74,7 @@ def fold_logs(
                 continue
             for record in records:
                 older = state.get(record.key)
-                state[record.key] = merge_records(partition, older, record, keep_tombstones=True)
+                state[record.key] = merge(older, record, keep_tombstones=True)  # type: ignore[arg-type]
         elif block.block_type is BlockType.DELETE:
             gone = block.keys if keys is None else [k for k in block.keys if k in keys]
             state.update(dict.fromkeys(gone))
@@ -188,42 +140,6 @@ def slice_table(
     return pa.concat_tables([rows.select(added.schema.names).cast(added.schema), added]), mode
 
 
-def index_log_table(blocks: list[LogBlock]) -> pa.Table:
-    """The net record-index changes of one log file's blocks as columns (newest wins), sorted
-    by key, each key once (what :class:`KeyMatcher` needs to match wanted keys)."""
-    tables = [_index_block_table(b) for b in blocks if b.block_type is not BlockType.COMMAND]
-    if not tables:
-        return INDEX_LOG_SCHEMA.empty_table()
-    if len(tables) == 1 and _ascending(tables[0].column(KEY)):
-        return tables[0]
-    ranked = [
-        t.append_column("_n", pa.array(np.full(len(t), i, np.int32))) for i, t in enumerate(tables)
-    ]
-    merged = first_per_key(pa.concat_tables(ranked), KEY, [("_n", "descending")])
-    return merged.drop_columns(["_n"])
-
-
-def _ascending(keys: pa.ChunkedArray) -> bool:
-    """Whether ``keys`` are strictly ascending (every writer sorts a block's keys)."""
-    return len(keys) < 2 or bool(pc.all(pc.greater(keys[1:], keys[:-1])).as_py())
-
-
-def _index_block_table(block: LogBlock) -> pa.Table:
-    """One record-index log block as columns."""
-    if block.table is not None:  # a columnar block: the columns as they are
-        return block.table
-    if block.block_type is BlockType.DELETE:
-        n = len(block.keys)
-        columns = [block.keys, [""] * n, [0] * n, [0] * n, [0] * n, [True] * n]
-    else:
-        columns = [list(map(operator.attrgetter(f), block.records)) for f in _INDEX_FIELDS]
-    table = pa.Table.from_arrays(
-        [pa.array(c, f.type) for c, f in zip(columns, INDEX_LOG_SCHEMA, strict=True)],
-        schema=INDEX_LOG_SCHEMA,
-    )
-    return table
-
-
 def _apply_index_logs(
     rows: pa.Table,
     fs: AbstractFileSystem,
@@ -273,7 +189,11 @@ def slice_records(
         if not _is_live(record):
             state.pop(key, None)
             continue
-        merged = merge_records(partition, state.get(key), record)  # type: ignore[arg-type]
+        older = state.get(key)
+        if older is None:  # folded records are in merged form: nothing to apply them to
+            state[key] = record  # type: ignore[assignment]
+            continue
+        merged = merge_records(partition, older, record)  # type: ignore[arg-type]
         if merged is None:
             state.pop(key, None)
         else:

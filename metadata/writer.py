@@ -24,8 +24,8 @@ from lakebraid.metadata.basefile import sort_order, write_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
 from lakebraid.metadata.logblock import BlockType
+from lakebraid.metadata.logcache import LOGS
 from lakebraid.metadata.logwrite import append_blocks, encode_block
-from lakebraid.metadata.reader import LOGS
 from lakebraid.metadata.records import (
     ALL_PARTITIONS_KEY,
     ColumnStatsRecord,

@@ -1,4 +1,4 @@
-"""A record-index log file as columns (``metadata.reader.index_log_table``): blocks of
+"""A record-index log file as columns (``metadata.logcache.index_log_table``): blocks of
 records, tombstones and delete keys, columnar or not, give one row per key, sorted by key,
 the newest block's entry winning -- checked against a dict model; and the sorted match a
 lookup does on those columns finds exactly the wanted keys the model holds."""
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from lakebraid.metadata.arrow_records import KEY
 from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys
 from lakebraid.metadata.logblock import BlockType, iter_blocks
+from lakebraid.metadata.logcache import index_log_table
 from lakebraid.metadata.logwrite import encode_block
-from lakebraid.metadata.reader import index_log_table
 from lakebraid.metadata.records import Partition, RecordIndexRecord
 
 INSTANT = "20240101000000000"
