@@ -34,6 +34,8 @@ RUNS = {
     "upsert-10m": ["upsert.py", "--rows", "10000000", "--skip-iceberg"],
     # issue 15: merge-on-read beside copy-on-write and delta-rs on the 10M-row workload
     "merge_on_read": ["merge_on_read.py", "--rows", "10000000"],
+    # issue 17: the same workload through the Spark engine on local[2], beside the in-process one
+    "spark_engine": ["spark_engine.py", "--rows", "10000000"],
     "listing": ["listing.py", "--partitions", "5000"],
     "skipping": ["skipping.py", "--rows", "2000000", "--files", "100"],
     "secondary": ["secondary.py", "--rows", "10000000"],
@@ -60,6 +62,7 @@ QUICK = {
     "record_index": ["record_index.py", "--keys", "300000", "--scale-keys", "0"],
     "upsert": ["upsert.py", "--rows", "50000"],
     "merge_on_read": ["merge_on_read.py", "--rows", "50000"],
+    "spark_engine": ["spark_engine.py", "--rows", "50000"],
     "listing": ["listing.py", "--partitions", "200", "--runs", "3"],
     "skipping": ["skipping.py", "--rows", "100000", "--files", "20"],
     "secondary": ["secondary.py", "--rows", "200000", "--file-rows", "10000"],
