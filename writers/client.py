@@ -40,6 +40,7 @@ from lakebraid.timeline.table_config import FieldSpec, IndexSettings, TableConfi
 from lakebraid.writers import settings
 from lakebraid.writers.engine.compaction import compact_data
 from lakebraid.writers.engine.inprocess import delete_keys, write_rows
+from lakebraid.writers.engine.spark.delete import delete_frame, deletes_on_spark
 from lakebraid.writers.engine.spark.session import attach, embedded_session
 from lakebraid.writers.engine.spark.write import write_frame
 from lakebraid.writers.errors import VanishedFileError, WriteError
@@ -228,22 +229,22 @@ class WriteClient:
         return self._write(data, "upsert")
 
     def delete(self, keys: Any, partition: Any = None) -> str:
-        """Delete keys: a list of key values, or a table (Arrow, pandas, Spark) with the record
-        key column. Keys that are absent are ignored; null keys are refused. A table with a
+        """Delete keys: a list of key values, or a table (Arrow, pandas, Spark: deleted on
+        Spark) with the record key column. Absent keys are ignored; null keys are refused. A
         partition-scoped index needs each key's partition: ``partition=`` (a mapping of the
-        partition fields to values, or a partition path) or the rows' partition columns."""
+        partition fields to values, or a path) or the rows' partition columns."""
         with self.table.store.load_scope():  # the preparation: one listing per timeline
             return self._delete(keys, partition)
 
     def _delete(self, keys: Any, partition: Any) -> str:
         recover(self.table)
         config, key_type = self.table.config, self._key_type()
+        if partition is None and deletes_on_spark(self.table, keys):
+            return delete_frame(self.table, self.metadata, keys)
         if not is_table(keys):  # key values: a list, set, array, Series (a bare str refused)
-            key_col = key_texts(keys, key_type, table=self.path, what="delete")
-            rows = None
+            key_col, rows = key_texts(keys, key_type, table=self.path, what="delete"), None
         else:
-            rows = to_arrow(keys)
-            key = config.record_key
+            rows, key = to_arrow(keys), config.record_key
             if key not in rows.column_names:
                 raise WriteError(
                     f"delete: the keys have no record key column {key!r} "

@@ -1,0 +1,70 @@
+"""Deletes of keys given as a Spark DataFrame run on Spark (``writers.engine.spark.delete``):
+the driver never converts the keys to Arrow, and the table afterwards equals a model, on both
+table types, with repeated, absent and re-typed keys; null keys are refused with nothing
+written."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import lakebraid.writers.client as client_module
+from lakebraid.index.errors import RecordKeyError
+from lakebraid.writers.client import WriteClient
+
+pytestmark = pytest.mark.xdist_group("spark")
+ON_SPARK = {"write.inprocess.max.rows": 0}
+
+
+def rows(ids: list[int], ts: int) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "day": [f"d{i % 3}" for i in ids],
+            "ts": [ts] * len(ids),
+            "v": [float(i) for i in ids],
+        }
+    )
+
+
+def no_driver_collect(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(data: object) -> None:
+        raise AssertionError("the delete's keys were converted on the driver")
+
+    monkeypatch.setattr(client_module, "to_arrow", refuse)
+
+
+@pytest.mark.parametrize("kind", ["copy_on_write", "merge_on_read"])
+def test_keys_of_a_frame_are_deleted_on_spark(tmp_path, spark, monkeypatch, kind) -> None:
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", table_type=kind, spark=spark)
+    client.bulk_insert(rows(list(range(30)), 1))
+    client.upsert(rows([1, 2, 40], 2))
+    before = client.timeline()[-1].time
+    no_driver_collect(monkeypatch)
+    gone = [1, 4, 4, 7, 40, 999]  # a key twice, one never written; int32: cast to int64
+    frame = spark.createDataFrame(pa.table({"id": pa.array(gone, pa.int32())}).to_pandas())
+    WriteClient.open(path, spark, **ON_SPARK).delete(frame)
+    after = WriteClient.open(path, spark)
+    kept = [k for k in sorted(set(range(30)) | {40}) if k not in gone]
+    assert sorted(after.read_arrow().column("id").to_pylist()) == kept
+    found = after.lookup([1, 4, 7, 40, 0, 2])
+    assert [found[str(k)] is None for k in (1, 4, 7, 40, 0, 2)] == [True] * 4 + [False] * 2
+    assert after.validate() == []
+    assert len(after.read_arrow(as_of=before)) == 31  # the delete is one commit after it
+    if kind == "merge_on_read":
+        after.compact()
+        assert sorted(after.read_arrow().column("id").to_pylist()) == kept
+        assert after.validate() == []
+
+
+def test_a_null_key_is_refused_and_nothing_is_written(tmp_path, spark) -> None:
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark)
+    client.bulk_insert(rows(list(range(5)), 1))
+    commits = len(client.timeline())
+    frame = spark.createDataFrame([(1,), (None,)], "id long")
+    with pytest.raises(RecordKeyError, match="delete: null key"):
+        WriteClient.open(path, spark, **ON_SPARK).delete(frame)
+    assert len(client.timeline()) == commits
+    assert sorted(client.read_arrow().column("id").to_pylist()) == list(range(5))

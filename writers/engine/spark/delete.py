@@ -1,0 +1,174 @@
+"""Deletes of keys given as a Spark DataFrame, on Spark: the driver never receives a key.
+
+Stages (the delete's half of ``writers.engine.spark.pipeline``)::
+
+    mapInArrow(keys)               canonical key text (``index.keys.key_array``: the table's
+                                   key type) and record-index file group of every key
+    repartition(index groups) + mapInArrow(tag)   one lookup task per group: keys once each,
+                                   located, the absent ones dropped, each routed back to the
+                                   file group that holds it as a delete
+    distinct + collect             the (partition, file id) of every file group touched
+    repartition(targets) + mapInArrow(rewrite)    as an upsert's rewrite stage: a copy-on-write
+                                   base rewritten without the keys, or a merge-on-read delete block
+    collect                        write statuses
+
+Null keys are refused before anything runs (one is counted, none collected). A table with a
+partition-scoped record index needs each key's partition: such deletes take the in-process
+path (``writers.engine.inprocess.delete_keys``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from time import perf_counter
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from lakebraid.index.errors import RecordKeyError
+from lakebraid.index.file_groups import current_files
+from lakebraid.index.keys import RECORD_KEY, key_array
+from lakebraid.index.lookup import locate
+from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
+from lakebraid.index.scope import is_scoped
+from lakebraid.metadata.commits import WriteStatus, schema_as_of
+from lakebraid.metadata.reader import MetadataReader
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline import config as cfg
+from lakebraid.timeline.durable import filesystem, storage_of
+from lakebraid.timeline.layout import TableLayout
+from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.table_config import text_to_type
+from lakebraid.writers import settings
+from lakebraid.writers.commit.transaction import run_write
+from lakebraid.writers.engine.compaction import compact_if_due
+from lakebraid.writers.engine.spark.pipeline import RI_GROUP, Context, plain, rewrite_frame
+from lakebraid.writers.write.datafile import spec_of
+from lakebraid.writers.write.filegroup import OP, OP_DELETE
+from lakebraid.writers.write.inputs import is_spark_frame
+from lakebraid.writers.write.logappend import TaskSet, write_tasks
+from lakebraid.writers.write.operations import ordering
+from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID
+
+KEYS_SCHEMA = pa.schema([pa.field(RECORD_KEY, pa.string()), pa.field(RI_GROUP, pa.int32())])
+TAGGED_SCHEMA = pa.schema(
+    [
+        pa.field(RECORD_KEY, pa.string()),
+        pa.field(OLD_PARTITION, pa.string()),
+        pa.field(OLD_FILE_ID, pa.string()),
+        pa.field(PARTITION, pa.string()),
+        pa.field(OP, pa.int8()),
+        pa.field(TARGET_FILE_ID, pa.string()),
+    ]
+)
+
+
+def _keys(
+    ctx_bytes: bytes, key_type: str | None, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Each key's canonical text and record-index file group."""
+    ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
+    kind = text_to_type(key_type) if key_type is not None else None
+    for batch in batches:
+        keys = key_array(batch.column(0), kind, table=ctx.root, what="delete")
+        groups = ctx.point.index_groups(keys).astype("int32")
+        yield pa.RecordBatch.from_arrays([keys, pa.array(groups)], schema=KEYS_SCHEMA)
+
+
+def _tag(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """This task's keys (every copy of a key is here) once each, located; the present ones
+    as deletes routed to the file group holding them."""
+    ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
+    received = list(batches)
+    if not received:
+        return
+    keys = pc.unique(pa.Table.from_batches(received).column(RECORD_KEY).combine_chunks())
+    fs, root = filesystem(ctx.root, ctx.storage)
+    reader = MetadataReader(fs, TableLayout(root), ctx.point, cfg.Options(ctx.options))
+    tagged = tag(pa.table({RECORD_KEY: keys}), *locate(reader, keys))
+    tagged = tagged.filter(pc.is_valid(tagged.column(OLD_FILE_ID)))
+    tagged = tagged.append_column(PARTITION, tagged.column(OLD_PARTITION))
+    tagged = tagged.append_column(OP, pa.repeat(pa.scalar(OP_DELETE, pa.int8()), tagged.num_rows))
+    tagged = tagged.append_column(TARGET_FILE_ID, tagged.column(OLD_FILE_ID))
+    yield from plain(tagged).cast(TAGGED_SCHEMA).to_batches()
+
+
+def _key_type(table: TableTimelines, schema: list[Any]) -> str | None:
+    for field in schema:
+        if field.name == table.config.record_key:
+            return str(field.type)
+    return None
+
+
+def deletes_on_spark(table: TableTimelines, keys: Any) -> bool:
+    """Whether keys are deleted here: a Spark DataFrame holding the record key, the record index
+    global, more rows than ``write.inprocess.max.rows`` (0: always)."""
+    if not is_spark_frame(keys) or is_scoped(table.config):
+        return False
+    if table.config.record_key not in keys.columns:
+        return False  # the in-process path refuses it, naming the columns
+    limit = table.options.get(settings.SMALL_WRITE_ROWS)
+    return bool(limit == 0 or keys.count() > limit)
+
+
+def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> str:
+    """Delete the keys of ``frame``'s record key column (absent keys are ignored) as one
+    commit; returns its instant time."""
+    started = perf_counter()
+    config = table.config
+    key = config.record_key
+    if frame.where(F.col(key).isNull()).limit(1).count():
+        raise RecordKeyError("delete: null key(s); record keys are never null", table=table.path)
+    reader = metadata.reader()
+    files = reader.files()
+    listing = current_files(files)
+    schema = schema_as_of(table)
+    ctx = Context(
+        root=table.fs.unstrip_protocol(table.layout.root),
+        storage=storage_of(table.fs),
+        key=key,
+        partition_fields=list(config.partition_fields),
+        precombine=config.precombine_field,
+        point=reader.point,
+        options={k: str(v) for k, v in table.options.given().items()},
+    )
+    packed = msgspec.msgpack.encode(ctx)
+    keys = frame.select(key).mapInArrow(
+        functools.partial(_keys, packed, _key_type(table, schema)), from_arrow_schema(KEYS_SCHEMA)
+    )
+    groups = reader.point.group_counts["record_index"]
+    tagged = (
+        keys.repartition(groups, RI_GROUP)
+        .mapInArrow(functools.partial(_tag, packed), from_arrow_schema(TAGGED_SCHEMA))
+        .persist()
+    )
+    try:
+        found = tagged.select(OLD_PARTITION, OLD_FILE_ID).distinct().collect()
+        targets = sorted((row[0], row[1]) for row in found)
+
+        def write(time: str) -> list[WriteStatus]:
+            tasks = write_tasks(
+                targets,
+                listing,
+                files,
+                config.merge_on_read,
+                root=ctx.root,
+                storage=ctx.storage,
+                time=time,
+                schema=spec_of(schema),
+                record_key=key,
+                ordering=ordering(table),
+            )
+            return rewrite_frame(tagged, targets, TaskSet.of(tasks))
+
+        time = run_write(table, metadata, "delete", reader.point.read_at, schema, write, started)
+    finally:
+        tagged.unpersist()
+    if config.merge_on_read:
+        compact_if_due(table, metadata)  # never fails the write
+    return time
