@@ -63,8 +63,13 @@ def fold_logs(
     """The net effect of log blocks (in merge order), tombstones kept; ``keys``: only those."""
     state: LogState = {}
     cumulative = partition is Partition.FILES
-    merge = RECORD_TYPES[partition].merge  # blocks decode to the partition's record type
+    merge = RECORD_TYPES[partition].merge  # a block decodes to its partition's records
     for block in blocks:
+        if block.header.partition != partition:  # what the merge below relies on
+            raise MetadataValueError(
+                f"{block.path} at offset {block.offset}: a {block.header.partition} block "
+                f"among {partition} logs"
+            )
         if block.block_type is BlockType.DATA:
             records = block_records(block)
             if keys is not None:
