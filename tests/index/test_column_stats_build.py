@@ -302,19 +302,26 @@ def test_a_failed_build_then_an_undo_across_reindexes(client, monkeypatch) -> No
     assert client.validate() == []
 
 
+# upserts until three that began once the build had finished (the test touches ``built``
+# then); the build waits for three commits while it runs: commits before, during and after
+# the build (three at least of the last two), whatever the machine's speed
 WRITER = """
-import json, sys
+import json, os, sys
 import pyarrow as pa
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import WriteConflictError
-c = WriteClient.open(sys.argv[1])
-done, conflicts = [], 0
-for step in range(1, 41):
+c, built = WriteClient.open(sys.argv[1]), sys.argv[2]
+done, conflicts, after = [], 0, 0
+for step in range(1, 201):
+    if after == 3:
+        break
+    began_after = os.path.exists(built)
     ids = [f"w{step % 10:02d}", f"x{step:03d}"]
     data = pa.table({"id": ids, "day": ["d1", "d2"], "ts": [step, step],
                      "c": [step % 7, 1000 + step], "d": [None, step]})
     try:
         done.append([c.upsert(data), step])
+        after += began_after
     except WriteConflictError:
         conflicts += 1
 print(json.dumps({"done": done, "conflicts": conflicts}))
@@ -326,25 +333,34 @@ def writer_change(step: int) -> Model:
 
 
 @pytest.mark.slow
-def test_build_while_a_writer_process_commits(client, run_python, monkeypatch) -> None:
+def test_build_while_a_writer_process_commits(client, run_python, monkeypatch, tmp_path) -> None:
     model: Model = {f"k{i:03d}": (f"d{i % 3}", i % 7, i) for i in range(60)}
     start = client.upsert(rows(model, 0))
     original = column_stats_build._rows_as_of
 
-    def slow(*args):  # a build long enough for the writer to commit meanwhile
-        time.sleep(2.0)
+    def commits() -> int:
+        return sum(i.is_completed for i in client.timeline())
+
+    def slow(*args):  # a build that runs on until the writer has committed three times more
+        count, deadline = commits(), time.monotonic() + 120
+        while commits() < count + 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
         return original(*args)
 
     monkeypatch.setattr(column_stats_build, "_rows_as_of", slow)
-    proc = run_python(WRITER, client.path)
+    flag = tmp_path / "built"
+    proc = run_python(WRITER, client.path, str(flag))
     deadline = time.monotonic() + 120
     while len(client.timeline()) < 6 and time.monotonic() < deadline:
         time.sleep(0.05)
-    built = client.create_index(["c"], kind="column_stats")
+    try:
+        built = client.create_index(["c"], kind="column_stats")
+    finally:
+        flag.touch()  # the writer stops three upserts later
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
     result = json.loads(out)
-    print(f"{len(result['done'])} of 40 upserts committed, {result['conflicts']} conflicted")
+    print(f"{len(result['done'])} upserts committed, {result['conflicts']} conflicted")
     fresh = WriteClient.open(client.path)
     finished = next(i.completion_time for i in fresh.timeline("metadata") if i.time == built)
     completed = {i.time: i.completion_time for i in fresh.timeline() if i.is_completed}

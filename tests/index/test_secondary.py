@@ -169,21 +169,28 @@ def test_the_cli_builds_and_drops(client, capsys) -> None:
     assert WriteClient.open(client.path).indexes() == {}
 
 
+# upserts until three that began once the build had finished (the test touches ``built``
+# then); the build waits for three commits while it runs: commits before, during and after
+# the build (three at least of the last two), whatever the machine's speed
 WRITER = """
-import json, sys
+import json, os, sys
 import pyarrow as pa
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine.spark.datasource import plan_files
 from lakebraid.writers.errors import WriteConflictError
-path = sys.argv[1]
+path, built = sys.argv[1], sys.argv[2]
 c = WriteClient.open(path)
-done, conflicts = [], 0
-for step in range(1, 41):
+done, conflicts, after = [], 0, 0
+for step in range(1, 201):
+    if after == 3:
+        break
+    began_after = os.path.exists(built)
     ids = [f"w{step % 10:02d}", f"x{step:03d}"]
     v = [step % 7, 100 + step]
     data = pa.table({"id": ids, "day": ["d1", "d2"], "ts": [step, step], "v": v})
     try:
         done.append(c.upsert(data))
+        after += began_after
     except WriteConflictError:
         conflicts += 1
 print(json.dumps({"done": done, "conflicts": conflicts}), flush=True)
@@ -191,25 +198,34 @@ print(json.dumps({"done": done, "conflicts": conflicts}), flush=True)
 
 
 @pytest.mark.slow
-def test_build_while_a_writer_process_commits(client, run_python, monkeypatch) -> None:
+def test_build_while_a_writer_process_commits(client, run_python, monkeypatch, tmp_path) -> None:
     client.upsert(data({f"k{i:03d}": (f"d{i % 3}", i % 7) for i in range(60)}, 0))
     original = secondary_build._entries_as_of
 
-    def slow(*args):  # a build long enough for the writer to commit meanwhile
-        time.sleep(2.0)
+    def commits() -> int:
+        return sum(i.is_completed for i in client.timeline())
+
+    def slow(*args):  # a build that runs on until the writer has committed three times more
+        count, deadline = commits(), time.monotonic() + 120
+        while commits() < count + 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
         return original(*args)
 
     monkeypatch.setattr(secondary_build, "_entries_as_of", slow)
-    proc = run_python(WRITER, client.path)
+    flag = tmp_path / "built"
+    proc = run_python(WRITER, client.path, str(flag))
     deadline = time.monotonic() + 120
     while len(client.timeline()) < 6 and time.monotonic() < deadline:
         time.sleep(0.05)
-    built = client.create_index("v")
+    try:
+        built = client.create_index("v")
+    finally:
+        flag.touch()  # the writer stops three upserts later
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
     result = json.loads(out)
     assert result["done"], "the writer committed nothing"
-    print(f"{len(result['done'])} of 40 upserts committed, {result['conflicts']} conflicted")
+    print(f"{len(result['done'])} upserts committed, {result['conflicts']} conflicted")
     fresh = WriteClient.open(client.path)
     done = fresh.timeline("metadata")
     finished = next(i.completion_time for i in done if i.time == built)

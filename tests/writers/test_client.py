@@ -58,7 +58,8 @@ def check_index_and_listing(client: WriteClient, model: dict[str, dict]) -> None
         assert client.files(partition=partition) == {partition: files}
     assert client.files(partition="day=1999-12-31") == {}
     on_disk: dict[str, list[str]] = {}
-    for path in fs.find(root):
+    sizes = {path: info["size"] for path, info in fs.find(root, detail=True).items()}
+    for path in sizes:  # the store's own listing: one request, not two per file
         if path.endswith(".parquet") and "/.braid/" not in path:
             name = path.rsplit("/", 1)[-1]
             on_disk.setdefault(parse_data_file_name(name).file_id, []).append(path)
@@ -67,7 +68,7 @@ def check_index_and_listing(client: WriteClient, model: dict[str, dict]) -> None
     for partition, files in listed.items():
         for name, size in files.items():
             path = f"{root}/{partition}/{name}"
-            assert fs.exists(path) and fs.size(path) == size
+            assert sizes.get(path) == size, (path, size)
             fid = parse_data_file_name(name).file_id
             newest = max(on_disk[fid], key=lambda p: parse_data_file_name(p.split("/")[-1]).instant)
             assert newest == path, "the listing must name a file group's newest file"
@@ -104,7 +105,9 @@ def test_random_batches_match_the_model_now_and_as_of_every_instant(
     def feed(data: pa.Table):
         return spark.createDataFrame(data) if engine == "spark" else data
 
-    steps = (30 if where == "local" else 12) if engine == "inprocess" else 8
+    # seed 7: 8 steps are a bulk insert, inserts, upserts and a delete of 4 keys held (the
+    # late upserts and the skipped insert come later: only the in-process walk on local disk)
+    steps = 30 if (engine, where) == ("inprocess", "local") else 8
     for step in range(steps):
         op = rng.choice(["insert", "upsert", "upsert", "delete"]) if step else "bulk_insert"
         if op == "delete":

@@ -16,6 +16,7 @@ from lakebraid.timeline.errors import ConfigError
 from lakebraid.writers.client import WriteClient
 
 pytestmark = pytest.mark.slow
+QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 CODE = """
 import json, sys
@@ -44,6 +45,8 @@ def test_storage_options_alone_reach_every_process(loopback_s3, s3_url, tmp_path
     url = s3_url()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    # the JVM options of the tests' own session (conftest.py): a short-lived JVM starts faster
+    env["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options '{QUICK_JVM}' pyspark-shell"
     done = subprocess.run(
         [sys.executable, "-c", CODE, url, json.dumps(loopback_s3.storage_options())],
         env=env,

@@ -1,4 +1,4 @@
-"""Four writer processes upserting one table (25 rounds each on local disk, 8 on S3):
+"""Four writer processes upserting one table (25 rounds each on local disk, 5 on S3):
 optimistic concurrency end to end, on local disk and on an S3 table (a moto server on loopback)."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ print(json.dumps({"outcomes": outcomes, "lock_errors": lock_errors}))
 
 # each writer's upserts: on S3 every request crosses the loopback server, which shares the
 # machine's two cores with the four writers, so fewer rounds keep the test near a minute
-@pytest.mark.parametrize(("where", "rounds"), [("local", 25), ("s3", 8)])
+@pytest.mark.parametrize(("where", "rounds"), [("local", 25), ("s3", 5)])
 def test_four_writers(where, rounds, tmp_path, run_python, request) -> None:
     path = str(tmp_path / "t") if where == "local" else request.getfixturevalue("s3_url")()
     # commit-time ordering: the last completed commit wins, which this test checks exactly

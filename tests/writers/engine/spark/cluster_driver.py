@@ -3,9 +3,10 @@ SparkContext, and a pytest worker already holds a ``local[2]`` one.
 
 ``python cluster_driver.py <master URL> <spec.json> <ready file>`` starts its JVM at once,
 connects to the standalone master once the ready file exists (the master is up), waits for two
-executors, records where tasks run (the test checks it is below the workers), then drives a
-``WriteClient`` through create, insert, upsert, delete, upsert, rollback of that upsert and
-reads as of earlier instants, every Spark DataFrame write on the Spark-native pipeline
+executors, records where tasks run (the test checks it is below the workers), then, for each
+table of the spec in turn (a local path, an ``s3://`` URL), drives a ``WriteClient`` through
+create, insert, upsert, delete, upsert, rollback of that upsert and reads as of earlier
+instants, every Spark DataFrame write on the Spark-native pipeline
 (``write.inprocess.max.rows=0``). It prints one JSON document as its last stdout line; the test
 compares it with a model of its own.
 """
@@ -134,6 +135,44 @@ def connect(master: str, ready: Path, timings: dict[str, float]) -> SparkSession
     return embedded_session("lakebraid-cluster-test", master=master, conf=CONF)
 
 
+def drive_table(
+    spark: SparkSession, spec: dict[str, Any], path: str, timings: dict[str, float], started: float
+) -> dict[str, Any]:
+    """One table at ``path`` through every step of the spec; what the test checks of it."""
+    keys = spec["keys"]
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark, **OPTIONS)
+    steps: dict[str, Any] = {}
+    instants: dict[str, str] = {}
+
+    def record(step: str, instant: str) -> None:
+        instants[step] = instant
+        steps[step] = {
+            "instant": instant,
+            "rows": rows_of(client),
+            "lookup": lookups(client, keys),
+            "problems": client.validate(),
+        }
+        timings[f"{path} {step}"] = time.monotonic() - started
+
+    record("insert", client.insert(frame(spark, spec["insert"])))
+    record("upsert", client.upsert(frame(spark, spec["upsert"])))
+    record("delete", client.delete(spec["delete"]))
+    record("upsert_undone", client.upsert(frame(spark, spec["upsert_undone"])))
+    record("rollback", client.rollback(instants["upsert_undone"]))
+    return {
+        "path": path,
+        "steps": steps,
+        "as_of": {
+            step: {
+                "rows": rows_of(client, instants[step]),
+                "lookup": lookups(client, keys, instants[step]),
+            }
+            for step in ("insert", "upsert")
+        },
+        "timeline": [[i.action.value, i.state.value, i.time] for i in client.timeline()],
+    }
+
+
 def run(master: str, spec: dict[str, Any], ready: Path) -> dict[str, Any]:
     """Seconds since the start in ``timings`` after each step."""
     started = time.monotonic()
@@ -152,35 +191,7 @@ def run(master: str, spec: dict[str, Any], ready: Path) -> dict[str, Any]:
     probe = spark.range(0, 4, 1, 4).mapInArrow(where_am_i, "chain array<long>")
     out["tasks"] = [row["chain"] for row in probe.collect()]
     out["timings"]["probe"] = time.monotonic() - started
-    keys = spec["keys"]
-    client = WriteClient.create(spec["path"], "id", ["day"], "ts", spark=spark, **OPTIONS)
-    steps: dict[str, Any] = {}
-    instants: dict[str, str] = {}
-
-    def record(step: str, instant: str) -> None:
-        instants[step] = instant
-        steps[step] = {
-            "instant": instant,
-            "rows": rows_of(client),
-            "lookup": lookups(client, keys),
-            "problems": client.validate(),
-        }
-        out["timings"][step] = time.monotonic() - started
-
-    record("insert", client.insert(frame(spark, spec["insert"])))
-    record("upsert", client.upsert(frame(spark, spec["upsert"])))
-    record("delete", client.delete(spec["delete"]))
-    record("upsert_undone", client.upsert(frame(spark, spec["upsert_undone"])))
-    record("rollback", client.rollback(instants["upsert_undone"]))
-    out["steps"] = steps
-    out["as_of"] = {
-        step: {
-            "rows": rows_of(client, instants[step]),
-            "lookup": lookups(client, keys, instants[step]),
-        }
-        for step in ("insert", "upsert")
-    }
-    out["timeline"] = [[i.action.value, i.state.value, i.time] for i in client.timeline()]
+    out["tables"] = [drive_table(spark, spec, path, timings, started) for path in spec["paths"]]
     out["timings"]["total"] = time.monotonic() - started
     spark.stop()
     return out
