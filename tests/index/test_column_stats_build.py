@@ -338,8 +338,12 @@ def test_build_while_a_writer_process_commits(client, run_python, monkeypatch, t
     start = client.upsert(rows(model, 0))
     original = column_stats_build._rows_as_of
 
-    def commits() -> int:
-        return sum(i.is_completed for i in client.timeline())
+    def commits() -> int:  # that stand: a write that conflicted with the build is undone
+        undone = client.table.visibility().undone
+        return sum(
+            i.is_completed and i.action.value == "commit" and i.time not in undone
+            for i in client.timeline()
+        )
 
     def slow(*args):  # a build that runs on until the writer has committed three times more
         count, deadline = commits(), time.monotonic() + 120

@@ -202,8 +202,12 @@ def test_build_while_a_writer_process_commits(client, run_python, monkeypatch, t
     client.upsert(data({f"k{i:03d}": (f"d{i % 3}", i % 7) for i in range(60)}, 0))
     original = secondary_build._entries_as_of
 
-    def commits() -> int:
-        return sum(i.is_completed for i in client.timeline())
+    def commits() -> int:  # that stand: a write that conflicted with the build is undone
+        undone = client.table.visibility().undone
+        return sum(
+            i.is_completed and i.action.value == "commit" and i.time not in undone
+            for i in client.timeline()
+        )
 
     def slow(*args):  # a build that runs on until the writer has committed three times more
         count, deadline = commits(), time.monotonic() + 120
