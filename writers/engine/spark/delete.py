@@ -40,7 +40,7 @@ from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import config as cfg
-from lakebraid.timeline.durable import filesystem, storage_of
+from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import text_to_type
@@ -48,11 +48,11 @@ from lakebraid.writers import settings
 from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
 from lakebraid.writers.engine.spark.pipeline import RI_GROUP, Context, plain, rewrite_frame
+from lakebraid.writers.engine.spark.write import context
 from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.filegroup import OP, OP_DELETE
 from lakebraid.writers.write.inputs import is_spark_frame
 from lakebraid.writers.write.logappend import TaskSet, write_tasks
-from lakebraid.writers.write.operations import ordering
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID
 
 KEYS_SCHEMA = pa.schema([pa.field(RECORD_KEY, pa.string()), pa.field(RI_GROUP, pa.int32())])
@@ -128,15 +128,7 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
     files = reader.files()
     listing = current_files(files)
     schema = schema_as_of(table)
-    ctx = Context(
-        root=table.fs.unstrip_protocol(table.layout.root),
-        storage=storage_of(table.fs),
-        key=key,
-        partition_fields=list(config.partition_fields),
-        precombine=config.precombine_field,
-        point=reader.point,
-        options={k: str(v) for k, v in table.options.given().items()},
-    )
+    ctx = context(table, reader.point, listing, files, spec_of(schema))
     packed = msgspec.msgpack.encode(ctx)
     keys = frame.select(key).mapInArrow(
         functools.partial(_keys, packed, _key_type(table, schema)), from_arrow_schema(KEYS_SCHEMA)
@@ -162,7 +154,7 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
                 time=time,
                 schema=spec_of(schema),
                 record_key=key,
-                ordering=ordering(table),
+                ordering=ctx.ordering,
             )
             return rewrite_frame(tagged, targets, TaskSet.of(tasks))
 

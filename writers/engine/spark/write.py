@@ -44,7 +44,7 @@ def check_frame(frame: Any, table: TableTimelines) -> list[FieldSpec]:
     return schema
 
 
-def _context(
+def context(
     table: TableTimelines,
     point: ReadPoint,
     listing: dict[str, dict[str, str]],
@@ -87,7 +87,7 @@ def write_frame(
     target, small = insert_room(table, reader, listing, operation)
     merge_on_read = config.merge_on_read
     spec = spec_of(schema)
-    ctx = _context(table, reader.point, listing, files, spec)
+    ctx = context(table, reader.point, listing, files, spec)
     root = ctx.root
     if policy == "upsert" and operation == "insert":
         operation = "upsert"
