@@ -4,6 +4,8 @@ folder on the path, so tests and state machines import it as ``table_fixtures``)
 from __future__ import annotations
 
 import random
+import time
+from typing import Any
 
 import pyarrow as pa
 
@@ -40,3 +42,20 @@ def random_batch(rng: random.Random, keys: list[str], n: int, ts: int) -> pa.Tab
             "amount": [float(rng.randrange(1000)) for _ in chosen],
         }
     )
+
+
+def standing_commits(client: Any) -> int:
+    """Completed commits that stand (a write undone after a conflict does not count)."""
+    undone = client.table.visibility().undone
+    return sum(
+        i.is_completed and i.action.value == "commit" and i.time not in undone
+        for i in client.timeline()
+    )
+
+
+def wait_for_commits(client: Any, more: int, seconds: float = 120.0) -> None:
+    """Until ``more`` commits beyond those standing now stand (another process writes them),
+    or ``seconds`` pass: a build made to run while a writer commits."""
+    count, deadline = standing_commits(client), time.monotonic() + seconds
+    while standing_commits(client) < count + more and time.monotonic() < deadline:
+        time.sleep(0.05)

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from table_fixtures import wait_for_commits
 
 from lakebraid.index import secondary_build
 from lakebraid.index.column_stats import Condition
@@ -202,17 +203,8 @@ def test_build_while_a_writer_process_commits(client, run_python, monkeypatch, t
     client.upsert(data({f"k{i:03d}": (f"d{i % 3}", i % 7) for i in range(60)}, 0))
     original = secondary_build._entries_as_of
 
-    def commits() -> int:  # that stand: a write that conflicted with the build is undone
-        undone = client.table.visibility().undone
-        return sum(
-            i.is_completed and i.action.value == "commit" and i.time not in undone
-            for i in client.timeline()
-        )
-
     def slow(*args):  # a build that runs on until the writer has committed three times more
-        count, deadline = commits(), time.monotonic() + 120
-        while commits() < count + 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_commits(client, 3)
         return original(*args)
 
     monkeypatch.setattr(secondary_build, "_entries_as_of", slow)
