@@ -1,5 +1,5 @@
 """Every read path returns the same rows for the same filter (issue 11, case 5):
-``read(where=p)``, ``read().where(p)``, the data source with pruning on (``pushdown``) and, as
+``read(where=p)``, ``read().where(p)``, the data source (every file, Spark filters) and, as
 the reference, Spark filtering the table's rows in memory (no file pruning, no Parquet reader).
 Strings with quotes, backslashes and unicode written with Spark's escapes; doubles with NaN,
 -0.0, infinities and nulls."""
@@ -55,7 +55,7 @@ def every_read(spark, c: WriteClient, wheres: list) -> list[dict[str, list[str]]
     afresh for each filter."""
     rows = c.read_arrow()
     reference = spark.createDataFrame(rows, from_arrow_schema(rows.schema))
-    load = spark.read.format("lakebraid").option("pushdown", "true").load
+    load = spark.read.format("lakebraid").load
     return [
         {
             "reference": canonical(reference.where(where)),

@@ -12,67 +12,46 @@ on an object store takes its file system's options as ``.option("storage_options
 
 **Reads.** ``schema()`` is the table schema as of the read point, exactly as
 ``WriteClient.read`` gives it (``writers.read.plan.table_schema``: the table's columns, then
-``_braid_commit_time`` and ``_braid_record_key``). ``pushFilters`` turns the pushed filters
-into pruning conditions (``index.column_stats``: the same conditions and ``may_match`` as
-``WriteClient.read(where=)``, null counts for ``IS [NOT] NULL`` and the bounds of a
-``LIKE 'p%'`` prefix) and hands every filter back to Spark as not handled: pruning is per
-file, so Spark still filters the rows. ``partitions()`` lists the file slices of the read
-point from the metadata table and keeps those the ``column_stats`` cannot rule out: one input
-partition per file slice (a base file, and in a merge-on-read table its logs). ``read()`` runs
-in Python workers: it opens its files with fsspec (``writers.read.spark_files``), merges a
-slice's logs into its base (newest wins, deletes remove), conforms the rows to the declared
-schema and yields Arrow batches carrying that schema exactly (nullability included).
-``.option("mode", "read_optimized")`` reads base files only (a merge-on-read table as of each
-file group's last compaction; ``WriteClient.read(mode=)``); ``snapshot``, the default, merges
-the logs; any other value is refused naming it. Reader and partitions hold
-plain values only (URLs, strings, the Arrow schema, the conditions), never a table object.
+``_braid_commit_time`` and ``_braid_record_key``). ``partitions()`` lists the file slices of
+the read point from the metadata table: one input partition per file slice (a base file, and
+in a merge-on-read table its logs). ``read()`` runs in Python workers: it opens its files with
+fsspec (``writers.read.spark_files``), merges a slice's logs into its base (newest wins,
+deletes remove), conforms the rows to the declared schema and yields Arrow batches carrying
+that schema exactly (nullability included). ``.option("mode", "read_optimized")`` reads base
+files only (a merge-on-read table as of each file group's last compaction;
+``WriteClient.read(mode=)``); ``snapshot``, the default, merges the logs; any other value is
+refused naming it. Reader and partitions hold plain values only (URLs, strings, the Arrow
+schema), never a table object. A loaded DataFrame keeps the schema of its ``load()``: load
+again to see new commits.
 
 **Writes (append only)**: ``writers.engine.spark.datasource_write``.
 
-**Pruning by pushed filters is opt-in: ``.option("pushdown", "true")``.** Spark 4.3 keeps the
-partitions and read function of the latest filter pushdown on the loaded relation (its
-provider object, ``PythonDataSourceV2.setReadInfo``) and reuses them for any later scan of that
-relation that pushes no filter: ``df = ...load(p); df.where(f).count(); df.count()`` would
-count only the files kept for ``f``, and two filtered scans of one DataFrame in one query share
-the file list of the last one planned (``df.where(a).union(df.where(b))`` would read only
-``b``'s files). Nothing of this reaches Python, so it cannot be detected here. By default the
-reader therefore prunes nothing (every scan reads every file of the read point: always right);
-with ``pushdown`` on it prunes, and each loaded DataFrame must serve one filtered scan
-(``load()`` again for the next). A loaded DataFrame also keeps the schema of its ``load()``:
-load again to see new commits.
+**The data source prunes no file; filters are Spark's.** Every scan reads every file slice of
+the read point, and Spark filters the rows. Pruning by pushed filters cannot be made right in
+Spark 4.3: it keeps the partitions and read function of a relation's latest filter pushdown on
+the loaded relation's provider (``PythonDataSourceV2.setReadInfo``) and reuses them for any
+later scan of that relation that pushes no filter, or that is planned in the same query
+(``df.where(a).count(); df.count()`` would count only ``a``'s files, and
+``df.where(a).union(df.where(b))`` would read only ``b``'s), and none of this reaches Python.
+``.option("pushdown", "true")`` is therefore refused, naming the way to a pruned read:
+``WriteClient.read(where=)``, whose DataFrame is made of the files that can match and filtered
+by ``where`` (the record index, secondary indexes and column statistics), right however it is
+reused.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    EqualNullSafe,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    InputPartition,
-    IsNotNull,
-    IsNull,
-    LessThan,
-    LessThanOrEqual,
-    Not,
-    StringStartsWith,
-)
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-from pyspark.sql.types import DoubleType, FloatType, StructType
+from pyspark.sql.types import StructType
 
-from lakebraid.index.column_stats import Condition
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.errors import ConfigError
@@ -81,24 +60,21 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.engine.spark.datasource_write import LakebraidWriter
 from lakebraid.writers.errors import WriteError
-from lakebraid.writers.read.plan import keep_matching, merges_logs, plan_units, table_schema
+from lakebraid.writers.read.plan import merges_logs, plan_units, table_schema
 from lakebraid.writers.read.spark_files import FileRead, read_value, task_values
 from lakebraid.writers.write.datafile import spec_of, virtual_key
 from lakebraid.writers.write.operations import ordering
 
 NAME = "lakebraid"
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 _OWN_OPTIONS = ("path", "as_of", "mode", "pushdown", "storage_options")
 _registered: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def register(spark: Any) -> None:
-    """Make ``format("lakebraid")`` available in ``spark`` and turn filter pushdown on (a
-    runtime SQL conf, off by default). Once per session."""
+    """Make ``format("lakebraid")`` available in ``spark``. Once per session."""
     if spark in _registered:
         return
     spark.dataSource.register(LakebraidDataSource)
-    spark.conf.set(PUSHDOWN_CONF, "true")
     _registered.add(spark)
 
 
@@ -146,91 +122,42 @@ def _schema(table: TableTimelines, as_of: object) -> list[FieldSpec]:
     return schema_as_of(table, table.read_point(as_of))
 
 
-# ---- filters -> pruning conditions --------------------------------------------------------
-_COMPARISONS: dict[type, str] = {
-    EqualTo: "=",
-    EqualNullSafe: "=",
-    GreaterThan: ">",
-    GreaterThanOrEqual: ">=",
-    LessThan: "<",
-    LessThanOrEqual: "<=",
-}
-
-
-def to_condition(item: Filter, float_columns: frozenset[str] = frozenset()) -> Condition | None:
-    """A pruning condition no less permissive than the filter, or None (prunes nothing).
-
-    The operators are those of ``index.column_stats`` (``may_match``). On float columns ``>``,
-    ``>=``, ``!=`` and NaN literals prune nothing: Spark orders NaN above every number, and
-    file statistics leave NaN out.
-    """
-    negated = isinstance(item, Not)
-    inner = item.child if isinstance(item, Not) else item
-    path = getattr(inner, "attribute", ())
-    if len(path) != 1:
-        return None  # a nested field: no statistics
-    column = path[0]
-    values: tuple[Any, ...] = ()
-    if negated:
-        if type(inner) is EqualTo and inner.value is not None:
-            op, values = "!=", (inner.value,)
-        elif isinstance(inner, IsNull):
-            op = "notnull"
-        elif isinstance(inner, IsNotNull):
-            op = "null"
-        else:
-            return None
-    elif type(inner) in _COMPARISONS:
-        value = inner.value  # type: ignore[attr-defined]
-        if value is None:
-            if type(inner) is not EqualNullSafe:
-                return None
-            op = "null"
-        else:
-            op, values = _COMPARISONS[type(inner)], (value,)
-    elif isinstance(inner, In):
-        values = tuple(v for v in inner.value if v is not None)
-        if not values:
-            return None
-        op = "in"
-    elif isinstance(inner, IsNull):
-        op = "null"
-    elif isinstance(inner, IsNotNull):
-        op = "notnull"
-    elif isinstance(inner, StringStartsWith) and isinstance(inner.value, str):
-        op, values = "prefix", (inner.value,)
-    else:
-        return None
-    if column in float_columns and (
-        op in (">", ">=", "!=") or any(isinstance(v, float) and math.isnan(v) for v in values)
-    ):
-        return None
-    return Condition(column, op, values)
-
-
+# ---- planning --------------------------------------------------------------------------
 def plan_files(
     root: str,
     as_of: str | None,
-    conditions: Sequence[Condition] = (),
     options: dict[str, str] | None = None,
     storage: dict[str, Any] | None = None,
     logs: bool = True,
 ) -> list[Any]:
-    """One read task's value per file slice to read (a URL, or a merge-on-read slice's base
-    and logs: ``spark_files.task_values``): the read point's, minus those the conditions
-    rule out (``writers.read.plan.plan_units``; no data file is opened). ``logs=False``:
-    base files only (a read-optimized read)."""
+    """One read task's value per file slice of the read point (a URL, or a merge-on-read
+    slice's base and logs: ``spark_files.task_values``; ``writers.read.plan.plan_units``, no
+    data file is opened). ``logs=False``: base files only (a read-optimized read)."""
     table = _open(root, options or {}, storage or {})
-    point = table.read_point(as_of)
-    schema = table_schema(schema_as_of(table, point))
-    keep = keep_matching(conditions, schema) if conditions else None
-    return task_values(plan_units(table, point, keep, logs), table.fs.unstrip_protocol)
+    return task_values(
+        plan_units(table, table.read_point(as_of), None, logs), table.fs.unstrip_protocol
+    )
+
+
+def _refuse_pushdown(options: Any, root: str) -> None:
+    """``pushdown`` may only be ``false``: see the module doc for why pruning is refused."""
+    value = str(options.get("pushdown", "false"))
+    if value.lower() == "false":
+        return
+    raise ConfigError(
+        f"lakebraid table {root}: option pushdown={value!r} is not supported: Spark 4.3 reuses "
+        "a loaded DataFrame's pruned file list for its later scans, which would silently miss "
+        "rows, so the data source reads every file and Spark filters the rows. For a read "
+        "that opens only the files that can match, use "
+        "WriteClient.open(path, spark=spark).read(where=...) (record index, secondary "
+        "indexes, column statistics); or drop the option",
+        table=root,
+    )
 
 
 # ---- the data source -----------------------------------------------------------------------
 class LakebraidDataSource(DataSource):
-    """``format("lakebraid")``: options ``path`` (load/save), ``as_of``, ``mode`` and
-    ``pushdown`` (reads),
+    """``format("lakebraid")``: options ``path`` (load/save), ``as_of`` and ``mode`` (reads),
     and any table config key as a runtime override (e.g. ``write.target.file.rows``)."""
 
     @classmethod
@@ -244,22 +171,14 @@ class LakebraidDataSource(DataSource):
 
     def reader(self, schema: StructType) -> LakebraidReader:
         root = _root_url(self.options, "spark.read.format('lakebraid')")
-        pushdown = str(self.options.get("pushdown", "false")).lower()
-        if pushdown not in ("true", "false"):
-            raise ConfigError(
-                f"lakebraid table {root}: option pushdown must be 'true' or 'false', not "
-                f"{pushdown!r}",
-                table=root,
-            )
+        _refuse_pushdown(self.options, root)
         logs = merges_logs(self.options.get("mode", "snapshot"), root)
         as_of, storage = self.options.get("as_of"), _storage(self.options)
         table = _open(root, _table_options(self.options), storage)
         derive = virtual_key(spec_of(_schema(table, as_of)), table.config.record_key)
         read = FileRead(storage=storage, derive_key=derive, ordering=ordering(table))
         options = _table_options(self.options)
-        return LakebraidReader(
-            root, as_of, options, schema, pushdown=pushdown == "true", read=read, logs=logs
-        )
+        return LakebraidReader(root, as_of, options, schema, read=read, logs=logs)
 
     def writer(self, schema: StructType, overwrite: bool) -> LakebraidWriter:
         root = _root_url(self.options, "df.write.format('lakebraid')")
@@ -283,35 +202,19 @@ class LakebraidReader(DataSourceReader):
         options: dict[str, str],
         schema: StructType,
         *,
-        pushdown: bool = False,
         read: FileRead,
         logs: bool = True,
     ):
         self.root = root
-        self.pushdown = pushdown
         self.logs = logs  # False: read-optimized, base files only
         self.read_spec = read  # storage options, the key column of a virtual record key
         self.as_of = as_of
         self.options = options
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")  # what Spark checks
-        self.float_columns = frozenset(
-            f.name for f in schema.fields if isinstance(f.dataType, FloatType | DoubleType)
-        )
-        self.conditions: list[Condition] = []
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        if not self.pushdown:  # see the module doc: Spark 4.3 may reuse a pruned file list
-            return filters
-        for item in filters:
-            cond = to_condition(item, self.float_columns)
-            if cond is not None:
-                self.conditions.append(cond)
-        return filters  # pruning is per file: Spark filters every row again
+        # no pushFilters: the base class pushes nothing, so Spark filters every row
 
     def partitions(self) -> Sequence[InputPartition]:
-        values = plan_files(
-            self.root, self.as_of, self.conditions, self.options, self.read_spec.storage, self.logs
-        )
+        values = plan_files(self.root, self.as_of, self.options, self.read_spec.storage, self.logs)
         return [InputPartition(value) for value in values]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

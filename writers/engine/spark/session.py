@@ -27,7 +27,6 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.driver.memory": "4g",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.sql.python.filterPushdown.enabled": "true",
     "spark.hadoop.parquet.page.verify-checksum.enabled": "true",
 }
 

@@ -1,36 +1,18 @@
-"""The Spark data source ``format("lakebraid")``: reads (now, as of, pruned by pushed filters,
-schema evolution) and appends through the commit protocol, with the errors it must give."""
+"""The Spark data source ``format("lakebraid")``: reads (now, as of, schema evolution, every
+file of the read point, ``pushdown`` refused) and appends through the commit protocol, with
+the errors it must give."""
 
 from __future__ import annotations
 
-import operator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from pyspark.sql.datasource import (
-    EqualNullSafe,
-    EqualTo,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    IsNotNull,
-    IsNull,
-    LessThan,
-    LessThanOrEqual,
-    Not,
-    StringContains,
-    StringStartsWith,
-)
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from lakebraid.index.column_stats import keep_files
-from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine.spark import datasource
-from lakebraid.writers.engine.spark.datasource import plan_files, to_condition
+from lakebraid.writers.engine.spark.datasource import plan_files
 from lakebraid.writers.read.plan import table_schema
 
 pytestmark = pytest.mark.xdist_group("spark")
@@ -73,7 +55,7 @@ def client(tmp_path, spark) -> WriteClient:
 
 
 # ---- reads ----------------------------------------------------------------------------------
-def test_a_selective_filter_plans_and_opens_only_the_files_that_can_match(tmp_path, spark):
+def test_every_file_is_read_and_spark_filters_the_rows(tmp_path, spark):
     c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", spark=spark)
     days = [f"d{i:03d}" for i in range(100) for _ in range(5)]
     c.insert(
@@ -86,26 +68,12 @@ def test_a_selective_filter_plans_and_opens_only_the_files_that_can_match(tmp_pa
             }
         )
     )
-    everything = c.file_paths()
-    assert len(everything) == 100
-    where = "ts >= 210 and ts < 212 and amount > 0"  # rows k0210, k0211: one file of 100
-    expected = sorted_rows(c.read(where=where))
-    assert [r["id"] for r in expected] == ["k0210", "k0211"]
+    assert len(c.file_paths()) == 100
     root = c.table.fs.unstrip_protocol(c.path)
     assert len(plan_files(root, None)) == 100
-
-    assert load(spark, c.path).where(where).rdd.getNumPartitions() == 100  # pruning is opt-in
-    frame = load(spark, c.path, pushdown="true").where(where)
-    assert frame.rdd.getNumPartitions() == 1  # one Spark partition per file to open
-    (kept,) = [p for p in everything if "day=d042" in p]
-    # the 99 other files are never opened: deleting them changes nothing
-    for path in everything:
-        if path != kept:
-            Path(path).unlink()
-    assert sorted_rows(frame) == expected
-    # ...and a read that needs one of them does open it (the check above can fail)
-    with pytest.raises(Exception, match="FileNotFoundError"):
-        load(spark, c.path, pushdown="true").where("day = 'd000'").count()
+    frame = load(spark, c.path).where("ts >= 210 and ts < 212 and amount > 0")
+    assert frame.rdd.getNumPartitions() == 100  # one Spark partition per file, none pruned
+    assert [r["id"] for r in sorted_rows(frame)] == ["k0210", "k0211"]
 
 
 def test_schema_as_of_and_schema_evolution_match_the_client(client, spark):
@@ -127,203 +95,45 @@ def test_schema_as_of_and_schema_evolution_match_the_client(client, spark):
     assert sorted_rows(then) == sorted_rows(client.read(as_of=first))
     assert [r["amount"] for r in sorted_rows(then)] == [1.0, 1.0, 1.0]
     where = "day = '2024-01-01'"
-    filtered = load(spark, client.path, as_of=first, pushdown="true").where(where)
+    filtered = load(spark, client.path, as_of=first).where(where)
     assert sorted_rows(filtered) == sorted_rows(client.read(as_of=first, where=where))
 
 
 def test_an_empty_selection_reads_nothing(client, spark):
-    frame = load(spark, client.path, pushdown="true").where("day = '1999-01-01'")
+    frame = load(spark, client.path).where("day = '1999-01-01'")
     assert frame.count() == 0 and frame.columns == client.read().columns
-    root = client.table.fs.unstrip_protocol(client.path)
-    cond = to_condition(EqualTo(("day",), "1999-01-01"))
-    assert cond is not None and plan_files(root, None, [cond]) == []
-    assert len(plan_files(root, None)) == 3
 
 
-def test_a_reused_dataframe_reads_every_file_after_a_filtered_query(client, spark):
-    frame = load(spark, client.path)  # default: no pruning, so reuse is always right
+def test_a_reused_dataframe_reads_every_file_for_each_scan(client, spark):
+    frame = load(spark, client.path)
     assert frame.where("day = '2024-01-01'").count() == 1
     assert frame.count() == 3
     both = frame.where(f"day = '{DAYS[0]}'").union(frame.where(f"day = '{DAYS[1]}'"))
     assert sorted(r["day"] for r in sorted_rows(both)) == DAYS[:2]
+    # a filter Spark pushes, then one it cannot push (an OR under NOT), on one DataFrame
+    assert frame.where("id = 'a'").count() == 1
+    assert frame.where("NOT (NOT (id IN ('zz') OR amount = 1.0))").count() == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Spark 4.3 reuses a loaded DataFrame's last pushdown file list for later scans "
-    "without pushed filters (see writers/engine/spark/datasource.py): why pushdown is opt-in",
-)
-def test_with_pushdown_a_reused_dataframe_reads_every_file(client, spark):
-    frame = load(spark, client.path, pushdown="true")
-    assert frame.where("day = '2024-01-01'").count() == 1
-    assert frame.count() == 3
+@pytest.mark.parametrize("value", ["true", "TRUE", "yes"])
+def test_pushdown_is_refused_naming_the_pruned_read(client, spark, value):
+    with pytest.raises(Exception, match=f"pushdown={value!r} is not supported") as caught:
+        load(spark, client.path, pushdown=value).where("day = '2024-01-01'").count()
+    assert "read(where=" in str(caught.value) and client.path in str(caught.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Spark 4.3: two filtered scans of one loaded DataFrame share the last planned "
-    "file list (see writers/engine/spark/datasource.py): why pushdown is opt-in",
-)
-def test_with_pushdown_two_filtered_scans_of_one_dataframe_read_their_own_files(client, spark):
-    frame = load(spark, client.path, pushdown="true")
-    both = frame.where(f"day = '{DAYS[0]}'").union(frame.where(f"day = '{DAYS[1]}'"))
-    assert sorted(r["day"] for r in sorted_rows(both)) == DAYS[:2]
+def test_pushdown_false_is_the_default_behaviour(client, spark):
+    frame = load(spark, client.path, pushdown="false")
+    assert frame.where(f"day = '{DAYS[0]}'").count() == 1 and frame.count() == 3
 
 
-def test_a_bad_pushdown_option_is_refused(client, spark):
-    with pytest.raises(Exception, match="pushdown must be 'true' or 'false'"):
-        load(spark, client.path, pushdown="yes").count()
-
-
-def test_a_client_given_a_session_registers_the_format_and_pushdown(client, spark):
-    spark.conf.set(datasource.PUSHDOWN_CONF, "false")
+def test_a_client_given_a_session_registers_the_format(client, spark):
     datasource._registered.discard(spark)
     try:
         WriteClient.open(client.path, spark=spark)
-        assert spark.conf.get(datasource.PUSHDOWN_CONF) == "true"
         assert spark in datasource._registered
     finally:
         datasource.register(spark)
-
-
-# ---- pushed filters -> pruning ---------------------------------------------------------------
-def stats_of(column: str, name: str, values: list) -> ColumnStatsRecord:
-    present = [v for v in values if v is not None]
-    return ColumnStatsRecord(
-        column=column,
-        partition="p",
-        file=name,
-        min_value=min(present, default=None),
-        max_value=max(present, default=None),
-        null_count=len(values) - len(present),
-        value_count=len(present),
-        total_size=10,
-    )
-
-
-COMPARE = {
-    EqualTo: operator.eq,
-    GreaterThan: operator.gt,
-    GreaterThanOrEqual: operator.ge,
-    LessThan: operator.lt,
-    LessThanOrEqual: operator.le,
-}
-
-
-def holds(item, value) -> bool:
-    """Spark's row semantics of one pushed filter (a comparison with null is not true)."""
-    if isinstance(item, Not):
-        inner = item.child
-        if isinstance(inner, IsNull):
-            return value is not None
-        return value is not None and not holds(inner, value)
-    if isinstance(item, IsNull):
-        return value is None
-    if isinstance(item, IsNotNull):
-        return value is not None
-    if isinstance(item, EqualNullSafe):
-        return value == item.value
-    if value is None:
-        return False
-    if isinstance(item, In):
-        return value in item.value
-    if isinstance(item, StringStartsWith):
-        return value.startswith(item.value)
-    if isinstance(item, StringContains):
-        return item.value in value
-    return COMPARE[type(item)](value, item.value)
-
-
-def int_filters(k: int) -> list:
-    col = ("x",)
-    plain = [cls(col, k) for cls in COMPARE]
-    return [
-        *plain,
-        EqualNullSafe(col, k),
-        EqualNullSafe(col, None),
-        In(col, (k, k + 2, None)),
-        IsNull(col),
-        IsNotNull(col),
-        Not(EqualTo(col, k)),
-        Not(IsNull(col)),
-        Not(In(col, (k,))),
-    ]
-
-
-FILES = st.lists(
-    st.lists(st.one_of(st.none(), st.integers(-4, 4)), min_size=1, max_size=5),
-    min_size=1,
-    max_size=5,
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(FILES, st.integers(-5, 5), st.data())
-def test_pruning_keeps_every_file_with_a_matching_row(files, k, data):
-    item = data.draw(st.sampled_from(int_filters(k)))
-    names = [f"f{i}" for i in range(len(files))]
-    stats = [stats_of("x", n, v) for n, v in zip(names, files, strict=True)]
-    cond = to_condition(item)
-    kept = {n for _, n in keep_files([("p", n) for n in names], stats, [cond] if cond else [])}
-    for name, values in zip(names, files, strict=True):
-        if any(holds(item, v) for v in values):
-            assert name in kept, (item, values)
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.lists(st.text("abc", max_size=4), min_size=1, max_size=4), max_size=5),
-    st.text("abc", min_size=1, max_size=3),
-)
-def test_prefix_pruning_keeps_every_file_with_a_match(files, prefix):
-    item = StringStartsWith(("s",), prefix)
-    names = [f"f{i}" for i in range(len(files))]
-    stats = [stats_of("s", n, v) for n, v in zip(names, files, strict=True)]
-    kept = {n for _, n in keep_files([("p", n) for n in names], stats, [to_condition(item)])}
-    for name, values in zip(names, files, strict=True):
-        if any(v.startswith(prefix) for v in values):
-            assert name in kept
-
-
-def test_filters_that_cannot_prune_safely_prune_nothing():
-    floats = frozenset({"f"})
-    # Spark orders NaN above every number and file statistics leave NaN out
-    for item in (
-        GreaterThan(("f",), 5.0),
-        GreaterThanOrEqual(("f",), 5.0),
-        Not(EqualTo(("f",), 1.0)),
-        EqualTo(("f",), float("nan")),
-    ):
-        assert to_condition(item, floats) is None, item
-    assert to_condition(LessThan(("f",), 5.0), floats) is not None
-    assert to_condition(EqualTo(("a", "b"), 1)) is None  # nested field
-    assert to_condition(StringContains(("s",), "x")) is None
-    assert to_condition(Not(In(("x",), (1,)))) is None
-
-
-@pytest.mark.parametrize(
-    ("values", "item"),
-    [
-        ([1, 2], EqualTo(("c",), 9)),
-        ([1, 2], GreaterThan(("c",), 2)),
-        ([1, 2], In(("c",), (0, 3, None))),
-        ([1, 2], IsNull(("c",))),
-        ([None, None], IsNotNull(("c",))),
-        ([None, None], LessThan(("c",), 5)),
-        ([3, 3], Not(EqualTo(("c",), 3))),
-        ([1.0, 2.0], LessThan(("c",), 0.5)),
-        (["ab", "az"], StringStartsWith(("c",), "b")),
-        (["ab", "az"], StringStartsWith(("c",), "aa")),
-    ],
-)
-def test_files_that_cannot_match_are_pruned(values, item):
-    floats = frozenset({"c"} if isinstance(values[0], float) else ())
-    cond = to_condition(item, floats)
-    assert cond is not None
-    assert keep_files([("p", "f")], [stats_of("c", "f", values)], [cond]) == []
-    assert keep_files([("p", "f")], [stats_of("other", "f", values)], [cond]) == [("p", "f")]
 
 
 # ---- writes ---------------------------------------------------------------------------------
