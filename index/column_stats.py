@@ -300,9 +300,13 @@ def _holds(op: str, lo: Any, hi: Any, values: Sequence[Any]) -> bool:
 
 
 _KINDS = (("bool", bool), ("int", int), ("float", float), ("str", str), ("date", dt.date))
+_EXACT_KINDS = {t: kind for kind, t in _KINDS} | {decimal.Decimal: "decimal"}  # no subclass
 
 
 def _kind(value: Any) -> str | None:
+    exact = _EXACT_KINDS.get(type(value))
+    if exact is not None:
+        return exact
     if isinstance(value, dt.datetime):
         return "ntz" if value.tzinfo is None else "ltz"
     if isinstance(value, decimal.Decimal):

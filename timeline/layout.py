@@ -30,6 +30,7 @@ not identifiers.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -144,6 +145,7 @@ class DataFileName:
     kind: str = "base"  # "base" (.parquet) or "log" (.log)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a pure function of the name; listings repeat names
 def parse_data_file_name(name: str) -> DataFileName:
     stem, dot, ext = name.rpartition(".")
     parts = stem.split("_") if dot and ext in DATA_KINDS else []

@@ -195,11 +195,14 @@ def _conf(spark: Any, key: str) -> str | None:
 
 
 def sql_settings(spark: Any, schema: pa.Schema) -> SqlSettings:
-    """How the session reads SQL text (an unreadable setting makes pruning more careful)."""
+    """How the session reads SQL text (an unreadable setting makes pruning more careful);
+    ``spark`` None: as the embedded session's defaults read it (``SqlSettings()``)."""
     try:
         types = {f.name: f.dataType.simpleString() for f in from_arrow_schema(schema).fields}
     except Exception:  # a type PySpark cannot map: no cast of a column is understood
         types = {}
+    if spark is None:
+        return SqlSettings(column_types=types)
     return SqlSettings(
         time_zone=_conf(spark, "spark.sql.session.timeZone"),
         timestamp_ltz=_conf(spark, "spark.sql.timestampType") == "TIMESTAMP_LTZ",

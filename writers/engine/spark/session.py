@@ -49,6 +49,19 @@ def embedded_session(
     return session
 
 
+def active_session() -> SparkSession | None:
+    """The session running in this process (this thread's active one, else the default
+    one), if any; none is started."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is None:  # no JVM yet: nothing to ask
+        return None
+    try:
+        return SparkSession.active()
+    except Exception:  # a context without a session
+        return None
+
+
 def attach(session: SparkSession) -> SparkSession:
     """Make ``format("lakebraid")`` available on a session the user brings."""
     register(session)
