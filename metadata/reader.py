@@ -36,7 +36,7 @@ from lakebraid.metadata.arrow_records import (
 from lakebraid.metadata.basefile import SIZES, base_info, lookup_base, read_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
-from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys
+from lakebraid.metadata.keyorder import KeyMatcher, merge_by_key, wanted_keys
 from lakebraid.metadata.logblock import BlockType, LogBlock, block_records
 from lakebraid.metadata.logcache import LOGS
 from lakebraid.metadata.records import (
@@ -168,10 +168,22 @@ def _apply_index_logs(
     if len(parts) > 1:
         state = first_per_key(state, KEY, [("_seq", "descending")])
     if rows.num_rows:  # base rows the logs replace or delete
-        rows = rows.filter(pc.invert(pc.is_in(rows.column(KEY), value_set=state.column("key"))))
+        rows = _drop_keys(rows, state.column(KEY))
     live = state.filter(pc.invert(state.column("deleted")))
     live = live.drop_columns(["deleted", "_seq"])
-    return pa.concat_tables([rows.select(live.schema.names).cast(live.schema), live])
+    return merge_by_key(rows.select(live.schema.names).cast(live.schema), live)
+
+
+def _drop_keys(rows: pa.Table, gone: pa.ChunkedArray) -> pa.Table:
+    """``rows`` (sorted by unique key) less those whose key is in ``gone`` (sorted, unique):
+    a merge of the two key runs (``KeyMatcher``), not a hash set of a whole base's keys."""
+    keys = gone.combine_chunks() if gone.num_chunks != 1 else gone.chunk(0)
+    at, _ = KeyMatcher(keys).match(rows.column(KEY))
+    if not len(at):
+        return rows
+    keep = np.ones(rows.num_rows, dtype=bool)
+    keep[at] = False
+    return rows.filter(pa.array(keep))
 
 
 def slice_records(

@@ -124,3 +124,20 @@ COMPACT_LOG_BYTES = cfg.register(
     "many bytes are compacted inline (large writes fold at once, so lookups stay fast).",
     cfg.at_least(1),
 )
+COMPACT_LOG_RATIO = cfg.register(
+    "metadata.compact.log.ratio",
+    float,
+    0.5,
+    "An inline compaction folds a metadata file group (reached max.log.files or max.log.bytes) "
+    "only once its logs add up to this fraction of its base's size: a rewrite of the base then "
+    "costs in proportion to what the commits wrote, not to the table (0: no such wait).",
+    cfg.at_least(0),
+)
+COMPACT_HARD_LOG_FILES = cfg.register(
+    "metadata.compact.hard.log.files",
+    int,
+    32,
+    "A metadata file group with this many log files since its base is compacted inline "
+    "whatever its base's size (lookups read every log file of a group).",
+    cfg.at_least(1),
+)

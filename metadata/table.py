@@ -32,11 +32,18 @@ from operator import attrgetter
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
 from lakebraid.metadata.basefile import write_base
+from lakebraid.metadata.compaction_policy import LogPolicy
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.hashing import file_group_id
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
 from lakebraid.metadata.records import FilesRecord, Partition
-from lakebraid.metadata.slices import FileSlice, ReadPoint, group_files, visible_rank
+from lakebraid.metadata.slices import (
+    FileSlice,
+    MetadataFile,
+    ReadPoint,
+    group_files,
+    visible_rank,
+)
 from lakebraid.metadata.writer import InstantChanges, WrittenLog, write_changes
 from lakebraid.timeline.as_of import parse_as_of
 from lakebraid.timeline.bodies import CompactionPlan, IndexPlan, ReindexPlan, encode_body
@@ -215,6 +222,11 @@ class MetadataTable:
         them or ``min_log_bytes`` of logs (either suffices) into new bases, as one compaction
         instant. Returns its time (None: no work, or a reindex ran meanwhile and the new bases
         are in the old layout: left pending, never read)."""
+        policy = LogPolicy(max_log_files=max(1, min_logs), max_log_bytes=min_log_bytes)
+        return self._compact(partitions, policy)
+
+    def _compact(self, partitions: Iterable[Partition] | None, policy: LogPolicy) -> str | None:
+        """:meth:`compact` of the file groups ``policy`` says are due."""
         point = self.read_point()
         reader = MetadataReader(self.fs, self.layout, point, self.table.options)
         metadata_timeline = self.table.timeline(TimelineKind.METADATA)
@@ -225,7 +237,7 @@ class MetadataTable:
                 i.time for i in metadata_timeline if i.action is not Action.DELTACOMMIT
             )
 
-        work = _due_slices(reader, partitions or list(Partition), min_logs, min_log_bytes, services)
+        work = _due_slices(reader, partitions or list(Partition), policy, services)
         if not work:
             return None
         store, meta = self.table.store, TimelineKind.METADATA
@@ -297,28 +309,20 @@ class MetadataTable:
         )
 
     def compact_if_due(self) -> str | None:
-        """The inline compaction a writer runs after its commit (config keys
-        ``metadata.compact.max.log.files`` / ``metadata.compact.max.log.bytes``)."""
-        options = self.table.options
-        files, size = (
-            options.get(settings.COMPACT_LOG_FILES),
-            options.get(settings.COMPACT_LOG_BYTES),
-        )
-        if files == 0:
-            return None
-        return self.compact(min_logs=files, min_log_bytes=size)
+        """The inline compaction a writer runs after its commit: of the file groups
+        ``metadata.compaction_policy`` says are due under the table's config."""
+        policy = LogPolicy.of(self.table.options)
+        return self._compact(None, policy) if policy.inline else None
 
 
 def _due_slices(
     reader: MetadataReader,
     partitions: Iterable[Partition],
-    min_logs: int,
-    min_log_bytes: int | None,
+    policy: LogPolicy,
     services: Callable[[], frozenset[str]] = frozenset,
 ) -> list[tuple[Partition, FileSlice]]:
-    """The file slices with logs holding at least ``min_logs`` log files or ``min_log_bytes``
-    of them (either suffices), less the record-index groups holding a commit base of an
-    instant not visible yet: a base folded without it would hide it once it completes.
+    """The file slices ``policy`` says are due, less the record-index groups holding a commit
+    base of an instant not visible yet: a base folded without it would hide it once it completes.
     ``services()`` gives the metadata instants whose bases are not commit bases (asked only
     when a record-index group holds a base: it scans the timeline)."""
     work: list[tuple[Partition, FileSlice]] = []
@@ -329,14 +333,18 @@ def _due_slices(
         return time in rank or time in point.undone or time in point.rebased or time in services()
 
     for partition in partitions:
-        listing = reader.listing(partition) if partition is Partition.RECORD_INDEX else {}
+        listing = reader.listing(partition)
         for piece in reader.slices(partition):
-            due = len(piece.logs) >= min_logs or (
-                min_log_bytes is not None and piece.log_bytes >= min_log_bytes
-            )
-            waiting = any(
+            due = policy.due(piece, base_bytes(listing, piece))
+            waiting = partition is Partition.RECORD_INDEX and any(
                 f.kind == "base" and not known(f.instant) for f in listing.get(piece.file_group, [])
             )
-            if piece.logs and due and not waiting:
+            if due and not waiting:
                 work.append((partition, piece))
     return work
+
+
+def base_bytes(listing: dict[str, list[MetadataFile]], piece: FileSlice) -> int:
+    """The size of ``piece``'s base from its partition's listing (0: none, or not listed)."""
+    found = (f.size for f in listing.get(piece.file_group, []) if f.name == piece.base)
+    return next(found, 0)

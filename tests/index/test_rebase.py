@@ -22,7 +22,11 @@ from lakebraid.writers.commit.transaction import Transaction
 from lakebraid.writers.services import lifecycle
 from lakebraid.writers.services.rollback import rollback
 
-OPTIONS = {"write.merge.mode": "commit_time", "metadata.compact.max.log.files": 3}
+OPTIONS = {
+    "write.merge.mode": "commit_time",
+    "metadata.compact.max.log.files": 3,
+    "metadata.compact.log.ratio": 0,
+}
 
 
 def keys(lo: int, hi: int) -> list[str]:

@@ -24,7 +24,11 @@ from lakebraid.writers.cli.main import main as cli
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import WriteConflictError
 
-OPTIONS = {"write.merge.mode": "commit_time", "metadata.compact.max.log.files": 3}
+OPTIONS = {
+    "write.merge.mode": "commit_time",
+    "metadata.compact.max.log.files": 3,
+    "metadata.compact.log.ratio": 0,
+}
 
 
 def rows(keys: list[str], value: int) -> pa.Table:

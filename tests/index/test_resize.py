@@ -14,6 +14,7 @@ from lakebraid.writers.client import WriteClient
 SMALL = {
     "write.merge.mode": "commit_time",
     "metadata.compact.max.log.files": 2,
+    "metadata.compact.log.ratio": 0,  # fold at 2 logs whatever the base (tiny tables)
     "metadata.record_index.records.per.group": 20,
 }
 

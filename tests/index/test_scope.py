@@ -22,7 +22,11 @@ from lakebraid.writers.errors import InputError
 
 KEYS = [f"k{i}" for i in range(8)]
 DAYS = ["d0", "d1", "d2"]
-OPTIONS = {"write.merge.mode": "commit_time", "metadata.compact.max.log.files": 4}
+OPTIONS = {
+    "write.merge.mode": "commit_time",
+    "metadata.compact.max.log.files": 4,
+    "metadata.compact.log.ratio": 0,
+}
 Model = dict[tuple[str, str], int]  # (day, key) -> value
 
 
@@ -267,7 +271,11 @@ def test_a_reindex_gives_large_partitions_groups_of_their_own(tmp_path) -> None:
 def test_the_automatic_resize_spreads_a_partition_that_outgrew_its_group(tmp_path) -> None:
     client = create(
         str(tmp_path / "t"),
-        **{"metadata.compact.max.log.files": 2, "metadata.record_index.records.per.group": 20},
+        **{
+            "metadata.compact.max.log.files": 2,
+            "metadata.compact.log.ratio": 0,
+            "metadata.record_index.records.per.group": 20,
+        },
     )
     model: Model = {}
     for step in range(4):  # one day grows past 2 x 20 entries in its single home group

@@ -29,10 +29,11 @@ from fsspec import AbstractFileSystem
 from lakebraid.metadata import settings as meta_settings
 from lakebraid.metadata.basefile import base_info
 from lakebraid.metadata.commits import schema_as_of
+from lakebraid.metadata.compaction_policy import LogPolicy
 from lakebraid.metadata.logblock import BlockType, iter_blocks
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
-from lakebraid.metadata.table import MetadataTable
+from lakebraid.metadata.table import MetadataTable, base_bytes
 from lakebraid.timeline import archiver
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.bodies import SavepointBody
@@ -256,20 +257,21 @@ def key_value(options: cfg.Options, name: str) -> Any:
 
 def compaction_due(table: TableTimelines, reader: MetadataReader) -> dict[str, Any]:
     """Metadata file groups an inline compaction would fold after the next commit."""
-    options = table.options
-    files = options.get(meta_settings.COMPACT_LOG_FILES)
-    size = options.get(meta_settings.COMPACT_LOG_BYTES)
+    policy = LogPolicy.of(table.options)
     due: dict[str, int] = {}
     most = 0
     for name in sorted(reader.point.group_counts):
+        listing = reader.listing(Partition(name))
         for piece in reader.slices(Partition(name)):
             most = max(most, len(piece.logs))
-            if piece.logs and files and (len(piece.logs) >= files or piece.log_bytes >= size):
+            if policy.due(piece, base_bytes(listing, piece)):
                 due[name] = due.get(name, 0) + 1
     return {
-        "inline": files != 0,
-        "max_log_files": files,
-        "max_log_bytes": size,
+        "inline": policy.inline,
+        "max_log_files": policy.max_log_files,
+        "max_log_bytes": policy.max_log_bytes,
+        "log_ratio": policy.log_ratio,
+        "hard_log_files": policy.hard_log_files,
         "most_log_files_in_a_group": most,
         "groups_due": due,
     }

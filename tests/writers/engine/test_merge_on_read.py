@@ -43,7 +43,11 @@ def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed, m
     """``event_time``: events arrive out of order (ts drawn at random), so older events of
     stored keys, moving keys among them, must lose to the stored row on both types."""
     rng = random.Random(seed)
-    options = {"metadata.compact.max.log.files": 3, "write.merge.mode": mode}
+    options = {
+        "metadata.compact.max.log.files": 3,
+        "metadata.compact.log.ratio": 0,
+        "write.merge.mode": mode,
+    }
     cow = WriteClient.create(str(tmp_path / "cow"), "id", ["day"], "ts", **options)
     mor = WriteClient.create(
         str(tmp_path / "mor"), "id", ["day"], "ts", table_type="merge_on_read", **options

@@ -49,7 +49,11 @@ def test_spark_merge_on_read_reads_as_copy_on_write_at_every_instant(
     tmp_path, spark, seed: int, mode: str
 ) -> None:
     rng = random.Random(seed)
-    options = {"metadata.compact.max.log.files": 3, "write.merge.mode": mode}
+    options = {
+        "metadata.compact.max.log.files": 3,
+        "metadata.compact.log.ratio": 0,
+        "write.merge.mode": mode,
+    }
     cow = WriteClient.create(str(tmp_path / "cow"), "id", ["day"], "ts", **options)
     mor = WriteClient.create(
         str(tmp_path / "mor"),
