@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.metadata.keyorder import fixed_view, sort_order
 from lakebraid.metadata.records import (
     ColumnStatsRecord,
     FilesRecord,
@@ -204,3 +205,28 @@ def first_per_key(table: pa.Table, key: str, order: Sequence[tuple[str, str]]) -
         return table
     first = pc.not_equal(keys[1:], keys[:-1]).cast(pa.bool_())
     return table.filter(pa.concat_arrays([pa.array([True]), first]))
+
+
+def merge_by_key(left: pa.Table, right: pa.Table, key: str = "key") -> pa.Table:
+    """``left`` and ``right`` (one schema, each sorted by a unique ``key``, no key in both) as
+    one table sorted by key: a merge of the two runs when their keys have one width (numpy
+    searches of ``right``'s keys in ``left``'s), else concatenated and sorted."""
+    if not right.num_rows:
+        return left
+    if not left.num_rows:
+        return right
+    both = pa.concat_tables([left, right])
+    ours, theirs = (fixed_view(_one_chunk(t.column(key))) for t in (left, right))
+    if ours is None or theirs is None or ours.itemsize != theirs.itemsize:
+        return both.take(sort_order(both.column(key)))
+    places = np.searchsorted(ours, theirs) + np.arange(len(theirs))  # right's rows, merged
+    order = np.empty(len(ours) + len(theirs), dtype=np.int64)
+    from_left = np.ones(len(order), dtype=bool)
+    from_left[places] = False
+    order[places] = len(ours) + np.arange(len(theirs))
+    order[from_left] = np.arange(len(ours))
+    return both.take(pa.array(order))
+
+
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()

@@ -30,13 +30,14 @@ from lakebraid.metadata.arrow_records import (
     KEY,
     empty_table,
     first_per_key,
+    merge_by_key,
     records_to_table,
     table_to_records,
 )
 from lakebraid.metadata.basefile import SIZES, base_info, lookup_base, read_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
-from lakebraid.metadata.keyorder import KeyMatcher, merge_by_key, wanted_keys
+from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys
 from lakebraid.metadata.logblock import BlockType, LogBlock, block_records
 from lakebraid.metadata.logcache import LOGS
 from lakebraid.metadata.records import (

@@ -153,9 +153,11 @@ def read_archive_file(
     """An archive file's rows (``columns``: only those). Read through ``ParquetFile``, never
     ``pq.read_table``: that one scans a Python file object from Arrow's I/O threads, which
     then call into Python after the read returned, and a process exiting meanwhile aborts in
-    native code ("terminate called without an active exception", apache/arrow#34314)."""
+    native code ("terminate called without an active exception", apache/arrow#34314); and
+    on the calling thread only (``use_threads=False``: no decoding thread reads the Python
+    file: a process still aborted at exit in a full test run; archive files are small)."""
     with fs.open(path, "rb") as handle, pq.ParquetFile(handle) as parquet:
-        return parquet.read(columns=columns)
+        return parquet.read(columns=columns, use_threads=False)
 
 
 def decode_names(table: pa.Table, *, where: str) -> list[tuple[TimelineKind, Instant]]:

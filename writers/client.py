@@ -41,7 +41,7 @@ from lakebraid.writers import settings
 from lakebraid.writers.engine.compaction import compact_data
 from lakebraid.writers.engine.inprocess import delete_keys, write_rows
 from lakebraid.writers.engine.spark.delete import delete_frame, deletes_on_spark
-from lakebraid.writers.engine.spark.session import active_session, attach, embedded_session
+from lakebraid.writers.engine.spark.session import attach, embedded_session, reading_session
 from lakebraid.writers.engine.spark.write import write_frame
 from lakebraid.writers.errors import VanishedFileError, WriteError
 from lakebraid.writers.read import plan
@@ -372,15 +372,7 @@ class WriteClient:
         point = self.table.read_point(as_of)
         if where is None:
             return plan.plan_paths(self.table, point)
-        return plan.selected_paths(self.table, self._session_for(where), point, where)
-
-    def _session_for(self, where: Any) -> Any:
-        """The session that reads ``where`` in-process: the client's, else the running one;
-        SQL text with neither is read as the embedded session's defaults would read it
-        (``plan.sql_settings(None)``), without starting one. A Column needs a session."""
-        if self._spark is not None or not isinstance(where, str):
-            return self.spark
-        return active_session()
+        return plan.selected_paths(self.table, reading_session(self._spark, where), point, where)
 
     def read_arrow(self, as_of: object = None, mode: str = "snapshot") -> pa.Table:
         """The table as a pyarrow Table (in-process; small tables and tests). ``mode``:

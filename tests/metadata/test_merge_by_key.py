@@ -1,4 +1,4 @@
-"""``keyorder.merge_by_key``: two key-sorted tables with disjoint keys become one sorted table
+"""``arrow_records.merge_by_key``: two key-sorted tables with disjoint keys become one sorted table
 holding every row once, whether the keys share one width (the numpy merge) or not (a sort)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakebraid.metadata.keyorder import merge_by_key
+from lakebraid.metadata.arrow_records import merge_by_key
 
 KEYS = st.one_of(
     st.sets(st.text("ab\u00e9", min_size=3, max_size=3), max_size=40),  # one width (bytes vary)

@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Mapping
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from lakebraid.writers.engine.spark.datasource import register
@@ -52,14 +53,21 @@ def embedded_session(
 def active_session() -> SparkSession | None:
     """The session running in this process (this thread's active one, else the default
     one), if any; none is started."""
-    from pyspark import SparkContext
-
     if SparkContext._active_spark_context is None:  # no JVM yet: nothing to ask
         return None
     try:
         return SparkSession.active()
     except Exception:  # a context without a session
         return None
+
+
+def reading_session(given: SparkSession | None, where: object) -> SparkSession | None:
+    """The session that reads a filter ``where`` in-process: the one ``given``, else the
+    running one; SQL text with neither is read as the embedded session's defaults would read
+    it (``writers.read.plan.sql_settings(None)``), without starting one. A Column needs one."""
+    if given is not None:
+        return given
+    return active_session() if isinstance(where, str) else embedded_session()
 
 
 def attach(session: SparkSession) -> SparkSession:
