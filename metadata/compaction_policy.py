@@ -17,7 +17,7 @@ from __future__ import annotations
 import msgspec
 
 from lakebraid.metadata import settings
-from lakebraid.metadata.slices import FileSlice
+from lakebraid.metadata.slices import FileSlice, MetadataFile
 from lakebraid.timeline import config as cfg
 
 
@@ -56,3 +56,9 @@ class LogPolicy(msgspec.Struct, frozen=True):
         return count >= self.max_log_files or (
             self.max_log_bytes is not None and piece.log_bytes >= self.max_log_bytes
         )
+
+
+def base_bytes(listing: dict[str, list[MetadataFile]], piece: FileSlice) -> int:
+    """The size of ``piece``'s base from its partition's listing (0: none, or not listed)."""
+    found = (f.size for f in listing.get(piece.file_group, []) if f.name == piece.base)
+    return next(found, 0)

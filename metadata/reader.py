@@ -31,6 +31,7 @@ from lakebraid.metadata.arrow_records import (
     empty_table,
     first_per_key,
     merge_by_key,
+    one_chunk,
     records_to_table,
     table_to_records,
 )
@@ -172,14 +173,16 @@ def _apply_index_logs(
         rows = _drop_keys(rows, state.column(KEY))
     live = state.filter(pc.invert(state.column("deleted")))
     live = live.drop_columns(["deleted", "_seq"])
-    return merge_by_key(rows.select(live.schema.names).cast(live.schema), live)
+    rows = rows.select(live.schema.names).cast(live.schema)
+    if keys is not None:  # a lookup: callers match by key, order is not needed
+        return pa.concat_tables([rows, live])
+    return merge_by_key(rows, live)  # a whole slice (a fold): sorted for its new base
 
 
 def _drop_keys(rows: pa.Table, gone: pa.ChunkedArray) -> pa.Table:
     """``rows`` (sorted by unique key) less those whose key is in ``gone`` (sorted, unique):
     a merge of the two key runs (``KeyMatcher``), not a hash set of a whole base's keys."""
-    keys = gone.combine_chunks() if gone.num_chunks != 1 else gone.chunk(0)
-    at, _ = KeyMatcher(keys).match(rows.column(KEY))
+    at, _ = KeyMatcher(one_chunk(gone)).match(rows.column(KEY))
     if not len(at):
         return rows
     keep = np.ones(rows.num_rows, dtype=bool)

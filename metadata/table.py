@@ -32,14 +32,13 @@ from operator import attrgetter
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
 from lakebraid.metadata.basefile import write_base
-from lakebraid.metadata.compaction_policy import LogPolicy
+from lakebraid.metadata.compaction_policy import LogPolicy, base_bytes
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.hashing import file_group_id
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
 from lakebraid.metadata.records import FilesRecord, Partition
 from lakebraid.metadata.slices import (
     FileSlice,
-    MetadataFile,
     ReadPoint,
     group_files,
     visible_rank,
@@ -342,9 +341,3 @@ def _due_slices(
             if due and not waiting:
                 work.append((partition, piece))
     return work
-
-
-def base_bytes(listing: dict[str, list[MetadataFile]], piece: FileSlice) -> int:
-    """The size of ``piece``'s base from its partition's listing (0: none, or not listed)."""
-    found = (f.size for f in listing.get(piece.file_group, []) if f.name == piece.base)
-    return next(found, 0)
