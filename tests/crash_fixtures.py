@@ -27,6 +27,10 @@ OPERATION_CODE = {
     "insert": "c.insert(rows(['n1', 'n2'], DAYS[2], 5, 5.0))",
     "upsert": "c.upsert(rows(['a1', 'b1', 'n3'], DAYS[0], 6, 6.0))",
     "delete": "c.delete(['a2', 'b2'])",
+    # 70 new partitions: past the in-process engine's BATCH_FILES (64), so one batch marker
+    # names the files and one syncfs makes them durable
+    "wide insert": "c.insert(__import__('pyarrow').table({'id': [f'w{i}' for i in range(70)], "
+    "'day': [f'2025-{i:03d}' for i in range(70)], 'ts': [7] * 70, 'amount': [7.0] * 70}))",
     "rollback": "c.rollback(c.timeline()[-1].time)",
     "restore": "c.restore(SAVED)",
     "clean": "c.clean()",
@@ -80,8 +84,8 @@ elif point == "mid-metadata-write":
 elif point == "mid-log-write":
     import lakebraid.writers.write.logappend as logappend
     original_log = logappend._write_log
-    def torn_data_log(fs, layout, task, name, data, sync):
-        original_log(fs, layout, task, name, data[: len(data) // 2], sync)
+    def torn_data_log(fs, layout, task, name, data, *rest):
+        original_log(fs, layout, task, name, data[: len(data) // 2], *rest)
         die()
     logappend._write_log = torn_data_log
 elif point == "mid-base-write":

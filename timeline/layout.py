@@ -8,7 +8,7 @@
       .braid/timeline/                  data timeline
       .braid/global/                    global timeline: the commit point
       .braid/archive/                   archived instants of all three timelines
-      .braid/markers/<instant>/         one marker per data file an in-flight write creates
+      .braid/markers/<instant>/         markers of the files an in-flight write creates
       .braid/heartbeats/<instant>       liveness of an in-flight writer
       .braid/lock                       the table lock (filelock; local and mounted disks)
       .braid/lease/<seq>.json           the table lock on object stores (timeline.lease)

@@ -33,7 +33,13 @@ from lakebraid.metadata.hashing import group_order
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import progress
-from lakebraid.timeline.durable import filesystem, make_durable, storage_of
+from lakebraid.timeline.durable import (
+    filesystem,
+    is_local,
+    make_all_durable,
+    make_durable,
+    storage_of,
+)
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
@@ -54,6 +60,7 @@ from lakebraid.writers.write.logappend import (
     mark_in_group,
     write_tasks,
 )
+from lakebraid.writers.write.marking import mark_all
 from lakebraid.writers.write.operations import apply_duplicates, insert_room, ordering
 from lakebraid.writers.write.route import (
     PARTITION,
@@ -72,6 +79,7 @@ from lakebraid.writers.write.route import (
 from lakebraid.writers.write.slices import slice_rows
 
 SYNC_THREADS = 4  # fsync waits on the disk, not the CPU
+BATCH_FILES = 64  # from this many files a write marks them at once and syncs the file system
 
 
 class Work(NamedTuple):
@@ -89,17 +97,19 @@ class Work(NamedTuple):
         """Whether it rewrites an existing file (the costliest kind)."""
         return isinstance(self.task, RewriteTask) and self.task.old_file is not None
 
-    def run(self, sync: bool = True) -> WriteStatus:
+    def run(self, sync: bool = True, marked: bool = False) -> WriteStatus:
         rows = self.rows if self.positions is None else self.rows.take(pa.array(self.positions))
         if isinstance(self.task, AppendTask):
-            return append_to_file_group(self.task, rows, sync=sync)
-        return rewrite_file_group(self.task, rows, sync=sync)
+            return append_to_file_group(self.task, rows, sync=sync, marked=marked)
+        return rewrite_file_group(self.task, rows, sync=sync, marked=marked)
 
 
 class InProcessEngine:
-    """Runs tasks in this process on a few threads (pyarrow releases the GIL). Written files
-    are made durable on separate I/O threads while other rewrites run, all before
-    :meth:`rewrite` returns (so before any commit names them)."""
+    """Runs tasks in this process on a few threads (pyarrow releases the GIL). Every written
+    file is durable before :meth:`rewrite` returns (so before any commit names it): a few
+    files are fsynced on separate I/O threads while other rewrites run; from ``BATCH_FILES``
+    files on local disk, one batch marker names them all before the first is written and one
+    ``syncfs`` makes them durable after the last (``timeline.durable.make_all_durable``)."""
 
     def __init__(self, threads: int | None = None):
         self.threads = threads or max(2, os.cpu_count() or 2)
@@ -116,6 +126,9 @@ class InProcessEngine:
         )
         fs, root = filesystem(work[0].task.root, work[0].task.storage)
         layout = TableLayout(root)
+        batch = is_local(fs) and len(work) >= BATCH_FILES
+        if batch:
+            mark_all(fs, layout, work[0].task.instant, [w.task.output() for w in work])
         with (
             ThreadPoolExecutor(min(self.threads, len(work))) as pool,
             ThreadPoolExecutor(SYNC_THREADS) as syncer,
@@ -123,9 +136,9 @@ class InProcessEngine:
         ):
 
             def one(i: int) -> tuple[WriteStatus, Future[None] | None]:
-                status = work[i].run(sync=False)
+                status = work[i].run(sync=False, marked=batch)
                 bar.advance()
-                if status.file_name is None:
+                if status.file_name is None or batch:
                     return status, None
                 path = f"{layout.partition_dir(status.partition)}/{status.file_name}"
                 return status, syncer.submit(make_durable, fs, path)
@@ -134,7 +147,12 @@ class InProcessEngine:
             for _, durable in done.values():
                 if durable is not None:
                     durable.result()  # re-raises a failed fsync: nothing is committed then
-        return [done[i][0] for i in range(len(work))]
+        statuses = [done[i][0] for i in range(len(work))]
+        if batch:
+            written = [s for s in statuses if s.file_name is not None]
+            paths = [f"{layout.partition_dir(s.partition)}/{s.file_name}" for s in written]
+            make_all_durable(fs, root, paths)
+        return statuses
 
 
 def write_rows(

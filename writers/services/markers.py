@@ -17,8 +17,7 @@ from lakebraid.timeline.durable import is_local
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.services.lifecycle import remove, remove_tree
-
-SUFFIX = ".marker"
+from lakebraid.writers.write.marking import SUFFIX, marked
 
 
 def sweep_committed(table: TableTimelines, time: str, committed: Iterable[str]) -> list[str]:
@@ -27,7 +26,7 @@ def sweep_committed(table: TableTimelines, time: str, committed: Iterable[str]) 
     if is_local(table.fs):
         return sweep_markers(table, time, committed)
     folder = table.layout.markers_dir(time)
-    markers = [f"{folder}/{relative}{SUFFIX}" for relative in committed]
+    markers = [f"{folder}/{relative}{SUFFIX}" for relative in committed]  # no batch markers
     if markers:
         table.fs.rm(markers)
     return []
@@ -46,15 +45,9 @@ def sweep_markers(table: TableTimelines, time: str, committed: Iterable[str]) ->
         if is_local(fs):
             remove_tree(fs, folder)
         return []
-    keep = set(committed)
-    deleted = []
-    for path in found:
-        if not path.endswith(SUFFIX):
-            continue
-        relative = path[len(folder) :].strip("/")[: -len(SUFFIX)]
-        if relative not in keep:
-            remove(fs, f"{layout.root}/{relative}")
-            deleted.append(relative)
+    deleted = sorted(marked(fs, folder, found) - set(committed))
+    for relative in deleted:
+        remove(fs, f"{layout.root}/{relative}")
     if is_local(fs):
         remove_tree(fs, folder)
     else:  # object stores have no folders: one batch delete of the markers

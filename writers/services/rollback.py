@@ -37,6 +37,7 @@ from lakebraid.writers.services.lifecycle import (
     run_opened,
     start_all,
 )
+from lakebraid.writers.write.marking import marked
 
 
 def _relative(path: str, root: str) -> str:
@@ -50,9 +51,7 @@ def plan_rollback(table: TableTimelines, target: Instant) -> RollbackPlan:
     files: set[str] = set()
     markers = layout.markers_dir(target.time)
     if fs.exists(markers):
-        for path in fs.find(markers):
-            if path.endswith(".marker"):
-                files.add(_relative(path, markers)[: -len(".marker")])
+        files |= marked(fs, markers, fs.find(markers))
     if target.is_completed:
         body = read_commit(table, target)
         files.update(

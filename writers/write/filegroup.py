@@ -3,9 +3,9 @@
 A :class:`RewriteTask` names one file group of the data table and how to rewrite it
 (copy-on-write): the rows of its current base file, updated in place, minus the keys deleted,
 followed by the new rows, become a new base file
-``<file id>_<write token>_<instant>.parquet``. Its marker
-(``.braid/markers/<instant>/<partition>/<file name>.marker``) is created before the file, so a
-crashed write can be rolled back from its markers alone. The result is a :class:`WriteStatus`.
+``<file id>_<write token>_<instant>.parquet``. Its marker (``writers.write.marking``: a file
+marker, or the engine's batch marker) is created before the file, so a crashed write can be
+rolled back from its markers alone. The result is a :class:`WriteStatus`.
 
 Incoming rows carry the table's columns plus ``_braid_record_key`` (string) and ``_braid_op``
 (int8: :data:`OP_UPSERT` or :data:`OP_DELETE`). Everything here is picklable plain data, so the
@@ -47,6 +47,7 @@ from lakebraid.writers.write.datafile import (
     stamped,
 )
 from lakebraid.writers.write.encoding import choose
+from lakebraid.writers.write.marking import mark
 
 OP = "_braid_op"
 OP_UPSERT, OP_DELETE = 0, 1
@@ -64,14 +65,24 @@ class RewriteTask(msgspec.Struct, frozen=True, kw_only=True):
     schema: list[tuple[str, str, bool]]  # (name, type text, nullable) of the table
     precombine: str | None = None
 
+    def output(self) -> str:
+        """The path (relative to the table root) of the file the task writes, if any."""
+        return f"{self.partition}/{self.file_name()}".lstrip("/")
 
-def rewrite_file_group(task: RewriteTask, incoming: pa.Table, *, sync: bool = True) -> WriteStatus:
+    def file_name(self) -> str:
+        return data_file_name(self.file_id, self.write_token, self.instant)
+
+
+def rewrite_file_group(
+    task: RewriteTask, incoming: pa.Table, *, sync: bool = True, marked: bool = False
+) -> WriteStatus:
     """Rewrite one file group with ``incoming`` (upserts and deletes); see the module doc.
 
     The old rows keep their order: an updated row takes its old place, a deleted one drops
     out, new rows follow (a new group's rows sorted by key). One hash of the old keys and one
     ``take`` build the new file; no sort of the whole group. ``sync=False``: the caller makes
-    the file durable (:func:`timeline.store.make_durable`) before it commits."""
+    the file durable (:func:`timeline.durable.make_durable`) before it commits;
+    ``marked=True``: the caller's batch marker names the file (``writers.write.marking``)."""
     fs, root = filesystem(task.root, task.storage)
     layout = TableLayout(root)
     old, schema, key_column = _stored_rows(fs, layout, task)
@@ -107,7 +118,7 @@ def rewrite_file_group(task: RewriteTask, incoming: pa.Table, *, sync: bool = Tr
     )
     if result.num_rows == 0:
         return WriteStatus(file_name=None, **status)  # type: ignore[arg-type]
-    return write_group_file(fs, layout, task, result, status, sync)
+    return write_group_file(fs, layout, task, result, status, sync, marked)
 
 
 def _stored_rows(
@@ -155,13 +166,13 @@ def write_group_file(
     result: pa.Table,
     status: dict[str, Any],
     sync: bool,
+    marked: bool = False,
 ) -> WriteStatus:
-    """Write the group's new file (its marker first) and describe it."""
-    name = data_file_name(task.file_id, task.write_token, task.instant)
-    marker_dir = f"{layout.markers_dir(task.instant)}/{task.partition}".rstrip("/")
+    """Write the group's new file (its marker first, unless ``marked``) and describe it."""
+    name = task.file_name()
     local = is_local(fs)
-    make_folder(fs, marker_dir)
-    fs.pipe_file(f"{marker_dir}/{name}.marker", b"")
+    if not marked:
+        mark(fs, layout, task.instant, task.partition, name)
     folder = layout.partition_dir(task.partition)
     make_folder(fs, folder)
     path = f"{folder}/{name}"

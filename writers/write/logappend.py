@@ -7,7 +7,7 @@ rows it upserts. The base file and earlier logs are not read: a reader merges th
 Which keys are new to the group comes from the record index (the caller's tag,
 ``_braid_in_group``): an upsert of a key the group holds writes no index entry; a new key
 (inserted, or moved in from another partition) and a deleted key do. The log's marker
-(``.braid/markers/<instant>/<partition>/<name>.marker``) is created before it, as for base
+(``writers.write.marking``) is created before it, as for base
 files, so rollback and recovery find it.
 
 Each block's footer carries the keys of the slice's logs so far (RFC-06): the writer reads
@@ -41,6 +41,7 @@ from lakebraid.writers.write.datalog import (
     read_last_footer,
 )
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
+from lakebraid.writers.write.marking import mark
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, rewrite_tasks
 
 IN_GROUP = "_braid_in_group"  # bool column of the incoming rows: the group holds the key
@@ -75,11 +76,20 @@ class AppendTask(msgspec.Struct, frozen=True, kw_only=True):
     schema: list[tuple[str, str, bool]]  # (name, type text, nullable) of the table
     stats_columns: list[str] = []  # the columns whose statistics the metadata records
 
+    def output(self) -> str:
+        """The path (relative to the table root) of the log the task writes, if any."""
+        return f"{self.partition}/{self.file_name()}".lstrip("/")
 
-def append_to_file_group(task: AppendTask, incoming: pa.Table, *, sync: bool = True) -> WriteStatus:
+    def file_name(self) -> str:
+        return data_file_name(self.file_id, self.write_token, self.instant, "log")
+
+
+def append_to_file_group(
+    task: AppendTask, incoming: pa.Table, *, sync: bool = True, marked: bool = False
+) -> WriteStatus:
     """Append ``incoming`` (upserts and deletes of this group, ``_braid_in_group`` telling
     the keys it holds) as one log file; see the module doc. ``sync=False``: the caller makes
-    the file durable before it commits."""
+    the file durable before it commits; ``marked=True``: the caller's batch marker names it."""
     fs, root = filesystem(task.root, task.storage)
     layout = TableLayout(root)
     is_upsert = pc.equal(incoming.column(OP), OP_UPSERT)
@@ -105,8 +115,8 @@ def append_to_file_group(task: AppendTask, incoming: pa.Table, *, sync: bool = T
         previous = read_last_footer(fs, path, task.previous_size).slice
     rows = conform(stamped(upserts, task.instant), data_schema(task.schema))
     data = _blocks(task, deletes.column(RECORD_KEY), rows, previous)
-    name = data_file_name(task.file_id, task.write_token, task.instant, "log")
-    _write_log(fs, layout, task, name, data, sync)
+    name = task.file_name()
+    _write_log(fs, layout, task, name, data, sync, marked)
     present = [c for c in task.stats_columns if c in rows.column_names]
     return WriteStatus(
         file_name=name,
@@ -135,12 +145,18 @@ def _blocks(
 
 
 def _write_log(
-    fs: Any, layout: TableLayout, task: AppendTask, name: str, data: bytes, sync: bool
+    fs: Any,
+    layout: TableLayout,
+    task: AppendTask,
+    name: str,
+    data: bytes,
+    sync: bool,
+    marked: bool,
 ) -> None:
-    """The marker, then the log file (one put: an object store has no append)."""
-    marker_dir = f"{layout.markers_dir(task.instant)}/{task.partition}".rstrip("/")
-    make_folder(fs, marker_dir)
-    fs.pipe_file(f"{marker_dir}/{name}.marker", b"")
+    """The marker (unless the caller's batch marker names the log), then the log file (one
+    put: an object store has no append)."""
+    if not marked:
+        mark(fs, layout, task.instant, task.partition, name)
     folder = layout.partition_dir(task.partition)
     make_folder(fs, folder)
     path = f"{folder}/{name}"
