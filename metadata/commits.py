@@ -96,7 +96,10 @@ class CommitMetadata(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def pack_keys(keys: pa.Array) -> bytes:
-    """Record keys as the bytes of an Arrow IPC stream (compact, no Python strings)."""
+    """Record keys as the bytes of an Arrow IPC stream (compact, no Python strings); no
+    keys are empty bytes."""
+    if len(keys) == 0:
+        return b""
     sink = pa.BufferOutputStream()
     batch = pa.record_batch([keys.cast(pa.string())], names=["key"])
     with pa.ipc.new_stream(sink, batch.schema) as writer:

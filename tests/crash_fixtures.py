@@ -69,12 +69,12 @@ if ":" in point:
         return result
     setattr(InstantStore, step, patched)
 elif point == "mid-data-write":
-    def torn(table, where, **kwargs):
-        handle = open(where, "wb") if isinstance(where, str) else where
+    def torn(fs, path, *args):
+        handle = fs.open(path, "wb")  # local disk: on disk once flushed; a store: never sent
         handle.write(b"PAR1 torn")
         handle.flush()
         die()
-    writers.write.filegroup.pq.write_table = torn
+    writers.write.filegroup._write_parquet = torn
 elif point == "mid-metadata-write":
     def torn_log(fs, path, blobs):
         with open(path, "ab") as out:

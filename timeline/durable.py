@@ -42,6 +42,8 @@ def filesystem(
     no listings cache: a listing must show what other processes wrote a moment ago.
     ``storage_options`` go to the file system (endpoint, credentials...); without them an
     S3 store takes the standard AWS environment variables."""
+    if not storage_options and fsspec.core.split_protocol(url)[0] in (None, "file", "local"):
+        return _local_filesystem(url)
     options = dict(storage_options or {})
     try:
         msgspec.msgpack.encode(options)
@@ -57,6 +59,12 @@ def filesystem(
         # one GET per whole-object read: with more, s3fs asks for the size first (a HEAD)
         options = {"max_concurrency": 1, **_aws_environment(), **options}
     return fsspec.core.url_to_fs(url, **options)
+
+
+@functools.lru_cache(maxsize=64)
+def _local_filesystem(url: str) -> tuple[AbstractFileSystem, str]:
+    """A local table URL's file system and path (the same for every task of a write)."""
+    return fsspec.core.url_to_fs(url)
 
 
 def _aws_environment() -> dict[str, Any]:

@@ -56,6 +56,8 @@ def choose(table: pa.Table, plain: Collection[str] = ()) -> tuple[pa.Table, list
 def _choose_one(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray, bool]:
     kind = column.type
     if pa.types.is_dictionary(kind):
+        if column.num_chunks == 1 and len(column.chunk(0).dictionary) <= 1:
+            return column, True  # one value (a new group's commit time, its partition)
         column = compacted(column)
         values = sum(len(chunk.dictionary) for chunk in column.chunks)
         width = _width(kind.value_type, pa.concat_arrays([c.dictionary for c in column.chunks]))

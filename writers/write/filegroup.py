@@ -18,6 +18,8 @@ commits written before this field have ``None``: nothing to check).
 
 from __future__ import annotations
 
+import functools
+import zlib
 from typing import Any
 
 import msgspec
@@ -51,6 +53,7 @@ from lakebraid.writers.write.marking import mark
 
 OP = "_braid_op"
 OP_UPSERT, OP_DELETE = 0, 1
+BUFFERED_ROWS = 65_536  # a local file of at most this many rows is built in memory
 
 
 class RewriteTask(msgspec.Struct, frozen=True, kw_only=True):
@@ -126,8 +129,8 @@ def _stored_rows(
 ) -> tuple[pa.Table, pa.Schema, str]:
     """The group's current rows (none for a new group), the schema of the new file and the
     column holding the stored record keys."""
-    stored = file_schema(task.schema, task.record_key)
-    schema = _repeating_as_dictionaries(stored, task.partition)
+    repeating = tuple(sorted(part.split("=", 1)[0] for part in task.partition.split("/") if part))
+    stored, schema = _schemas(tuple(task.schema), task.record_key, repeating)
     key_column = RECORD_KEY if RECORD_KEY in stored.names else task.record_key
     if task.old_file is None:
         return schema.empty_table(), schema, key_column
@@ -187,37 +190,58 @@ def write_group_file(
         write_statistics=[n for n in result.schema.names if n != RECORD_KEY],
         **WRITE_OPTIONS,
     )
-    with open_file(fs, path, "wb") as sink:  # local: Arrow's own file I/O
-        counted = sink if local else Crc32Writer(sink)  # type: ignore[arg-type]
-        pq.write_table(result, counted, **options)
-        size = counted.tell()  # the bytes written: no request for the file's size
+    size, crc = _write_parquet(fs, path, result, options, local)
     if sync:
         make_durable(fs, path)
     return WriteStatus(
         file_name=name,
-        size=int(size),
-        # local: read back from the page cache; an object store: no download
-        crc32=file_crc32(fs, path) if local else counted.crc,  # type: ignore[union-attr]
+        size=size,
+        crc32=crc,
         rows=result.num_rows,
         stats=column_stats(result, collected[0], [n for n, _, _ in task.schema]),
         **status,
     )
 
 
-def _repeating_as_dictionaries(schema: pa.Schema, partition: str) -> pa.Schema:
-    """``schema`` with the string columns that repeat one value for many rows -- the commit
-    time and the partition columns (one value per file group) -- as dictionaries: a rewrite
-    reads, takes and writes their indices, and Parquet gets the dictionary as is instead of
-    hashing a string per row. The file's data is the same; only its Arrow schema note says
-    dictionary, and every reader conforms columns to the table schema."""
-    repeating = {COMMIT_TIME} | {part.split("=", 1)[0] for part in partition.split("/") if part}
+def _write_parquet(
+    fs: AbstractFileSystem, path: str, result: pa.Table, options: dict[str, Any], local: bool
+) -> tuple[int, int]:
+    """Write ``result`` to ``path``; its size and CRC-32. A small local file is built in
+    memory and written in one call (its CRC from the buffer); a large one by Arrow's own file
+    I/O, its CRC read back from the page cache; an object store's is counted as it uploads."""
+    if local and result.num_rows <= BUFFERED_ROWS:
+        sink = pa.BufferOutputStream()
+        pq.write_table(result, sink, **options)
+        data = sink.getvalue()
+        with open(fs._strip_protocol(path), "wb") as out:
+            out.write(data)
+        return data.size, zlib.crc32(data)
+    with open_file(fs, path, "wb") as handle:  # local: Arrow's own file I/O
+        counted = handle if local else Crc32Writer(handle)  # type: ignore[arg-type]
+        pq.write_table(result, counted, **options)
+        size = int(counted.tell())  # the bytes written: no request for the file's size
+    return size, file_crc32(fs, path) if local else counted.crc  # type: ignore[union-attr]
+
+
+@functools.lru_cache(maxsize=256)
+def _schemas(
+    spec: tuple[tuple[str, str, bool], ...], record_key: str, partition_columns: tuple[str, ...]
+) -> tuple[pa.Schema, pa.Schema]:
+    """The stored schema of the table's data files, and the schema a rewrite builds: the
+    string columns that repeat one value for many rows -- the commit time and the partition
+    columns (one value per file group) -- as dictionaries: a rewrite reads, takes and writes
+    their indices, and Parquet gets the dictionary as is instead of hashing a string per row.
+    The file's data is the same; only its Arrow schema note says dictionary, and every reader
+    conforms columns to the table schema. Cached: every task of a write asks the same."""
+    stored = file_schema(list(spec), record_key)
+    repeating = {COMMIT_TIME, *partition_columns}
     fields = [
         f.with_type(pa.dictionary(pa.int32(), f.type))
         if f.name in repeating and pa.types.is_string(f.type)
         else f
-        for f in schema
+        for f in stored
     ]
-    return pa.schema(fields)
+    return stored, pa.schema(fields)
 
 
 def _dictionaries_kept(schema: pa.Schema, found: pa.Schema) -> pa.Schema:
