@@ -79,6 +79,7 @@ from lakebraid.metadata.records import (
     check_schema_version,
     decode_records,
 )
+from lakebraid.timeline.durable import read_bytes
 
 MAGIC = b"LBLK"
 FORMAT_VERSION = 1  # of every block but a columnar record-index data block
@@ -387,5 +388,5 @@ def read_log_file(
 ) -> list[LogBlock]:
     """Every block of a log file, first to last (the whole file is read at once: one GET on
     an object store)."""
-    data = fs.cat_file(path)
+    data = read_bytes(fs, path)
     return list(iter_blocks(data, path, with_records=with_records))

@@ -101,6 +101,15 @@ def storage_of(fs: AbstractFileSystem) -> dict[str, Any]:
     return {} if is_local(fs) else dict(fs.storage_options)
 
 
+def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
+    """A whole file's bytes: one ``open`` and ``read`` on local disk (no fsspec file object
+    around it), one GET on an object store."""
+    if is_local(fs):
+        with open(fs._strip_protocol(path), "rb") as handle:
+            return handle.read()
+    return bytes(fs.cat_file(path))
+
+
 def fsync_dir(folder: str) -> None:
     """Make a new or renamed entry of a local folder durable."""
     fd = os.open(folder, os.O_RDONLY)

@@ -26,7 +26,13 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.timeline.archive import EMPTY, Archive, Snapshot, marked_version
 from lakebraid.timeline.bodies import B, decode_body
-from lakebraid.timeline.durable import create_settled, is_local, list_folder, put_if_absent
+from lakebraid.timeline.durable import (
+    create_settled,
+    is_local,
+    list_folder,
+    put_if_absent,
+    read_bytes,
+)
 from lakebraid.timeline.errors import IllegalTransitionError, InstantExistsError, InstantFileError
 from lakebraid.timeline.instant import (
     Action,
@@ -131,7 +137,7 @@ class InstantStore:
         if cached is not None:
             return cached
         try:
-            body = self.fs.cat_file(path)
+            body = read_bytes(self.fs, path)
         except FileNotFoundError:
             self._seen = self.archive.snapshot()
             if self._seen.holds(instant.time):  # archived since this timeline was loaded
