@@ -85,13 +85,19 @@ def table_schema(schema: Sequence[FieldSpec]) -> pa.Schema:
     return data_schema(spec_of(schema))
 
 
+def read_threads() -> int:
+    """Files read at once in this process: twice the cores, so one file's I/O and page
+    copies overlap another's decoding (each file is decoded on its own thread)."""
+    return 2 * max(2, os.cpu_count() or 2)
+
+
 def read_arrow_files(
     fs: AbstractFileSystem, paths: Sequence[str], schema: Sequence[FieldSpec], record_key: str
 ) -> pa.Table:
     """The rows of ``paths`` (plain data files) in the table's read schema (a virtual record
     key derived): :func:`writers.read.units.read_units` of one unit per file."""
     derive = virtual_key(spec_of(schema), record_key)
-    threads = max(2, os.cpu_count() or 2)
+    threads = read_threads()
     units = [ReadUnit(path) for path in paths]
     return read_units(fs, units, table_schema(schema), derive, None, threads)
 
@@ -103,7 +109,7 @@ def read_arrow_units(
     process: one unit per thread, file slices with logs merged (``writers.read.units``)."""
     fields = schema_as_of(table, point)
     derive = virtual_key(spec_of(fields), table.config.record_key)
-    threads = max(2, os.cpu_count() or 2)
+    threads = read_threads()
     return read_units(table.fs, units, table_schema(fields), derive, ordering(table), threads)
 
 
