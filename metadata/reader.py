@@ -48,6 +48,7 @@ from lakebraid.metadata.records import (
     FilesRecord,
     MetadataRecord,
     Partition,
+    column_stats_prefix,
     merge_records,
 )
 from lakebraid.metadata.slices import FileSlice, MetadataFile, ReadPoint, build_slice, group_files
@@ -196,17 +197,24 @@ def slice_records(
     partition: Partition,
     piece: FileSlice,
     keys: frozenset[str] | None = None,
+    prefixes: tuple[str, ...] | None = None,
 ) -> dict[str, MetadataRecord]:
     """Merged records of one file slice, as Python records keyed by key (any partition);
-    ``keys``: only those (the others are neither converted nor merged)."""
+    ``keys``: only those, ``prefixes``: only keys starting with one of them (the others are
+    neither converted nor merged)."""
     state: dict[str, MetadataRecord] = {}
     if piece.base is not None:
         base = read_base(fs, f"{folder}/{piece.base}")
         if keys is not None:
             wanted = pa.array(sorted(keys), pa.string())
             base = base.filter(pc.is_in(base.column(KEY), value_set=wanted))
+        if prefixes is not None:
+            base = base.filter(_starts_with_any(base.column(KEY), prefixes))
         state = {r.key: r for r in table_to_records(partition, base)}
-    for key, record in fold_logs(partition, _log_blocks(fs, folder, piece), keys).items():
+    folded = fold_logs(partition, _log_blocks(fs, folder, piece), keys)
+    if prefixes is not None:
+        folded = {k: r for k, r in folded.items() if k.startswith(prefixes)}
+    for key, record in folded.items():
         if not _is_live(record):
             state.pop(key, None)
             continue
@@ -220,6 +228,13 @@ def slice_records(
         else:
             state[key] = merged
     return state
+
+
+def _starts_with_any(keys: pa.ChunkedArray, prefixes: tuple[str, ...]) -> pa.ChunkedArray:
+    hit = pc.starts_with(keys, prefixes[0]) if prefixes else pa.repeat(False, len(keys))
+    for prefix in prefixes[1:]:
+        hit = pc.or_(hit, pc.starts_with(keys, prefix))
+    return hit
 
 
 class MetadataReader:
@@ -283,17 +298,24 @@ class MetadataReader:
 
     # ---- generic reads ---------------------------------------------------------------
     def group_records(
-        self, partition: Partition, index: int, keys: frozenset[str] | None = None
+        self,
+        partition: Partition,
+        index: int,
+        keys: frozenset[str] | None = None,
+        prefixes: tuple[str, ...] | None = None,
     ) -> dict[str, MetadataRecord]:
-        return slice_records(
-            self.fs, self.folder(partition), partition, self.slice(partition, index), keys
-        )
+        piece = self.slice(partition, index)
+        return slice_records(self.fs, self.folder(partition), partition, piece, keys, prefixes)
 
-    def all_records(self, partition: Partition) -> dict[str, MetadataRecord]:
-        """Every live record of a partition (small partitions, tests and validation)."""
+    def all_records(
+        self, partition: Partition, prefixes: tuple[str, ...] | None = None
+    ) -> dict[str, MetadataRecord]:
+        """Every live record of a partition (``prefixes``: whose key starts with one of
+        them)."""
         merged: dict[str, MetadataRecord] = {}
         for part in self.map_groups(
-            lambda i: self.group_records(partition, i), range(self.group_count(partition))
+            lambda i: self.group_records(partition, i, prefixes=prefixes),
+            range(self.group_count(partition)),
         ):
             merged.update(part)
         return dict(sorted(merged.items()))
@@ -336,7 +358,13 @@ class MetadataReader:
             if key != ALL_PARTITIONS_KEY and r.added  # type: ignore[union-attr]
         }
 
-    def column_stats(self, column: str | None = None) -> list[ColumnStatsRecord]:
-        records = self.all_records(Partition.COLUMN_STATS).values()
+    def column_stats(
+        self, column: str | None = None, columns: Iterable[str] | None = None
+    ) -> list[ColumnStatsRecord]:
+        """The statistics records of every data file: of all columns, of ``column``, or of
+        ``columns`` (only their records are converted)."""
+        wanted = {column} if column is not None else None if columns is None else set(columns)
+        prefixes = None if wanted is None else tuple(column_stats_prefix(c) for c in wanted)
+        records = self.all_records(Partition.COLUMN_STATS, prefixes).values()
         stats = [r for r in records if isinstance(r, ColumnStatsRecord)]
-        return [r for r in stats if column is None or r.column == column]
+        return [r for r in stats if wanted is None or r.column in wanted]

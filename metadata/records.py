@@ -226,6 +226,11 @@ def merge_records(
     return kind.merge(older, newer, keep_tombstones=keep_tombstones)  # type: ignore[arg-type]
 
 
+def column_stats_prefix(column: str) -> str:
+    """What the keys of ``column``'s statistics records start with."""
+    return f"{column}\x00"
+
+
 def column_stats_key(column: str, partition: str, file: str) -> str:
     if "\x00" in column or "\x00" in partition or "\x00" in file:
         raise MetadataValueError("column, partition and file names may not contain NUL")

@@ -62,7 +62,7 @@ FILE_IDS = [
     str(uuid.UUID(int=(1 << 63) | (1 << 64) | 3)),
     "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
 ]
-COLUMNS = ["id", "ts"]
+COLUMNS = ["id", "ts", "id2"]  # "id" is a prefix of "id2": each reads only its own records
 
 
 def make_table(path: str, index: IndexSettings, options: dict[str, object] | None = None):
@@ -237,6 +237,10 @@ class Harness:
         stats = reader.column_stats()
         by_key = {(r.column, r.partition, r.file): r for r in stats}
         assert len(by_key) == len(stats), "a column_stats key is listed twice"
+        order = lambda r: (r.column, r.partition, r.file)  # noqa: E731
+        for names in ({"id"}, {"id2", "ts"}, set(COLUMNS)):
+            only = sorted(reader.column_stats(columns=names), key=order)
+            assert only == sorted((r for r in stats if r.column in names), key=order), names
         locations = index_lookup.locations(reader, KEYS)
         asked = KEYS[1::2] + KEYS[::2]  # another order: locate answers in the order asked
         found, at = index_lookup.locate(reader, pa.array(asked, pa.string()))

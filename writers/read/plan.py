@@ -150,7 +150,9 @@ def keep_matching(
             pairs = [(p, name) for p, name in pairs if (p, name[:36]) in groups]
         recorded = set(recorded_columns(schema.names, reader.options, reader.point))
         usable = [c for c in conditions if c.column in recorded]
-        return keep_files(pairs, reader.column_stats(), usable) if pairs and usable else pairs
+        if not (pairs and usable):
+            return pairs
+        return keep_files(pairs, reader.column_stats(columns={c.column for c in usable}), usable)
 
     return keep
 
