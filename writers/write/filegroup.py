@@ -106,7 +106,8 @@ def rewrite_file_group(
     removed_at = del_at[del_at >= 0]
     keep[removed_at] = False
     order = np.concatenate([source[keep], n_old + fresh])
-    combined = pa.concat_tables([old, conform(stamped(upserts, task.instant), schema)])
+    new = conform(stamped(upserts, task.instant), schema)
+    combined = pa.concat_tables([old, new]) if n_old else new  # a new group: one chunk
     in_place = len(order) == combined.num_rows and bool(np.all(np.diff(order) > 0))
     result = combined if in_place else combined.take(pa.array(order))
     status = dict(
