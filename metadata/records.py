@@ -226,21 +226,18 @@ def merge_records(
     return kind.merge(older, newer, keep_tombstones=keep_tombstones)  # type: ignore[arg-type]
 
 
-def column_stats_prefix(column: str) -> str:
-    """What the keys of ``column``'s statistics records start with."""
-    return f"{column}\x00"
-
-
 def column_stats_key(column: str, partition: str, file: str) -> str:
     if "\x00" in column or "\x00" in partition or "\x00" in file:
         raise MetadataValueError("column, partition and file names may not contain NUL")
-    return f"{column}\x00{partition}\x00{file}"
+    return f"{column_stats_prefix(column)}{partition}\x00{file}"
+
+
+def column_stats_prefix(column: str) -> str:  # what every key of a column starts with
+    return f"{column}\x00"
 
 
 def _ascending(names: dict[str, int]) -> bool:
-    if len(names) < 2:
-        return True
-    return all(a < b for a, b in itertools.pairwise(names))
+    return len(names) < 2 or all(a < b for a, b in itertools.pairwise(names))
 
 
 def _same_key(older: str, newer: str) -> None:
