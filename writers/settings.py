@@ -31,6 +31,17 @@ SMALL_FILE_ROWS = cfg.register(
     "fewer files.",
     cfg.at_least(0),
 )
+SYNC_BATCH_FILES = cfg.register(
+    "write.sync.batch.files",
+    int,
+    64,
+    "An in-process write of at least this many data files on local disk names them all in "
+    "one batch marker before the first is written and makes them durable with one syncfs of "
+    "the table's file system after the last, instead of a marker and two fsyncs per file. "
+    "syncfs waits for every dirty page of that file system, other processes' too: where "
+    "other jobs write heavily to the same disk, raise it, or set 0 to never batch.",
+    cfg.at_least(0),
+)
 EXPECTED_RECORDS = cfg.register(
     "index.expected.records",
     int,

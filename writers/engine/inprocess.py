@@ -43,6 +43,7 @@ from lakebraid.timeline.durable import (
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
+from lakebraid.writers import settings
 from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
 from lakebraid.writers.write.datafile import spec_of
@@ -79,7 +80,6 @@ from lakebraid.writers.write.route import (
 from lakebraid.writers.write.slices import slice_rows
 
 SYNC_THREADS = 4  # fsync waits on the disk, not the CPU
-BATCH_FILES = 64  # from this many files a write marks them at once and syncs the file system
 
 
 class Work(NamedTuple):
@@ -107,12 +107,16 @@ class Work(NamedTuple):
 class InProcessEngine:
     """Runs tasks in this process on a few threads (pyarrow releases the GIL). Every written
     file is durable before :meth:`rewrite` returns (so before any commit names it): a few
-    files are fsynced on separate I/O threads while other rewrites run; from ``BATCH_FILES``
-    files on local disk, one batch marker names them all before the first is written and one
-    ``syncfs`` makes them durable after the last (``timeline.durable.make_all_durable``)."""
+    files are fsynced on separate I/O threads while other rewrites run; from ``batch_files``
+    files (``write.sync.batch.files``) on local disk, one batch marker names them all before
+    the first is written and one ``syncfs`` makes them durable after the last
+    (``timeline.durable.make_all_durable``)."""
 
-    def __init__(self, threads: int | None = None):
+    def __init__(
+        self, threads: int | None = None, batch_files: int = settings.SYNC_BATCH_FILES.default
+    ):
         self.threads = threads or max(2, os.cpu_count() or 2)
+        self.batch_files = batch_files  # 0: never batch
 
     def rewrite(self, work: Sequence[Work]) -> list[WriteStatus]:
         """Statuses in the order of ``work``; the largest tasks start first (rewrites of an
@@ -126,7 +130,7 @@ class InProcessEngine:
         )
         fs, root = filesystem(work[0].task.root, work[0].task.storage)
         layout = TableLayout(root)
-        batch = is_local(fs) and len(work) >= BATCH_FILES
+        batch = is_local(fs) and 0 < self.batch_files <= len(work)
         if batch:
             mark_all(fs, layout, work[0].task.instant, [w.task.output() for w in work])
         with (
@@ -249,7 +253,8 @@ def _commit(
         routed = mark_in_group(routed)
 
     def write(time: str) -> list[WriteStatus]:
-        return InProcessEngine().rewrite(tasks_of(table, routed, layout, time, schema))
+        engine = InProcessEngine(batch_files=table.options.get(settings.SYNC_BATCH_FILES))
+        return engine.rewrite(tasks_of(table, routed, layout, time, schema))
 
     time = run_write(table, metadata, operation, read_at, schema, write, started)
     if layout.merge_on_read:

@@ -12,14 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import lakebraid.writers.engine.inprocess as inprocess
 import lakebraid.writers.write.filegroup as filegroup
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.engine.inprocess import BATCH_FILES
 from lakebraid.writers.errors import WriteError
+from lakebraid.writers.settings import SYNC_BATCH_FILES
 from lakebraid.writers.write.marking import BATCH_HEADER, mark, mark_all, marked, read_batch
 
 FS = fsspec.filesystem("file")
+SYNC = SYNC_BATCH_FILES.name
 # a batch marker holds any one-line text; a file marker's path must be a real file name
 TEXT = st.text(
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r/"), min_size=1
@@ -93,11 +95,11 @@ def wide(n: int, ts: int) -> pa.Table:
 
 
 def test_a_wide_write_that_fails_part_way_leaves_nothing(tmp_path, monkeypatch):
-    """A write of more than BATCH_FILES new file groups whose 20th file fails: the write
-    rolls itself back from its batch marker; no data file, marker or row of it is left, and
+    """A write of more than write.sync.batch.files new file groups whose 20th file fails: the
+    write rolls itself back from its batch marker; no data file, marker or row of it is left, and
     the next wide write commits every file durable and sweeps its markers."""
     c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
-    n = BATCH_FILES + 6
+    n = SYNC_BATCH_FILES.default + 6
     real, calls = filegroup.pq.write_table, []
 
     def failing(*args, **kwargs):
@@ -120,3 +122,27 @@ def test_a_wide_write_that_fails_part_way_leaves_nothing(tmp_path, monkeypatch):
     assert not list((table / ".braid" / "markers").glob("*/*"))
     assert sorted(c.read_arrow().column("id").to_pylist()) == sorted(f"k{i}" for i in range(n))
     assert c.validate() == []
+
+
+def test_the_batch_threshold_is_a_table_option(tmp_path, monkeypatch):
+    """write.sync.batch.files: from that many files one batch marker (and one syncfs); 0
+    never batches. Every write's rows are there either way."""
+    batches: list[int] = []
+    real = inprocess.mark_all
+
+    def spy(fs, layout, instant, paths):
+        paths = list(paths)
+        batches.append(len(paths))
+        return real(fs, layout, instant, paths)
+
+    monkeypatch.setattr(inprocess, "mark_all", spy)
+    never = WriteClient.create(str(tmp_path / "a"), "id", ["day"], "ts", **{SYNC: 0})
+    never.insert(wide(SYNC_BATCH_FILES.default + 6, 1))
+    assert batches == []
+    low = WriteClient.create(str(tmp_path / "b"), "id", ["day"], "ts", **{SYNC: 10})
+    low.insert(wide(12, 1))
+    low.upsert(wide(9, 2))  # 9 groups: under the threshold
+    assert batches == [12]
+    assert low.read_arrow().num_rows == 12 and low.validate() == []
+    with pytest.raises(Exception, match=r"write\.sync\.batch\.files"):
+        WriteClient.create(str(tmp_path / "c"), "id", ["day"], "ts", **{SYNC: -1})
