@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import os
 import posixpath
@@ -155,7 +156,9 @@ def make_all_durable(fs: AbstractFileSystem, root: str, paths: list[str]) -> Non
 
 
 def _syncfs(folder: str) -> bool:
-    """``syncfs`` of the file system holding ``folder``; False where the C library has none."""
+    """``syncfs`` of the file system holding ``folder``; False where the C library has none
+    or the system refuses the call itself (a sandbox's ENOSYS or EPERM): then the caller
+    fsyncs each file. Any other failure (a write-back error) raises."""
     libc = _libc()
     if libc is None:
         return False
@@ -163,6 +166,8 @@ def _syncfs(folder: str) -> bool:
     try:
         if libc.syncfs(fd) != 0:
             code = ctypes.get_errno()
+            if code in (errno.ENOSYS, errno.EPERM):
+                return False
             raise OSError(
                 code, f"syncfs of the file system of {folder} failed: {os.strerror(code)}"
             )

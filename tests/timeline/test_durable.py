@@ -1,8 +1,10 @@
-"""``timeline.durable.make_all_durable``: one syncfs where the C library has it, else an
-fsync of every file, its folder and that folder's parent; a failed syncfs is an error."""
+"""``timeline.durable.make_all_durable``: one syncfs where the C library has it and the
+system allows it, else an fsync of every file, its folder and that folder's parent; a failed
+write-back is an error."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -51,13 +53,26 @@ def test_without_syncfs_every_file_and_folder_is_fsynced(tmp_path, monkeypatch) 
     assert len(calls) == 5 * 2 + 1  # each file and its folder, then the table folder once
 
 
+@pytest.mark.parametrize("refused", [errno.ENOSYS, errno.EPERM])
+def test_a_sandbox_that_refuses_syncfs_gets_fsyncs(tmp_path, monkeypatch, refused) -> None:
+    class Refusing:
+        def syncfs(self, fd: int) -> int:
+            return -1
+
+    monkeypatch.setattr(durable, "_libc", lambda: Refusing())
+    monkeypatch.setattr(durable.ctypes, "get_errno", lambda: refused)
+    calls = counted_fsyncs(monkeypatch)
+    durable.make_all_durable(FS, str(tmp_path), files(tmp_path, 3))
+    assert len(calls) == 3 * 2 + 1
+
+
 def test_a_failed_syncfs_is_an_error_naming_the_folder(tmp_path, monkeypatch) -> None:
     class Failing:
         def syncfs(self, fd: int) -> int:
             return -1
 
     monkeypatch.setattr(durable, "_libc", lambda: Failing())
-    monkeypatch.setattr(durable.ctypes, "get_errno", lambda: 5)  # EIO
+    monkeypatch.setattr(durable.ctypes, "get_errno", lambda: errno.EIO)
     with pytest.raises(OSError, match=f"syncfs of the file system of {tmp_path}"):
         durable.make_all_durable(FS, str(tmp_path), files(tmp_path, 2))
 
