@@ -366,5 +366,4 @@ class MetadataReader:
         wanted = {column} if column is not None else None if columns is None else set(columns)
         prefixes = None if wanted is None else tuple(column_stats_prefix(c) for c in wanted)
         records = self.all_records(Partition.COLUMN_STATS, prefixes).values()
-        stats = [r for r in records if isinstance(r, ColumnStatsRecord)]
-        return [r for r in stats if wanted is None or r.column in wanted]
+        return [r for r in records if isinstance(r, ColumnStatsRecord)]  # keys name columns

@@ -32,7 +32,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.commits import WriteStatus, pack_keys
-from lakebraid.metadata.files import open_file
+from lakebraid.metadata.files import local_path, open_file
 from lakebraid.metadata.integrity import (
     WRITE_OPTIONS,
     Crc32Writer,
@@ -214,7 +214,7 @@ def _write_parquet(
         sink = pa.BufferOutputStream()
         pq.write_table(result, sink, **options)
         data = sink.getvalue()
-        with open(fs._strip_protocol(path), "wb") as out:
+        with open(local_path(fs, path) or path, "wb") as out:
             out.write(data)
         return data.size, zlib.crc32(data)
     with open_file(fs, path, "wb") as handle:  # local: Arrow's own file I/O

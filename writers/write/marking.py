@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 from fsspec import AbstractFileSystem
 
-from lakebraid.timeline.durable import make_folder
+from lakebraid.timeline.durable import make_folder, read_bytes
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.errors import WriteError
 
@@ -82,7 +82,7 @@ def read_batch(fs: AbstractFileSystem, path: str) -> list[str]:
     """The paths a batch marker names. A marker cut short by a crash (its writer died before
     any file it names was created) names what its whole lines name."""
     try:
-        raw = fs.cat_file(path)
+        raw = read_bytes(fs, path)
     except FileNotFoundError:
         return []
     try:
