@@ -36,8 +36,8 @@ from lakebraid.metadata.commits import WriteStatus
 from lakebraid.metadata.errors import CorruptBaseFileError, MetadataValueError
 from lakebraid.metadata.files import open_file
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
+from lakebraid.metadata.hexkeys import with_string_keys
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, guarded
-from lakebraid.metadata.keyorder import with_string_keys
 from lakebraid.metadata.logblock import BlockType
 from lakebraid.metadata.logcache import LOGS
 from lakebraid.metadata.logwrite import append_blocks, encode_block

@@ -3,7 +3,7 @@
 Format version 3 (versions 1 and 2 are still read). The first column ``key`` (unique, ascending
 by UTF-8 bytes) is the record key: a string column, or (version 3) when every key of the file
 has one UTF-8 length ``w``, a ``fixed_size_binary`` column: the keys' hex digits packed two to a
-byte when they fit a ``lakebraid.key_hex`` template (``metadata.keyorder.HexKeys``: UUIDs,
+byte when they fit a ``lakebraid.key_hex`` template (``metadata.hexkeys.HexKeys``: UUIDs,
 hashes, zero-padded numbers), else their ``w`` bytes. Readers hand back strings. The other
 columns are the partition's record fields (``metadata.arrow_records``).
 Zstd, column statistics, page indexes and page checksums, row groups of at most
@@ -57,6 +57,13 @@ from lakebraid.metadata.errors import (
     MissingMetadataFileError,
 )
 from lakebraid.metadata.files import open_file
+from lakebraid.metadata.hexkeys import (
+    HexKeys,
+    check_key_type,
+    stored_keys,
+    string_key_schema,
+    with_string_keys,
+)
 from lakebraid.metadata.integrity import (
     READ_OPTIONS,
     WRITE_OPTIONS,
@@ -65,16 +72,7 @@ from lakebraid.metadata.integrity import (
     check_footer,
     guarded,
 )
-from lakebraid.metadata.keyorder import (
-    HexKeys,
-    KeyMatcher,
-    check_key_type,
-    sort_order,
-    stored_keys,
-    string_key_schema,
-    wanted_keys,
-    with_string_keys,
-)
+from lakebraid.metadata.keyorder import KeyMatcher, sort_order, wanted_keys
 from lakebraid.timeline.durable import is_local, make_durable, make_folder
 
 BASE_VERSION = 3

@@ -1,22 +1,18 @@
 """Sorted string keys: the sort of base files and index log blocks, the check that a log
-block's keys are sorted and unique, the fixed-width forms of a base file's keys (their bytes;
-hex digits packed two to a byte, :class:`HexKeys`) and the matching of wanted keys against the
-sorted keys of a base file."""
+block's keys are sorted and unique, the ``S<width>`` view of keys of one width and the matching
+of wanted keys against the sorted keys of a base file (the fixed-width forms a base file stores
+its keys in are ``metadata.hexkeys``)."""
 
 from __future__ import annotations
 
 import operator
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.metadata.errors import MetadataValueError
 
-HEX = np.frombuffer(b"0123456789abcdef", np.uint8)  # nibble -> its lowercase hex digit
-NIBBLE = np.full(256, 255, np.uint8)  # byte -> its value as a lowercase hex digit, else 255
-NIBBLE[HEX] = np.arange(16, dtype=np.uint8)
 ARROW_SORT_BELOW = 10_000  # keys; measured crossover of Arrow's sort and :func:`sort_order`'s
 
 
@@ -136,166 +132,6 @@ def fixed_view(array: pa.Array) -> np.ndarray | None:
     if len(array) > 1 and not bool(np.all(np.diff(offsets) == width)):
         return None
     return _data(array)[first:last].view(f"S{width}")
-
-
-def as_fixed(keys: pa.Array | pa.ChunkedArray) -> pa.Array | None:
-    """String ``keys`` that all have one byte width ``w`` (at least 1) as a
-    ``fixed_size_binary(w)`` array of the same bytes (no copy for one chunk), else None."""
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks() if keys.num_chunks else pa.array([], pa.string())
-    view = fixed_view(keys)
-    if view is None:
-        return None
-    width = view.itemsize
-    return pa.Array.from_buffers(pa.binary(width), len(view), [None, pa.py_buffer(view)])
-
-
-def as_strings(fixed: pa.Array | pa.ChunkedArray, *, validate: bool) -> pa.Array:
-    """A ``fixed_size_binary`` array as strings (no copy of the bytes); ``validate``: check
-    them for UTF-8 (not needed for bytes equal to wanted keys, which were strings)."""
-    if isinstance(fixed, pa.ChunkedArray):
-        chunks = [as_strings(c, validate=validate) for c in fixed.chunks]
-        return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
-    view = fixed_view(fixed)
-    if view is None:  # empty (a fixed-width column holds no nulls)
-        return pa.array([], pa.string()) if len(fixed) == 0 else fixed.cast(pa.string())
-    out = _strings(view)
-    if validate:
-        out.validate(full=True)  # UTF-8
-    return out
-
-
-def _strings(view: np.ndarray) -> pa.Array:
-    """An ``S<width>`` numpy array as an Arrow string array over the same bytes."""
-    n, width = len(view), view.itemsize
-    large = n * width >= 2**31
-    offsets = np.arange(0, n * width + 1, width, dtype=np.int64 if large else np.int32)
-    kind = pa.large_string() if large else pa.string()
-    data = pa.py_buffer(np.ascontiguousarray(view))
-    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), data])
-
-
-class HexKeys(msgspec.Struct, frozen=True, array_like=True):
-    """Keys of one UTF-8 width whose bytes at ``positions`` are lowercase hex digits and at
-    every other position those of ``template`` (one of the keys): stored as the digits at
-    ``positions``, two to a byte (high nibble first, an odd last one with a zero nibble).
-    The packing keeps the keys' order: equal bytes elsewhere, and digits sort as nibbles."""
-
-    template: str
-    positions: tuple[int, ...]
-
-    @property
-    def width(self) -> int:
-        return (len(self.positions) + 1) // 2
-
-    def check(self) -> None:
-        """Raise ``MetadataValueError`` unless the positions are ascending, within the
-        template and hex digits there (so that unpacked keys are UTF-8)."""
-        raw = np.frombuffer(self.template.encode(), np.uint8)
-        at = np.array(self.positions, dtype=np.int64)
-        ordered = len(at) and at[0] >= 0 and at[-1] < len(raw) and bool(np.all(np.diff(at) > 0))
-        if not ordered or bool(np.any(NIBBLE[raw[at]] == 255)):
-            raise MetadataValueError("the hex key entry is inconsistent")
-
-    def pack(self, keys: pa.Array) -> tuple[pa.Array, np.ndarray]:
-        """``keys`` (strings or fixed-width bytes) that fit, packed, and their indices."""
-        raw = self.template.encode()
-        if not pa.types.is_fixed_size_binary(keys.type):
-            keys = keys.filter(same := pc.equal(pc.binary_length(keys), len(raw)))
-            index = np.flatnonzero(same.to_numpy(zero_copy_only=False))
-        else:
-            index = np.arange(len(keys))
-        view = fixed_view(keys)
-        if view is None or view.itemsize != len(raw):
-            return pa.array([], pa.binary(self.width)), np.empty(0, np.int64)
-        rows = view.view(np.uint8).reshape(len(view), len(raw))
-        fixed = np.ones(len(raw), dtype=bool)
-        fixed[list(self.positions)] = False
-        nibbles = NIBBLE[rows[:, list(self.positions)]]
-        fits = np.all(rows[:, fixed] == np.frombuffer(raw, np.uint8)[fixed], axis=1)
-        fits &= np.all(nibbles != 255, axis=1)
-        nibbles = nibbles[fits]
-        if len(self.positions) % 2:
-            nibbles = np.hstack([nibbles, np.zeros((len(nibbles), 1), np.uint8)])
-        packed = np.ascontiguousarray((nibbles[:, 0::2] << 4) | nibbles[:, 1::2])
-        out = pa.Array.from_buffers(
-            pa.binary(self.width), len(packed), [None, pa.py_buffer(packed)]
-        )
-        return out, index[fits]
-
-    def unpack(self, packed: pa.Array | pa.ChunkedArray) -> pa.Array:
-        """Packed keys as strings."""
-        if isinstance(packed, pa.ChunkedArray):  # one pass over all chunks
-            packed = packed.combine_chunks() if packed.num_chunks else pa.array([], pa.string())
-        view = fixed_view(packed)
-        if view is None:
-            return pa.array([], pa.string())
-        rows = view.view(np.uint8).reshape(len(view), self.width)
-        nibbles = np.empty((len(rows), 2 * self.width), np.uint8)
-        nibbles[:, 0::2], nibbles[:, 1::2] = rows >> 4, rows & 15
-        raw = self.template.encode()
-        out = np.tile(np.frombuffer(raw, np.uint8), (len(rows), 1))
-        out[:, list(self.positions)] = HEX[nibbles[:, : len(self.positions)]]
-        return _strings(out.reshape(-1).view(f"S{len(raw)}"))
-
-
-def hex_keys(fixed: pa.Array) -> HexKeys | None:
-    """The :class:`HexKeys` of fixed-width keys (at least two) when they fit one, else None."""
-    view = fixed_view(fixed)
-    if view is None or len(view) < 2:
-        return None
-    rows = view.view(np.uint8).reshape(len(view), view.itemsize)
-    varying = np.flatnonzero(np.any(rows != rows[0], axis=0))
-    if len(varying) == 0 or bool(np.any(NIBBLE[rows[:, varying]] == 255)):
-        return None
-    return HexKeys(bytes(rows[0]).decode(), tuple(varying.tolist()))
-
-
-def stored_keys(keys: pa.Array | pa.ChunkedArray) -> tuple[pa.Array | None, HexKeys | None]:
-    """How a base file stores its sorted ``keys``: packed (and the packing) when they fit
-    :class:`HexKeys`, else their bytes when all have one width, else (None, None): strings."""
-    fixed = as_fixed(keys)
-    codec = hex_keys(fixed) if fixed is not None else None
-    if codec is None or fixed is None:
-        return fixed, None
-    return codec.pack(fixed)[0], codec
-
-
-def key_strings(
-    column: pa.Array | pa.ChunkedArray, codec: HexKeys | None, *, validate: bool
-) -> pa.Array:
-    """A base file's fixed-width key column as strings; ``validate``: check unpacked bytes
-    for UTF-8 (bytes equal to wanted keys, or hex digits in a checked template, need none)."""
-    return codec.unpack(column) if codec is not None else as_strings(column, validate=validate)
-
-
-def with_string_keys(
-    table: pa.Table, name: str, codec: HexKeys | None, *, validate: bool
-) -> pa.Table:
-    """``table`` with its fixed-width key column ``name`` as strings (:func:`key_strings`)."""
-    at = table.schema.get_field_index(name)
-    if at < 0 or pa.types.is_string(table.schema.field(at).type):
-        return table
-    keys = key_strings(table.column(at), codec, validate=validate)
-    return table.set_column(at, table.schema.field(at).with_type(pa.string()), keys)
-
-
-def string_key_schema(schema: pa.Schema, name: str) -> pa.Schema:
-    """A base file's Arrow schema as readers get its rows: string keys."""
-    at = schema.get_field_index(name)
-    return schema.set(at, schema.field(at).with_type(pa.string()))
-
-
-def check_key_type(kind: pa.DataType, codec: HexKeys | None, version: int) -> None:
-    """Raise ``MetadataValueError`` unless a base file of ``version`` may store its keys as
-    ``kind`` with ``codec``: strings (unpacked), or in version 3 fixed-width bytes."""
-    if codec is not None:
-        codec.check()
-    fixed = pa.types.is_fixed_size_binary(kind) and kind.byte_width > 0 and version >= 3
-    if not (pa.types.is_string(kind) and codec is None) and not fixed:
-        raise MetadataValueError(f"a version {version} base file with {kind} keys")
-    if codec is not None and kind != pa.binary(codec.width):
-        raise MetadataValueError(f"{kind} keys do not hold {len(codec.positions)} hex digits")
 
 
 class KeyMatcher:
