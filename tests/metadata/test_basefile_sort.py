@@ -39,3 +39,26 @@ def test_sort_order_of_many_keys_with_a_long_shared_prefix() -> None:
     keys = pa.array([f"key-{(i * 7919) % 100_003:010d}" for i in range(100_003)], pa.string())
     order = sort_order(keys)
     assert keys.take(order).to_pylist() == sorted(keys.to_pylist())
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tails=st.lists(TAILS, min_size=1, max_size=60),
+    look=st.integers(2, 8),
+    swap=st.integers(0, 59),
+)
+def test_keys_already_in_order_or_out_of_order_past_the_first_look(
+    tails: list[str], look: int, swap: int
+) -> None:
+    """Sorted keys (ties included) come back as the identity, Arrow's stable order; keys
+    sorted but for one pair past the first ``look`` are still sorted in full."""
+    ordered = sorted(tails, key=str.encode)
+    keys = pa.array(ordered, pa.string())
+    with mock.patch.object(keyorder._ascending, "__defaults__", (look,)):
+        assert sort_order(keys).to_pylist() == pc.sort_indices(keys).to_pylist()
+        at = swap % len(ordered)
+        if at + 1 < len(ordered) and ordered[at] != ordered[at + 1]:
+            broken = [*ordered[:at], ordered[at + 1], ordered[at], *ordered[at + 2 :]]
+            keys = pa.array(broken, pa.string())
+            order = sort_order(keys)
+            assert keys.take(order).to_pylist() == keys.take(pc.sort_indices(keys)).to_pylist()

@@ -58,6 +58,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.index.bloom import KeyBloom
 from lakebraid.index.errors import BloomFormatError
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.metadata.keyorder import sort_order
 from lakebraid.writers.errors import CorruptDataLogError
 
 MAGIC = b"DLOG"
@@ -160,7 +161,7 @@ def encode_block(
     and the slice's keys after it. ``previous``: the slice's keys before it (the footer of
     its last block), None for the first block; ``earlier_keys``: every key of the slice's
     earlier blocks, when the writer read them (lets the slice filter grow: :func:`slice_after`)."""
-    ordered = rows.sort_by(RECORD_KEY)
+    ordered = rows.take(sort_order(rows.column(RECORD_KEY)))
     return _encode(kind, ordered, instant, partition, file_id, previous, earlier_keys)
 
 

@@ -38,6 +38,7 @@ from lakebraid.metadata.integrity import (
     Crc32Writer,
     file_crc32,
 )
+from lakebraid.metadata.keyorder import sort_order
 from lakebraid.timeline.durable import filesystem, is_local, make_durable, make_folder
 from lakebraid.timeline.layout import TableLayout, data_file_name
 from lakebraid.writers.write.datafile import (
@@ -98,7 +99,7 @@ def rewrite_file_group(
     updated = known & ~_older_events(old, upserts, up_at, known, task.precombine)
     fresh = np.flatnonzero(~known)  # an older event of a stored key is neither
     if task.old_file is None and len(fresh) > 1:  # a new group: its rows sorted by key
-        fresh = fresh[pc.sort_indices(new_keys.take(pa.array(fresh))).to_numpy()]
+        fresh = fresh[sort_order(new_keys.take(pa.array(fresh))).to_numpy()]
     n_old = old.num_rows
     source = np.arange(n_old, dtype=np.int64)
     source[up_at[updated]] = n_old + np.flatnonzero(updated)
