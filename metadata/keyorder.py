@@ -39,10 +39,8 @@ def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     low, high = (str(bounds[end].as_py()).encode() for end in ("min", "max"))
     skip = _shared_prefix(low, high)  # every key starts with these bytes
     fixed = fixed_view(keys)
-    if fixed is not None and fixed.itemsize >= skip + 8:  # one width: a strided copy
-        prefix = np.ascontiguousarray(
-            fixed.view(np.uint8).reshape(n, fixed.itemsize)[:, skip : skip + 8]
-        )
+    if fixed is not None:  # one width: strided reads of the 8 bytes (:func:`_word`)
+        values = _word(fixed, min(skip, fixed.itemsize))
     else:
         data, starts = _data(keys), offsets[:-1].astype(np.int64) + skip
         lengths = np.diff(offsets) - skip
@@ -50,7 +48,7 @@ def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
         for j in range(8):
             has = lengths > j
             prefix[has, j] = data[starts[has] + j]
-    values = prefix.view(">u8").ravel().astype(np.uint64)  # native byte order
+        values = prefix.view(">u8").ravel().astype(np.uint64)  # native byte order
     order = np.argsort(values)
     ordered = values[order]
     tied = np.zeros(n, dtype=bool)
