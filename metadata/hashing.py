@@ -38,8 +38,10 @@ groups the record index gets is ``lakebraid.index.sizing``'s estimate.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -146,9 +148,18 @@ def _hash_array(array: pa.Array) -> np.ndarray:
     offsets = offsets.astype(np.int64)
     data = np.empty(0, np.uint8) if data_buf is None else np.frombuffer(data_buf, dtype=np.uint8)
     out = np.empty(n, dtype=np.uint64)
-    for lo in range(0, n, _CHUNK):
+
+    def one(lo: int) -> None:
         hi = min(n, lo + _CHUNK)
         out[lo:hi] = _hash_chunk(data, offsets[lo : hi + 1])
+
+    starts = range(0, n, _CHUNK)
+    if len(starts) <= 1:
+        for lo in starts:
+            one(lo)
+    else:  # numpy's loops release the GIL: the chunks hash on all cores
+        with ThreadPoolExecutor(min(len(starts), os.cpu_count() or 1)) as pool:
+            list(pool.map(one, starts))
     return _fmix64_array(out)
 
 
