@@ -2,14 +2,18 @@
 
 A group is due when its logs reach ``metadata.compact.max.log.files`` files or
 ``metadata.compact.max.log.bytes`` bytes **and** add up to ``metadata.compact.log.ratio`` of its
-base's size; or, whatever its base, when they reach ``metadata.compact.hard.log.files`` files.
+base's size (a base under ``metadata.compact.small.base.bytes`` does not wait for the ratio);
+or, whatever its base, when they reach ``metadata.compact.hard.log.files`` files.
 
 Why the ratio: a compaction rewrites the whole base. With a count rule alone, a group folded
 every 8 commits costs its base's size every 8 commits, so the cost of each commit grows with
 the table (a record-index group of a million keys took 0.35 s to fold, every 8th append).
 Waiting until the logs are a fraction of the base makes the rewrites per commit proportional to
 what the commits wrote, not to the table. The hard limit bounds what a lookup reads: every log
-file of a group is read (and cached) by lookups until the next compaction.
+file of a group is read (and cached) by lookups until the next compaction. A small base (the
+``files`` and ``column_stats`` partitions of most tables, a young record index) costs little to
+rewrite, so it folds at the count or byte limit: every read of the table's listing and
+statistics then opens at most ``max.log.files`` logs of it instead of up to the hard limit.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ class LogPolicy(msgspec.Struct, frozen=True):
     max_log_bytes: int | None = None
     log_ratio: float = 0.0
     hard_log_files: int | None = None
+    small_base_bytes: int = 0
 
     @classmethod
     def of(cls, options: cfg.Options) -> LogPolicy:
@@ -37,6 +42,7 @@ class LogPolicy(msgspec.Struct, frozen=True):
             max_log_bytes=options.get(settings.COMPACT_LOG_BYTES),
             log_ratio=options.get(settings.COMPACT_LOG_RATIO),
             hard_log_files=options.get(settings.COMPACT_HARD_LOG_FILES),
+            small_base_bytes=options.get(settings.COMPACT_SMALL_BASE_BYTES),
         )
 
     @property
@@ -51,7 +57,8 @@ class LogPolicy(msgspec.Struct, frozen=True):
             return False
         if self.hard_log_files is not None and count >= self.hard_log_files:
             return True
-        if piece.log_bytes < self.log_ratio * base_bytes:
+        waits = base_bytes >= self.small_base_bytes  # a small base folds without the ratio
+        if waits and piece.log_bytes < self.log_ratio * base_bytes:
             return False
         return count >= self.max_log_files or (
             self.max_log_bytes is not None and piece.log_bytes >= self.max_log_bytes

@@ -53,6 +53,7 @@ from lakebraid.metadata.records import (
 )
 from lakebraid.metadata.slices import FileSlice, MetadataFile, ReadPoint, build_slice, group_files
 from lakebraid.timeline import config as cfg
+from lakebraid.timeline.durable import list_sizes
 from lakebraid.timeline.layout import TableLayout
 
 T = TypeVar("T")
@@ -264,11 +265,7 @@ class MetadataReader:
     def _listing(self, partition: Partition) -> dict[str, list[MetadataFile]]:
         if partition not in self._listings:
             folder = self.folder(partition)
-            try:
-                entries = self.fs.ls(folder, detail=True)
-            except FileNotFoundError:
-                entries = []
-            names = [(e["name"].rsplit("/", 1)[-1], int(e.get("size") or 0)) for e in entries]
+            names = list_sizes(self.fs, folder)
             for name, size in names:  # base files open without asking the store their size
                 if size and name.endswith(".parquet"):
                     SIZES.put(f"{folder}/{name}", size)

@@ -133,6 +133,15 @@ COMPACT_LOG_RATIO = cfg.register(
     "costs in proportion to what the commits wrote, not to the table (0: no such wait).",
     cfg.at_least(0),
 )
+COMPACT_SMALL_BASE_BYTES = cfg.register(
+    "metadata.compact.small.base.bytes",
+    int,
+    1024 * 1024,
+    "A metadata file group whose base is smaller than this many bytes is compacted inline at "
+    "max.log.files or max.log.bytes without waiting for log.ratio: its rewrite is cheap, and "
+    "lookups and listings then read at most max.log.files logs of it (0: always wait).",
+    cfg.at_least(0),
+)
 COMPACT_HARD_LOG_FILES = cfg.register(
     "metadata.compact.hard.log.files",
     int,

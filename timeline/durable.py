@@ -241,6 +241,26 @@ def create_settled(fs: AbstractFileSystem, path: str, data: bytes) -> bool:
     )
 
 
+def list_sizes(fs: AbstractFileSystem, folder: str) -> list[tuple[str, int]]:
+    """The files in ``folder`` with their sizes (none if it does not exist); local folders
+    by ``os.scandir`` (one ``stat`` per file, without fsspec's per-entry work)."""
+    if is_local(fs):
+        try:
+            with os.scandir(fs._strip_protocol(folder)) as entries:
+                return [(e.name, e.stat().st_size) for e in entries if e.is_file()]
+        except FileNotFoundError:
+            return []
+    try:
+        entries = fs.ls(folder, detail=True)
+    except FileNotFoundError:
+        return []
+    return [
+        (e["name"].rsplit("/", 1)[-1], int(e.get("size") or 0))
+        for e in entries
+        if e.get("type") != "directory"
+    ]
+
+
 def list_folder(fs: AbstractFileSystem, folder: str) -> list[str]:
     """The names in ``folder`` (none if it does not exist); local folders without fsspec's
     per-entry ``stat``."""

@@ -41,6 +41,24 @@ def test_scenarios(logs: list[int], base: int, due: bool) -> None:
     assert POLICY.due(piece(logs), base) is due
 
 
+SMALL = LogPolicy(8, max_log_bytes=1000, log_ratio=0.5, hard_log_files=32, small_base_bytes=5000)
+
+
+@pytest.mark.parametrize(
+    ("logs", "base", "due"),
+    [
+        ([10] * 8, 4999, True),  # a small base: the count limit alone
+        ([10] * 7, 4999, False),  # ... still reached first
+        ([1000], 4999, True),  # ... or the byte limit alone
+        ([10] * 8, 5000, False),  # not small: 80 < 2500, it waits for the ratio
+        ([300] * 8, 5000, False),  # 2400 bytes: past the byte limit, short of the ratio
+        ([400] * 8, 5000, True),  # 3200 >= 2500
+    ],
+)
+def test_a_small_base_does_not_wait_for_the_ratio(logs: list[int], base: int, due: bool) -> None:
+    assert SMALL.due(piece(logs), base) is due
+
+
 def test_inline_off_is_never_due() -> None:
     off = LogPolicy(max_log_files=0, max_log_bytes=1, log_ratio=0.0, hard_log_files=1)
     assert not off.inline and not off.due(piece([10] * 40), 0)
@@ -52,6 +70,7 @@ def test_the_policy_comes_from_the_config() -> None:
     )
     policy = LogPolicy.of(options)
     assert (policy.max_log_files, policy.log_ratio, policy.hard_log_files) == (8, 0.25, 5)
+    assert policy.small_base_bytes == 1024 * 1024  # the default
     with pytest.raises(Exception, match=r"metadata\.compact\.log\.ratio"):
         cfg.Options({"metadata.compact.log.ratio": "-1"})
 

@@ -152,7 +152,9 @@ def _service_lines(services: dict[str, Any]) -> list[str]:
         f"  next compaction: {groups} metadata file groups due (inline "
         f"{'on' if compaction['inline'] else 'off'}: at {compaction['max_log_files']} log files "
         f"or {human_bytes(compaction['max_log_bytes'])} once logs reach "
-        f"{compaction['log_ratio']:g} of the base, or at {compaction['hard_log_files']} log "
+        f"{compaction['log_ratio']:g} of a base of "
+        f"{human_bytes(compaction['small_base_bytes'])} or more, or at "
+        f"{compaction['hard_log_files']} log "
         f"files; fullest group has "
         f"{compaction['most_log_files_in_a_group']})",
         f"  next record-index resize: {'due' if resize['due'] else 'not due'} "

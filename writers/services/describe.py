@@ -271,6 +271,7 @@ def compaction_due(table: TableTimelines, reader: MetadataReader) -> dict[str, A
         "max_log_files": policy.max_log_files,
         "max_log_bytes": policy.max_log_bytes,
         "log_ratio": policy.log_ratio,
+        "small_base_bytes": policy.small_base_bytes,
         "hard_log_files": policy.hard_log_files,
         "most_log_files_in_a_group": most,
         "groups_due": due,
