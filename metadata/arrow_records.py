@@ -189,8 +189,11 @@ def index_table(
 
 
 def flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """One contiguous array of a column (chunks combined; an empty one of its type)."""
+    """One contiguous array of a column (chunks combined, no copy of a single chunk, which
+    may then start at an offset; an empty one of its type)."""
     if isinstance(column, pa.ChunkedArray):
+        if column.num_chunks == 1:
+            return column.chunk(0)
         return column.combine_chunks() if column.num_chunks else pa.array([], column.type)
     return column
 

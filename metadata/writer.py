@@ -110,13 +110,14 @@ def index_rows(changes: InstantChanges, instant: str) -> pa.Table:
     )
     if upserts is None or upserts.num_rows == 0:
         return gone
-    if pc.any(pc.is_in(upserts.column("key"), value_set=deletes)).as_py():
+    if n and pc.any(pc.is_in(upserts.column("key"), value_set=deletes)).as_py():
         raise MetadataValueError(f"instant {instant}: a key is both upserted and deleted")
     live = index_table(
         upserts.column("key"), upserts.column("partition"), upserts.column("file_id"), instant
     )
     live = live.append_column("deleted", pa.repeat(pa.scalar(False), live.num_rows))
-    return pa.concat_tables([gone, live.cast(gone.schema)])  # partitions stay dictionaries
+    live = live.cast(gone.schema)  # partitions stay dictionaries
+    return pa.concat_tables([gone, live]) if n else live  # no deletes: no second chunk
 
 
 def route(
