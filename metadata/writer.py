@@ -258,7 +258,8 @@ def _commit_base(
     """A record-index group's entries as a base file of ``instant`` (the group held no file:
     its deletes, of keys no group holds, are dropped)."""
     partition = str(Partition.RECORD_INDEX)
-    live = rows.filter(pc.invert(rows.column("deleted")))
+    deleted = rows.column("deleted")
+    live = rows.filter(pc.invert(deleted)) if pc.any(deleted).as_py() else rows
     schema = SCHEMAS[Partition.RECORD_INDEX]
     path = layout.metadata_base_file(partition, group, instant)
     size = write_base(
