@@ -219,7 +219,7 @@ def merge_by_key(left: pa.Table, right: pa.Table, key: str = "key") -> pa.Table:
     if not left.num_rows:
         return right
     both = pa.concat_tables([left, right])
-    ours, theirs = (fixed_view(one_chunk(t.column(key))) for t in (left, right))
+    ours, theirs = (fixed_view(flat(t.column(key))) for t in (left, right))
     if ours is None or theirs is None or ours.itemsize != theirs.itemsize:
         return both.take(sort_order(both.column(key)))
     places = np.searchsorted(ours, theirs) + np.arange(len(theirs))  # right's rows, merged
@@ -229,8 +229,3 @@ def merge_by_key(left: pa.Table, right: pa.Table, key: str = "key") -> pa.Table:
     order[places] = len(ours) + np.arange(len(theirs))
     order[from_left] = np.arange(len(ours))
     return both.take(pa.array(order))
-
-
-def one_chunk(column: pa.ChunkedArray) -> pa.Array:
-    """The column as one array (no copy when it has one chunk)."""
-    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()

@@ -30,8 +30,8 @@ from lakebraid.metadata.arrow_records import (
     KEY,
     empty_table,
     first_per_key,
+    flat,
     merge_by_key,
-    one_chunk,
     records_to_table,
     table_to_records,
 )
@@ -184,7 +184,7 @@ def _apply_index_logs(
 def _drop_keys(rows: pa.Table, gone: pa.ChunkedArray) -> pa.Table:
     """``rows`` (sorted by unique key) less those whose key is in ``gone`` (sorted, unique):
     a merge of the two key runs (``KeyMatcher``), not a hash set of a whole base's keys."""
-    at, _ = KeyMatcher(one_chunk(gone)).match(rows.column(KEY))
+    at, _ = KeyMatcher(flat(gone)).match(rows.column(KEY))
     if not len(at):
         return rows
     keep = np.ones(rows.num_rows, dtype=bool)

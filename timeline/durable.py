@@ -251,7 +251,7 @@ def list_sizes(fs: AbstractFileSystem, folder: str) -> list[tuple[str, int]]:
         except FileNotFoundError:
             return []
     try:
-        entries = fs.ls(folder, detail=True)
+        entries = fs.ls(folder, detail=True, refresh=True)
     except FileNotFoundError:
         return []
     return [
