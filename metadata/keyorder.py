@@ -5,6 +5,7 @@ its keys in are ``metadata.hexkeys``)."""
 
 from __future__ import annotations
 
+import itertools
 import operator
 
 import numpy as np
@@ -14,6 +15,7 @@ import pyarrow.compute as pc
 from lakebraid.metadata.errors import MetadataValueError
 
 ARROW_SORT_BELOW = 10_000  # keys; measured crossover of Arrow's sort and :func:`sort_order`'s
+MAX_RUNS = 8  # sorted runs :func:`match_rows` merges; keys in more take a hash join
 
 
 def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -199,6 +201,37 @@ class KeyMatcher:
         return rows, index[hit + lo]
 
 
+def match_rows(keys: pa.Array, wanted: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``keys`` (strings, no nulls, any order) that hold a key of ``wanted`` (sorted,
+    unique), ascending, and the index in ``wanted`` of the key each holds.
+
+    Keys in at most ``MAX_RUNS`` ascending runs (a base file written sorted, or such a file
+    with sorted rows after it) are matched run by run, each a merge of two sorted arrays
+    (:class:`KeyMatcher`): about half the time of a hash join for 333k keys of one width.
+    The runs are found by one exact comparison pass; other keys take Arrow's hash join."""
+    bounds = _run_bounds(keys)
+    if bounds is None:
+        found = pc.index_in(keys, value_set=wanted)
+        rows = np.flatnonzero(pc.is_valid(found).to_numpy(zero_copy_only=False))
+        return rows, found.take(pa.array(rows)).to_numpy(zero_copy_only=False).astype(np.int64)
+    matcher = KeyMatcher(wanted)
+    parts = [matcher.match(keys.slice(a, b - a)) for a, b in itertools.pairwise(bounds)]
+    rows = np.concatenate([r + a for (r, _), a in zip(parts, bounds, strict=False)])
+    return rows.astype(np.int64), np.concatenate([f for _, f in parts]).astype(np.int64)
+
+
+def _run_bounds(keys: pa.Array) -> list[int] | None:
+    """Where the strictly ascending runs of ``keys`` (of one width) start, and their end; None
+    when the keys are of several widths, hold nulls or form more than ``MAX_RUNS`` runs."""
+    if len(keys) < 2 or keys.null_count or fixed_view(keys) is None:
+        return None
+    falls = pc.less_equal(keys[1:], keys[:-1]).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(falls) + 1
+    if len(starts) >= MAX_RUNS:
+        return None
+    return [0, *starts.tolist(), len(keys)]
+
+
 def merge_sorted(view: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ``view`` equal to some of ``wanted`` and which (both ``S<w>``, sorted, unique,
     ``wanted`` within ``view``'s first and last key, so sharing their common prefix)."""
@@ -207,6 +240,9 @@ def merge_sorted(view: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.n
     skip = min(int(differ[0]) if len(differ) else view.itemsize, max(0, view.itemsize - 8))
     ours, theirs = _word(view, skip), _word(wanted, skip)
     rows = np.searchsorted(ours, theirs)  # the first row of each word (< len: within range)
+    if view.itemsize - skip <= 8:  # the word holds every byte after the shared prefix
+        found = np.flatnonzero(ours[rows] == theirs)
+        return rows[found], found
     hit = view[rows] == wanted
     tied = np.flatnonzero(~hit & (ours[rows] == theirs))  # rows of one word: search them
     if len(tied):

@@ -3,16 +3,20 @@ snapshot read merges them: ``writers.write.slices.read_unit``) becomes a new bas
 ``<file id>_<write token>_<instant>.parquet``, written as a copy-on-write rewrite writes one
 (marker first, durable before the commit names it). Its write status replaces the old base
 (``old_file``) and the logs it folded (``old_logs``): a log appended meanwhile is not among
-them and stays in the group's next slice. Rows keep the commit time of the write that last
-changed them; the record index is unchanged (no key changes group). Plain picklable data:
-Spark executors can run it.
+them and stays in the group's next slice. The new base's rows are sorted by record key (as
+a new file group's are), so reads of the next slice match log keys against it by merges
+(``keyorder.match_rows``). Rows keep the commit time of the write that last changed them;
+the record index is unchanged (no key changes group). Plain picklable data: Spark executors
+can run it.
 """
 
 from __future__ import annotations
 
 import msgspec
 
+from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import WriteStatus
+from lakebraid.metadata.keyorder import sort_order
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.write.datafile import conform, data_schema, file_schema, virtual_key
@@ -40,5 +44,6 @@ def compact_file_group(task: CompactTask, *, sync: bool = True) -> WriteStatus:
     )
     if merged.num_rows == 0:  # every row deleted: the group is gone
         return WriteStatus(file_name=None, **status)  # type: ignore[arg-type]
+    merged = merged.take(sort_order(merged.column(RECORD_KEY)))  # reads match sorted keys
     stored = conform(merged, file_schema(r.schema, r.record_key))
     return write_group_file(fs, layout, r, stored, status, sync)

@@ -11,7 +11,7 @@ Format version 1. A data log file is a concatenation of blocks; a block is::
     7            4     header length H (u32)
     11           H     header: msgpack map (:class:`DataLogHeader`)
     11+H         8     body length B (u64)
-    19+H         B     body: an Arrow IPC stream of one record batch, zstd-compressed buffers
+    19+H         B     body: an Arrow IPC stream of one record batch (see below)
     19+H+B       F     footer: msgpack map (:class:`KeyFooter`)
     19+H+B+F     4     footer length F (u32, a copy of the header's)
     23+H+B+F     4     CRC32 of the F footer bytes
@@ -21,7 +21,11 @@ Format version 1. A data log file is a concatenation of blocks; a block is::
 Integers are big-endian; CRC32 is zlib's (IEEE). The header holds ``block_type`` (copy of
 byte 6), ``instant`` (the commit that wrote the block), ``partition`` (the data partition
 path), ``file_id`` (the file group), ``record_count``, ``body_length`` (copy of B) and
-``footer_length`` (copy of F); readers ignore keys they do not know. The body of a data
+``footer_length`` (copy of F); readers ignore keys they do not know. The body's buffers are
+zstd-compressed or not compressed at all, as the writer chose (the stream names its codec, so
+readers need not be told): writers to object stores compress (bytes cost more there than
+decoding), writers to local disks do not (an uncompressed body decodes about five times
+faster, which merge-on-read snapshot reads pay for every block). The body of a data
 block holds rows of the table (its columns as written, then ``_braid_commit_time`` and
 ``_braid_record_key``), one per key, sorted by ``_braid_record_key``; a delete block's body
 holds the one column ``_braid_record_key``, the keys deleted, sorted and unique.
@@ -70,7 +74,7 @@ OVERHEAD = PREFIX.size + BODY_LENGTH.size + TRAILER.size  # 39 bytes
 Bad = Callable[[str], CorruptDataLogError]  # the error of one block's damage
 T = TypeVar("T")
 TAIL_READ = 1 << 16  # bytes read from a log file's end for its last footer
-_IPC = pa.ipc.IpcWriteOptions(compression="zstd")
+_IPC = {codec: pa.ipc.IpcWriteOptions(compression=codec) for codec in ("zstd", None)}
 
 
 class BlockType(enum.IntEnum):
@@ -156,13 +160,16 @@ def encode_block(
     file_id: str,
     previous: SliceKeys | None = None,
     earlier_keys: pa.Array | None = None,
+    compressed: bool = True,
 ) -> tuple[bytes, SliceKeys]:
     """A block of ``rows`` (one per key, sorted here; a delete block: the key column alone)
     and the slice's keys after it. ``previous``: the slice's keys before it (the footer of
     its last block), None for the first block; ``earlier_keys``: every key of the slice's
-    earlier blocks, when the writer read them (lets the slice filter grow: :func:`slice_after`)."""
+    earlier blocks, when the writer read them (lets the slice filter grow: :func:`slice_after`);
+    ``compressed``: zstd-compress the body's buffers (else none)."""
     ordered = rows.take(sort_order(rows.column(RECORD_KEY)))
-    return _encode(kind, ordered, instant, partition, file_id, previous, earlier_keys)
+    codec = "zstd" if compressed else None
+    return _encode(kind, ordered, instant, partition, file_id, previous, earlier_keys, codec)
 
 
 def encode_data_block(rows: pa.Table, **where: Any) -> tuple[bytes, SliceKeys]:
@@ -207,6 +214,7 @@ def _encode(
     file_id: str,
     previous: SliceKeys | None,
     earlier_keys: pa.Array | None,
+    codec: str | None,
 ) -> tuple[bytes, SliceKeys]:
     keys = rows.column(RECORD_KEY).combine_chunks()
     if len(keys) == 0 or keys.null_count:
@@ -214,7 +222,7 @@ def _encode(
     if len(pc.unique(keys)) != len(keys):
         raise ValueError(f"a {kind.name.lower()} log block holds each key once")
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, rows.schema, options=_IPC) as writer:
+    with pa.ipc.new_stream(sink, rows.schema, options=_IPC[codec]) as writer:
         writer.write_table(rows.combine_chunks(), max_chunksize=max(1, rows.num_rows))
     body = sink.getvalue().to_pybytes()
     after = slice_after(previous, keys, earlier_keys)

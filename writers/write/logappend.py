@@ -31,7 +31,7 @@ from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.commits import WriteStatus, pack_keys
-from lakebraid.timeline.durable import filesystem, make_durable, make_folder
+from lakebraid.timeline.durable import filesystem, is_local, make_durable, make_folder
 from lakebraid.timeline.layout import TableLayout, data_file_name
 from lakebraid.writers.write.datafile import conform, data_schema, stamped
 from lakebraid.writers.write.datalog import (
@@ -114,7 +114,7 @@ def append_to_file_group(
         path = f"{layout.partition_dir(task.partition)}/{task.previous_log}"
         previous = read_last_footer(fs, path, task.previous_size).slice
     rows = conform(stamped(upserts, task.instant), data_schema(task.schema))
-    data = _blocks(task, deletes.column(RECORD_KEY), rows, previous)
+    data = _blocks(task, deletes.column(RECORD_KEY), rows, previous, not is_local(fs))
     name = task.file_name()
     _write_log(fs, layout, task, name, data, sync, marked)
     present = [c for c in task.stats_columns if c in rows.column_names]
@@ -130,10 +130,17 @@ def append_to_file_group(
 
 
 def _blocks(
-    task: AppendTask, deleted: pa.ChunkedArray, rows: pa.Table, previous: SliceKeys | None
+    task: AppendTask,
+    deleted: pa.ChunkedArray,
+    rows: pa.Table,
+    previous: SliceKeys | None,
+    compressed: bool,
 ) -> bytes:
-    """The log file's bytes: the delete block (if any), then the data block (if any)."""
-    where = dict(instant=task.instant, partition=task.partition, file_id=task.file_id)
+    """The log file's bytes: the delete block (if any), then the data block (if any); their
+    bodies compressed on object stores only (``writers.write.datalog``)."""
+    where: dict[str, Any] = dict(
+        instant=task.instant, partition=task.partition, file_id=task.file_id, compressed=compressed
+    )
     parts = []
     if len(deleted):
         block, previous = encode_delete_block(pc.unique(flat(deleted)), previous=previous, **where)

@@ -23,6 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.keyorder import match_rows
 from lakebraid.writers.write.datafile import conform, stored_keys
 from lakebraid.writers.write.datalog import BlockType, DataLogBlock
 
@@ -40,8 +42,9 @@ def merge_slice(
     ``datafile.conform``); ``ordering``: the precombine column, None for commit-time ordering.
 
     Only the logs' versions are sorted (a log holds few rows beside its base): their winner
-    per key is found first, then each base row is matched with its key's winner by a hash
-    lookup; base rows no log touches are kept as they are."""
+    per key is found first, then the base rows holding a winner's key are found
+    (``keyorder.match_rows``: a merge when the base's keys are sorted, as written); base rows
+    no log touches are kept as they are."""
     stored = base if base is not None else schema.empty_table()
     base_keys = stored_keys(stored, derive_key)
     deleted = _deleted(base_keys, blocks)
@@ -54,12 +57,11 @@ def merge_slice(
     rank = np.repeat(ranks, [b.rows.num_rows for _, b in data])
     log_keys = log.column(RECORD_KEY)
     won = _winners(log_keys, rank, _removed_before(log_keys, blocks), log, ordering)
-    match = pc.index_in(base_keys, value_set=log_keys.take(pa.array(won)))
-    has_log = pc.is_valid(match).to_numpy(zero_copy_only=False)
-    keep = ~(has_log | deleted)
-    if ordering is not None and ordering in stored.column_names and has_log.any():
-        at = np.flatnonzero(has_log)  # an older event does not replace the stored row
-        slot = pc.take(match, pa.array(at)).to_numpy(zero_copy_only=False).astype(np.int64)
+    at, slot = match_rows(flat(base_keys), flat(log_keys.take(pa.array(won))))
+    keep = ~deleted
+    keep[at] = False
+    if ordering is not None and ordering in stored.column_names and len(at):
+        # an older event does not replace the stored row
         old = stored.column(ordering).take(pa.array(at)).cast(schema.field(ordering).type)
         new = log.column(ordering).take(pa.array(won[slot]))
         older = pc.fill_null(pc.greater(old, new), False).to_numpy(zero_copy_only=False)

@@ -42,14 +42,22 @@ def rows_of(keys: list[str], salt: int) -> pa.Table:
 
 
 @settings(max_examples=40, deadline=None)
-@given(blocks=st.lists(st.tuples(key_lists, st.booleans()), min_size=1, max_size=4))
+@given(
+    blocks=st.lists(st.tuples(key_lists, st.booleans(), st.booleans()), min_size=1, max_size=4)
+)
 def test_blocks_round_trip_and_footers_cover_their_keys(
-    tmp_path_factory, blocks: list[tuple[list[str], bool]]
+    tmp_path_factory, blocks: list[tuple[list[str], bool, bool]]
 ) -> None:
+    """Blocks of either body codec (compressed or not), mixed in one file."""
     path = str(tmp_path_factory.mktemp("log") / "f.log")
     data, previous, seen = b"", None, []
-    for n, (keys, delete) in enumerate(blocks):
-        where = dict(instant=f"2026112600000{n:04d}", partition="day=1", file_id="fg-1")
+    for n, (keys, delete, compressed) in enumerate(blocks):
+        where = dict(
+            instant=f"2026112600000{n:04d}",
+            partition="day=1",
+            file_id="fg-1",
+            compressed=compressed,
+        )
         if delete:
             block, previous = encode_delete_block(pa.array(keys), previous=previous, **where)
         else:
@@ -110,6 +118,7 @@ def test_every_damaged_byte_is_an_error_naming_file_and_offset(tmp_path) -> None
         partition="",
         file_id="g",
         previous=prev,
+        compressed=False,  # the first block's body is compressed, this one's is not
     )
     data = first + second
     path = str(tmp_path / "g.log")

@@ -1,0 +1,61 @@
+"""``keyorder.match_rows`` finds exactly the rows whose key is wanted, and which wanted key each
+holds, whatever the order of the keys: one sorted run (a base file as written), a few runs
+(merges), many runs or keys of several widths (a hash join); checked against a dict."""
+
+from __future__ import annotations
+
+import itertools
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakebraid.metadata.keyorder import MAX_RUNS, match_rows
+
+# bytes that sort low and high, NUL included (numpy's S dtype ignores trailing NULs)
+ALPHABET = st.sampled_from(["\x00", "0", "1", "9", "a", "z", "~"])
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[list[str], list[str]]:
+    width = draw(st.integers(1, 20))
+    # shared prefixes that leave 8 or 9 bytes after them: the edge of one word's reach
+    edge = st.sampled_from([max(0, width - 9), max(0, width - 8)])
+    size = draw(st.one_of(st.integers(0, width - 1), edge))
+    prefix = draw(st.text(alphabet=ALPHABET, min_size=size, max_size=size))
+    suffix = st.text(alphabet=ALPHABET, min_size=width - len(prefix), max_size=width - len(prefix))
+    keys = draw(st.lists(suffix.map(lambda s: prefix + s), min_size=2, max_size=60, unique=True))
+    if draw(st.booleans()):  # a key of another width: no merge
+        keys.append(draw(st.text(alphabet=ALPHABET, min_size=width + 1, max_size=width + 3)))
+        keys = list(dict.fromkeys(keys))
+    runs = draw(st.integers(1, MAX_RUNS + 2))
+    cuts = sorted(draw(st.lists(st.integers(0, len(keys)), min_size=runs - 1, max_size=runs - 1)))
+    bounds = [0, *cuts, len(keys)]
+    ordered = [k for a, b in itertools.pairwise(bounds) for k in sorted(keys[a:b])]
+    if draw(st.booleans()):
+        ordered = draw(st.permutations(ordered))
+    present = draw(st.lists(st.sampled_from(ordered), max_size=len(ordered)))
+    absent = draw(st.lists(st.text(alphabet=ALPHABET, min_size=1, max_size=width + 2)))
+    at = st.one_of(st.integers(0, width - 1), st.just(width - 1))
+    edits = st.tuples(st.sampled_from(ordered), at, ALPHABET)
+    near = [k[:at] + c + k[at + 1 :] for k, at, c in draw(st.lists(edits, max_size=8))]
+    wanted = sorted(set(present) | set(absent) | set(near))  # near: one byte changed
+    return ordered, wanted
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=cases())
+def test_the_rows_holding_wanted_keys_and_which(case: tuple[list[str], list[str]]) -> None:
+    keys, wanted = case
+    rows, found = match_rows(pa.array(keys, pa.string()), pa.array(wanted, pa.string()))
+    where = {k: i for i, k in enumerate(wanted)}
+    expected = [i for i, k in enumerate(keys) if k in where]
+    assert rows.tolist() == expected
+    assert found.tolist() == [where[keys[i]] for i in expected]
+
+
+def test_a_slice_of_a_larger_array_is_matched_at_its_own_rows() -> None:
+    keys = pa.array([f"k{i:05d}" for i in range(1000)], pa.string()).slice(10, 500)
+    wanted = pa.array(["k00005", "k00010", "k00300", "k00509", "k00510"], pa.string())
+    rows, found = match_rows(keys, wanted)
+    assert rows.tolist() == [0, 290, 499] and found.tolist() == [1, 2, 3]
