@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.arrow_records import flat
-from lakebraid.metadata.keyorder import match_rows
+from lakebraid.metadata.keyorder import match_rows, sort_order
 from lakebraid.writers.write.datafile import conform, stored_keys
 from lakebraid.writers.write.datalog import BlockType, DataLogBlock
 
@@ -106,22 +106,31 @@ def _winners(
     ordering: str | None,
 ) -> np.ndarray:
     """The row of the one version that wins per key (none for a key whose versions a later
-    delete removed), in key order."""
-    alive = rank > deleted_at
-    if len(keys) == 0:
-        return np.flatnonzero(alive)
-    by: list[tuple[str, str]] = [("k", "ascending")]
-    columns: dict[str, pa.Array | pa.ChunkedArray | np.ndarray] = {"k": keys}
-    if ordering is not None:
-        columns["o"] = rows.column(ordering)
-        by.append(("o", "ascending"))
-    columns["r"] = rank
-    by.append(("r", "ascending"))
-    order = pc.sort_indices(pa.table(columns), sort_keys=by).to_numpy()
-    order = order[alive[order]]
-    if len(order) <= 1:
+    delete removed), in key order. The live versions are sorted by key alone
+    (``keyorder.sort_order``: the blocks are sorted runs); only the keys written more than
+    once are then ordered by precombine value and rank to find their winner."""
+    alive = np.flatnonzero(rank > deleted_at)
+    if len(alive) <= 1:
+        return alive
+    live = keys if len(alive) == len(keys) else keys.take(pa.array(alive))
+    order = alive[sort_order(live).to_numpy()]
+    ordered = keys.take(pa.array(order))
+    same = pc.equal(ordered[1:], ordered[:-1]).to_numpy(zero_copy_only=False)
+    if not same.any():
         return order
-    sorted_keys = keys.take(pa.array(order))
-    last = np.ones(len(order), dtype=bool)
-    last[:-1] = ~pc.equal(sorted_keys[:-1], sorted_keys[1:]).to_numpy(zero_copy_only=False)
-    return order[last]
+    first = np.concatenate([[True], ~same])  # a key's first version in key order
+    group = np.cumsum(first) - 1
+    sizes = np.bincount(group)
+    twice = np.flatnonzero(sizes[group] > 1)  # versions of keys written more than once
+    columns: dict[str, pa.Array | pa.ChunkedArray | np.ndarray] = {"g": group[twice]}
+    by: list[tuple[str, str]] = [("g", "ascending")]
+    if ordering is not None:
+        columns["o"] = rows.column(ordering).take(pa.array(order[twice]))
+        by.append(("o", "ascending"))
+    columns["r"] = rank[order[twice]]
+    by.append(("r", "ascending"))
+    sub = pc.sort_indices(pa.table(columns), sort_keys=by).to_numpy()
+    last = np.append(group[twice][sub][1:] != group[twice][sub][:-1], True)
+    winners = order[np.flatnonzero(first)]
+    winners[sizes > 1] = order[twice][sub][last]
+    return winners

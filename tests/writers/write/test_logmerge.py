@@ -4,7 +4,10 @@ order: the base's rows no log replaced, in its order, then the logs' winners sor
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -51,6 +54,29 @@ def table_of(rows: dict[str, tuple[int, int]], time: str) -> pa.Table:
 @settings(max_examples=150, deadline=None)
 @given(base=versions, writes=steps, event_time=st.booleans())
 def test_a_merged_slice_equals_copy_on_write_step_by_step(
+    base: dict[str, tuple[int, int]], writes: list, event_time: bool
+) -> None:
+    check_against_the_model(base, writes, event_time)
+
+
+@pytest.mark.parametrize("event_time", [False, True])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_large_slices_of_one_key_width_equal_the_model(seed: int, event_time: bool) -> None:
+    """Thousands of keys of one width: the numpy paths of the sort and the key match."""
+    rng = random.Random(seed)
+    universe = [f"key-{i:06d}" for i in range(15_000)]
+    base = {
+        k: (rng.randrange(5), rng.randrange(10**6)) for k in sorted(rng.sample(universe, 12_000))
+    }
+    writes: list = []
+    for _ in range(4):
+        keys = rng.sample(universe, 4_000)
+        writes.append(("data", {k: (rng.randrange(5), rng.randrange(10**6)) for k in keys}))
+    writes.insert(2, ("delete", set(rng.sample(universe, 1_000))))
+    check_against_the_model(base, writes, event_time)
+
+
+def check_against_the_model(
     base: dict[str, tuple[int, int]], writes: list, event_time: bool
 ) -> None:
     state = dict(base)  # the model: key -> (ts, v)
