@@ -170,6 +170,10 @@ class KeyMatcher:
         """The wanted keys of ``width`` bytes as ``S<width>``, and their indices."""
         if width not in self._probes:
             keys, index = self.keys, None
+            whole = fixed_view(keys)  # wanted keys of one width need no sieve by length
+            if whole is not None and whole.itemsize == width:
+                self._probes[width] = (whole, np.arange(len(keys)))
+                return self._probes[width]
             if not pa.types.is_fixed_size_binary(keys.type):
                 same = pc.equal(pc.binary_length(keys), width)
                 keys, index = keys.filter(same), np.flatnonzero(same.to_numpy(False))
@@ -223,17 +227,9 @@ def match_rows(keys: pa.Array, wanted: pa.Array) -> tuple[np.ndarray, np.ndarray
 def _run_bounds(keys: pa.Array) -> list[int] | None:
     """Where the strictly ascending runs of ``keys`` (of one width) start, and their end; None
     when the keys are of several widths, hold nulls or form more than ``MAX_RUNS`` runs."""
-    view = fixed_view(keys) if len(keys) >= 2 and not keys.null_count else None
-    if view is None:
+    if len(keys) < 2 or keys.null_count or fixed_view(keys) is None:
         return None
-    if view.itemsize <= 8:  # one big-endian word orders the keys as their bytes do
-        word = _word(view, 0)
-        falls = word[1:] <= word[:-1]
-    elif view.itemsize <= 16:  # two words do
-        high, low = _word(view, 0), _word(view, 8)
-        falls = (high[1:] < high[:-1]) | ((high[1:] == high[:-1]) & (low[1:] <= low[:-1]))
-    else:
-        falls = pc.less_equal(keys[1:], keys[:-1]).to_numpy(zero_copy_only=False)
+    falls = pc.less_equal(keys[1:], keys[:-1]).to_numpy(zero_copy_only=False)
     starts = np.flatnonzero(falls) + 1
     if len(starts) >= MAX_RUNS:
         return None
