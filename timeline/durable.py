@@ -245,11 +245,7 @@ def list_sizes(fs: AbstractFileSystem, folder: str) -> list[tuple[str, int]]:
     """The files in ``folder`` with their sizes (none if it does not exist); local folders
     by ``os.scandir`` (one ``stat`` per file, without fsspec's per-entry work)."""
     if is_local(fs):
-        try:
-            with os.scandir(fs._strip_protocol(folder)) as entries:
-                return [(e.name, e.stat().st_size) for e in entries if e.is_file()]
-        except FileNotFoundError:
-            return []
+        return _local_sizes(fs._strip_protocol(folder))
     try:
         entries = fs.ls(folder, detail=True, refresh=True)
     except FileNotFoundError:
@@ -259,6 +255,26 @@ def list_sizes(fs: AbstractFileSystem, folder: str) -> list[tuple[str, int]]:
         for e in entries
         if e.get("type") != "directory"
     ]
+
+
+def _local_sizes(path: str) -> list[tuple[str, int]]:
+    """Names and sizes of the files of a local folder (none if it does not exist). A file
+    removed or renamed by another process between the folder's read and its ``stat`` is left
+    out, as a listing taken a moment later would leave it out; the others stay (never an empty
+    listing for one file gone: a reader would take a folder of live files for an empty one)."""
+    try:
+        listing = os.scandir(path)
+    except FileNotFoundError:
+        return []
+    found = []
+    with listing as entries:
+        for entry in entries:
+            try:
+                if entry.is_file():
+                    found.append((entry.name, entry.stat().st_size))
+            except FileNotFoundError:
+                continue
+    return found
 
 
 def list_folder(fs: AbstractFileSystem, folder: str) -> list[str]:

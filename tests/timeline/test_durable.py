@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from pathlib import Path
 
 import fsspec
@@ -82,3 +83,73 @@ def test_nothing_to_do_for_no_files_or_an_object_store(tmp_path, monkeypatch) ->
     durable.make_all_durable(FS, str(tmp_path), [])
     memory = fsspec.filesystem("memory")
     durable.make_all_durable(memory, "/t", ["/t/a"])
+
+
+def test_a_file_removed_while_listed_is_left_out_not_the_whole_folder(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A file another process deletes between the folder's read and its ``stat``: the
+    listing holds every other file (an empty one would hide live files from a reader)."""
+    for name, size in (("a", 3), ("gone", 5), ("b", 7)):
+        (tmp_path / name).write_bytes(b"x" * size)
+    (tmp_path / "sub").mkdir()
+    real = os.scandir
+
+    class Racing:  # deletes "gone" once the folder is read, before its entry is stat'ed
+        def __init__(self, path: str) -> None:
+            self.entries = real(path)
+
+        def __enter__(self) -> Racing:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.entries.close()
+
+        def __iter__(self):
+            for entry in self.entries:
+                if entry.name == "gone":
+                    os.remove(entry.path)
+                yield entry
+
+    monkeypatch.setattr(durable.os, "scandir", Racing)
+    listed = durable.list_sizes(fsspec.filesystem("file"), str(tmp_path))
+    assert sorted(listed) == [("a", 3), ("b", 7)]
+    assert durable.list_sizes(fsspec.filesystem("file"), str(tmp_path / "absent")) == []
+
+
+def _churn(folder: str, stop: str) -> None:
+    """Create and delete files in ``folder`` until ``stop`` exists."""
+    n = 0
+    while not os.path.exists(stop):
+        path = os.path.join(folder, f"tmp-{n % 50}")
+        with open(path, "wb") as f:
+            f.write(b"y")
+        if n % 2:
+            os.remove(os.path.join(folder, f"tmp-{(n - 1) % 50}"))
+        n += 1
+
+
+def test_a_listing_beside_a_process_that_deletes_files_keeps_the_lasting_ones(
+    tmp_path: Path,
+) -> None:
+    """Another process creates and deletes files in the folder all along: every listing
+    holds each of the files that stay."""
+    import multiprocessing
+
+    lasting = {f"keep-{i}": i + 1 for i in range(20)}
+    for name, size in lasting.items():
+        (tmp_path / name).write_bytes(b"z" * size)
+    stop = str(tmp_path.parent / f"{tmp_path.name}.stop")
+    worker = multiprocessing.get_context("spawn").Process(target=_churn, args=(str(tmp_path), stop))
+    worker.start()
+    try:
+        fs = fsspec.filesystem("file")
+        while not (tmp_path / "tmp-3").exists():  # the other process is churning
+            time.sleep(0.01)
+        until = time.monotonic() + 1.0
+        while time.monotonic() < until:
+            listed = dict(durable.list_sizes(fs, str(tmp_path)))
+            assert {k: listed.get(k) for k in lasting} == lasting
+    finally:
+        Path(stop).touch()
+        worker.join(30)
