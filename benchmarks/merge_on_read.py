@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from benchlib import NA, Report, Value, timed
+from benchlib import NA, Report, Value, median_timed, timed
 from deltalake import DeltaTable, write_deltalake
 from upsert import DAYS, delta_delete, delta_merge, digest, make_rows
 
@@ -198,8 +198,7 @@ def run_delta(
             fresh = partial(new_process_write, "delta-rs", rows_file)
             seconds[FRESH] = median_of_runs(path, fresh, runs, own_time=True)
     seconds["upserts"] = sum(timed(lambda d=data: merge(d))[1] for data in later)
-    reads = [timed(lambda: DeltaTable(path).to_pyarrow_table())[1] for _ in range(runs)]
-    seconds["read"] = statistics.median(reads)
+    seconds["read"] = median_timed(lambda: DeltaTable(path).to_pyarrow_table(), runs)[1]
     return seconds
 
 

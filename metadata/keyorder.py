@@ -169,18 +169,16 @@ class KeyMatcher:
     def _probe(self, width: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The wanted keys of ``width`` bytes as ``S<width>``, and their indices."""
         if width not in self._probes:
-            keys, index = self.keys, None
-            whole = fixed_view(keys)  # wanted keys of one width need no sieve by length
-            if whole is not None and whole.itemsize == width:
-                self._probes[width] = (whole, np.arange(len(keys)))
-                return self._probes[width]
-            if not pa.types.is_fixed_size_binary(keys.type):
+            keys = self.keys
+            whole = fixed_view(keys)  # keys of one width (or fixed_size_binary): no sieve
+            if whole is not None or pa.types.is_fixed_size_binary(keys.type):
+                fits = whole is not None and whole.itemsize == width
+                self._probes[width] = (whole, np.arange(len(keys))) if fits else None
+            else:  # the keys of this width among others
                 same = pc.equal(pc.binary_length(keys), width)
-                keys, index = keys.filter(same), np.flatnonzero(same.to_numpy(False))
-            view = fixed_view(keys)
-            at = np.arange(len(keys)) if index is None else index
-            fits = view is not None and view.itemsize == width
-            self._probes[width] = (view, at) if view is not None and fits else None
+                view = fixed_view(keys.filter(same))
+                fits = view is not None and view.itemsize == width
+                self._probes[width] = (view, np.flatnonzero(same.to_numpy(False))) if fits else None
         return self._probes[width]
 
     def match(self, column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:

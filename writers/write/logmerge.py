@@ -122,15 +122,16 @@ def _winners(
     group = np.cumsum(first) - 1
     sizes = np.bincount(group)
     twice = np.flatnonzero(sizes[group] > 1)  # versions of keys written more than once
-    columns: dict[str, pa.Array | pa.ChunkedArray | np.ndarray] = {"g": group[twice]}
+    rows_twice, group_twice = order[twice], group[twice]
+    columns: dict[str, pa.Array | pa.ChunkedArray | np.ndarray] = {"g": group_twice}
     by: list[tuple[str, str]] = [("g", "ascending")]
     if ordering is not None:
-        columns["o"] = rows.column(ordering).take(pa.array(order[twice]))
+        columns["o"] = rows.column(ordering).take(pa.array(rows_twice))
         by.append(("o", "ascending"))
-    columns["r"] = rank[order[twice]]
+    columns["r"] = rank[rows_twice]
     by.append(("r", "ascending"))
     sub = pc.sort_indices(pa.table(columns), sort_keys=by).to_numpy()
-    last = np.append(group[twice][sub][1:] != group[twice][sub][:-1], True)
+    last = np.append(group_twice[sub][1:] != group_twice[sub][:-1], True)  # a key's last
     winners = order[np.flatnonzero(first)]
-    winners[sizes > 1] = order[twice][sub][last]
+    winners[sizes > 1] = rows_twice[sub][last]
     return winners
