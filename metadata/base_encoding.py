@@ -25,7 +25,9 @@ ZSTD_LEVEL = 1
 KEY_SAMPLE = 4096  # fixed-width keys sampled to choose their encoding (``incompressible``)
 # record-index locations: dictionary indices of few values, which zstd does not shrink
 # (measured: 2.55 bytes per entry either way) but decompresses at some 25 us a page
-UNCOMPRESSED = {"record_index": frozenset({"partition", "file_id_hi", "file_id_lo", "instant"})}
+UNCOMPRESSED = {
+    "record_index": frozenset({"partition", "file_id_hi", "file_id_lo", "instant", "location"})
+}
 
 
 def encoding_options(

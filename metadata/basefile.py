@@ -1,6 +1,6 @@
 """Metadata base files: Parquet, sorted by ``key``, one per (file group, compaction instant).
 
-Format version 3 (versions 1 and 2 are still read). The first column ``key`` (unique, ascending
+Format version 4 (versions 1 to 3 are still read). The first column ``key`` (unique, ascending
 by UTF-8 bytes) is the record key: a string column, or (version 3) when every key of the file
 has one UTF-8 length ``w``, a ``fixed_size_binary`` column: the keys' hex digits packed two to a
 byte when they fit a ``lakebraid.key_hex`` template (``metadata.hexkeys.HexKeys``: UUIDs,
@@ -9,7 +9,7 @@ columns are the partition's record fields (``metadata.arrow_records``).
 Zstd, column statistics, page indexes and page checksums, row groups of at most
 ``row_group_rows`` rows. The Parquet key-value metadata holds::
 
-    lakebraid.base.version   "3"
+    lakebraid.base.version   "4"
     lakebraid.partition      metadata partition name (files / column_stats / record_index)
     lakebraid.file_group     file group id
     lakebraid.instant        the compaction (or initialisation) instant that wrote it
@@ -18,6 +18,7 @@ Zstd, column statistics, page indexes and page checksums, row groups of at most
                              non-empty row group (new in version 2)
     lakebraid.key_hex        JSON [template key, [byte positions of hex digits]] (version 3,
                              packed keys only)
+    lakebraid.locations      JSON location table (version 4, record_index files only)
     lakebraid.crc32          decimal CRC-32 (zlib) of every other lakebraid.* entry in key
                              order, each as b"<len>:<key><len>:<value>" (new in version 2)
 
@@ -30,19 +31,19 @@ before the rename. Version 1 files take their bounds from the key statistics, un
 
 Encodings: ``metadata.base_encoding`` (any Parquet reader reads them).
 
-Lookups **seek** (the row groups whose key bounds hold a wanted key) when those are at most
-``scan_fraction`` of the file, else **scan** all: the key column of about ``BATCH_ROWS`` rows
-at once, matched (``KeyMatcher``: a merge of sorted keys, wanted ones packed like the file's),
-then the other columns of just the row groups with matches, and the matching rows kept.
+Version 4 (``record_index`` files only differ): the four location columns of an entry
+(partition, file id halves, instant) are one ``location`` column indexing the footer's
+``lakebraid.locations`` table (``metadata.locations``, which says when a file keeps the four
+columns); readers hand back the four columns either way.
+
+Lookups: ``metadata.baselookup``.
 """
 
 from __future__ import annotations
 
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 
 import msgspec
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -61,7 +62,6 @@ from lakebraid.metadata.hexkeys import (
     HexKeys,
     check_key_type,
     stored_keys,
-    string_key_schema,
     with_string_keys,
 )
 from lakebraid.metadata.integrity import (
@@ -72,18 +72,19 @@ from lakebraid.metadata.integrity import (
     check_footer,
     guarded,
 )
-from lakebraid.metadata.keyorder import KeyMatcher, sort_order, wanted_keys
+from lakebraid.metadata.keyorder import sort_order
+from lakebraid.metadata.locations import LOCATION, LOCATIONS_KEY, encode, expand, table_of
 from lakebraid.timeline.durable import is_local, make_durable, make_folder
 
-BASE_VERSION = 3
-# version 1: no row-group note (bounds from Parquet statistics); 2: string keys only
-READABLE_VERSIONS = (1, 2, 3)
+BASE_VERSION = 4
+# version 1: no row-group note (bounds from Parquet statistics); 2: string keys only;
+# 3: record-index locations as four columns
+READABLE_VERSIONS = (1, 2, 3, 4)
 ROW_GROUPS = b"lakebraid.row_groups"
 KEY_HEX = b"lakebraid.key_hex"
 CRC_KEY = b"lakebraid.crc32"
 Groups = tuple[list[int], list[str], list[str]]  # per row group: rows, least key, greatest key
 KEY = "key"
-BATCH_ROWS = 1 << 17  # rows a lookup decodes at a time: a read of the key column
 
 
 class BaseInfo(msgspec.Struct, frozen=True):
@@ -99,7 +100,16 @@ class BaseInfo(msgspec.Struct, frozen=True):
     key_hex: HexKeys | None = None  # how the keys are packed (None: not packed)
 
 
-FOOTERS: Lru[str, tuple[pq.FileMetaData, BaseInfo]] = Lru(512)  # footers of base files
+class Footer(msgspec.Struct, frozen=True):
+    """A base file's checked footer: Parquet's, the lakebraid entries, and (version 4
+    record-index files) the location table its ``location`` column indexes."""
+
+    meta: pq.FileMetaData
+    info: BaseInfo
+    locations: pa.Table | None
+
+
+FOOTERS: Lru[str, Footer] = Lru(512)  # footers of base files
 SIZES: Lru[str, int] = Lru(512)  # sizes of base files on object stores (names never reused)
 
 
@@ -123,6 +133,7 @@ def write_base(
         keys = table.column(KEY)
         if pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
             raise MetadataError(f"base file {path}: duplicate keys")
+    located = encode(table) if partition == "record_index" else None
     meta = {
         b"lakebraid.base.version": str(BASE_VERSION).encode(),
         b"lakebraid.partition": partition.encode(),
@@ -134,6 +145,8 @@ def write_base(
     fixed, codec = stored_keys(keys)
     if codec is not None:
         meta[KEY_HEX] = msgspec.json.encode(codec)
+    if located is not None:
+        table, meta[LOCATIONS_KEY] = located
     meta[CRC_KEY] = str(_kv_crc(meta)).encode()
     if fixed is not None:
         table = table.set_column(0, table.schema.field(KEY).with_type(fixed.type), fixed)
@@ -159,7 +172,7 @@ def write_base(
     return int(fs.size(path))
 
 
-def _remote(fs: AbstractFileSystem) -> bool:
+def remote(fs: AbstractFileSystem) -> bool:
     """Whether reads should be pre-buffered: coalesced ranges fetched up front suit object
     stores; on a local disk they only copy the file once more."""
     return not is_local(fs)
@@ -208,7 +221,7 @@ def _bounds(meta: pq.FileMetaData, kv: dict[bytes, bytes]) -> Groups:
     return rows, lo, hi
 
 
-def _footer(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInfo]:
+def _footer(fs: AbstractFileSystem, path: str) -> Footer:
     """The footer of a base file, checked (see the module doc)."""
     with guarded(path, CorruptBaseFileError):
         with open_file(fs, path, size=SIZES.get(path)) as handle:
@@ -242,10 +255,22 @@ def _footer(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInf
             row_group_max=tuple(maxs),
             key_hex=codec,
         )
-    return meta, info
+        return Footer(meta, info, _locations(meta, kv, version))
 
 
-def _open(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInfo]:
+def _locations(meta: pq.FileMetaData, kv: dict[bytes, bytes], version: int) -> pa.Table | None:
+    """The location table of a version 4 record-index file that has one (else None)."""
+    stored = LOCATION in meta.schema.names
+    if stored != (LOCATIONS_KEY in kv) or (stored and version < 4):
+        raise MetadataValueError(
+            f"a version {version} base file with{'' if stored else 'out'} a {LOCATION} "
+            f"column and with{'' if LOCATIONS_KEY in kv else 'out'} {LOCATIONS_KEY.decode()}"
+        )
+    return table_of(kv[LOCATIONS_KEY]) if stored else None
+
+
+def open_base(fs: AbstractFileSystem, path: str) -> Footer:
+    """The checked footer of base file ``path`` (cached by path: names are never reused)."""
     cached = FOOTERS.get(path)
     if cached is not None:
         return cached
@@ -258,127 +283,24 @@ def _open(fs: AbstractFileSystem, path: str) -> tuple[pq.FileMetaData, BaseInfo]
 
 
 def base_info(fs: AbstractFileSystem, path: str) -> BaseInfo:
-    return _open(fs, path)[1]
+    return open_base(fs, path).info
 
 
 def read_base(fs: AbstractFileSystem, path: str, columns: list[str] | None = None) -> pa.Table:
-    meta, info = _open(fs, path)
+    """``columns`` (None: all) of every row of base file ``path``, keys as strings and
+    locations as their four columns."""
+    meta, info, locations = (footer := open_base(fs, path)).meta, footer.info, footer.locations
+    stored = columns
+    if locations is not None and columns is not None:
+        wanted = set(columns) & set(locations.column_names)
+        stored = [c for c in columns if c not in wanted] + ([LOCATION] if wanted else [])
     with guarded(path, CorruptBaseFileError), open_file(fs, path, size=SIZES.get(path)) as handle:
-        parquet = pq.ParquetFile(handle, metadata=meta, pre_buffer=_remote(fs), **READ_OPTIONS)
-        table = parquet.read(columns=columns)
+        parquet = pq.ParquetFile(handle, metadata=meta, pre_buffer=remote(fs), **READ_OPTIONS)
+        table = parquet.read(columns=stored)
         if table.num_rows != info.num_rows:
             raise MetadataValueError(f"read {table.num_rows} rows, the footer says {info.num_rows}")
         check_decoded(table)
+        if locations is not None and LOCATION in table.column_names:
+            table = expand(table, locations)
+        table = table if columns is None else table.select(columns)
         return with_string_keys(table, KEY, info.key_hex, validate=True)
-
-
-def row_groups_for(info: BaseInfo, sorted_keys: np.ndarray) -> list[int]:
-    """Row groups whose [min, max] key range holds at least one of ``sorted_keys``."""
-    lo = np.searchsorted(sorted_keys, np.array(info.row_group_min, dtype=object), side="left")
-    hi = np.searchsorted(sorted_keys, np.array(info.row_group_max, dtype=object), side="right")
-    return [i for i in range(len(lo)) if hi[i] > lo[i]]
-
-
-def lookup_base(
-    fs: AbstractFileSystem,
-    path: str,
-    keys: pa.Array,
-    *,
-    scan_fraction: float,
-    threads: int = 1,
-    unique: bool = False,
-) -> tuple[pa.Table, str]:
-    """Rows of the base file whose key is in ``keys`` (strings; ``unique``: none repeats), in
-    key order, and "seek" or "scan", the way it read them. ``threads`` > 1: that many runs
-    of row groups are read at once (one file handle each)."""
-    meta, info = _open(fs, path)
-    with guarded(path, CorruptBaseFileError):
-        schema = string_key_schema(meta.schema.to_arrow_schema(), KEY)
-    if len(keys) == 0 or info.num_rows == 0:
-        return schema.empty_table(), "seek"
-    keys = wanted_keys(keys, schema.field(KEY).type, unique=unique)
-    chosen, total = list(range(meta.num_row_groups)), len(info.row_group_min)
-    seek = total > 0 and len(keys) <= scan_fraction * info.num_rows
-    if seek:  # else most row groups are hit anyway
-        groups = row_groups_for(info, keys.to_numpy(zero_copy_only=False))
-        seek = len(groups) <= scan_fraction * total
-        chosen = groups if seek else chosen
-    if not chosen:
-        return schema.empty_table(), "seek"
-    dictionary = _dictionary_columns(meta, schema)
-    runs = [r.tolist() for r in np.array_split(chosen, max(1, min(threads, len(chosen))))]
-    # wanted keys as the file stores them; back: their indices in keys (packed: those that fit)
-    stored, back = (keys, None) if info.key_hex is None else info.key_hex.pack(keys)
-    matcher = KeyMatcher(stored)
-
-    def scan(run: list[int]) -> list[tuple[np.ndarray, pa.Table]]:
-        with guarded(path, CorruptBaseFileError):
-            return _scan(fs, path, meta, dictionary, matcher, run, schema.names[1:])
-
-    if len(runs) <= 1:
-        parts = scan(chosen)
-    else:
-        with ThreadPoolExecutor(len(runs)) as pool:
-            parts = [part for found in pool.map(scan, runs) for part in found]
-    if not parts:
-        return schema.empty_table(), "seek" if seek else "scan"
-    wanted = np.concatenate([hit for hit, _ in parts])
-    found = pa.concat_tables([rows for _, rows in parts])  # the keys: those wanted that matched
-    found = found.add_column(0, KEY, keys.take(pa.array(wanted if back is None else back[wanted])))
-    return found.cast(schema), "seek" if seek else "scan"
-
-
-def _scan(
-    fs: AbstractFileSystem,
-    path: str,
-    meta: pq.FileMetaData,
-    dictionary: list[str],
-    matcher: KeyMatcher,
-    run: list[int],
-    columns: list[str],
-) -> list[tuple[np.ndarray, pa.Table]]:
-    """For row groups ``run``, about ``BATCH_ROWS`` rows at a time: the key column decoded
-    and matched, then ``columns`` of just the groups with matches, the matching rows kept;
-    each part with the indices of the wanted keys it holds."""
-    counts = np.array([meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
-    window = (np.cumsum(counts[run]) - counts[run]) // BATCH_ROWS
-    found, options = [], {"pre_buffer": _remote(fs), "read_dictionary": dictionary}
-    with open_file(fs, path, size=SIZES.get(path)) as handle:
-        parquet = pq.ParquetFile(handle, metadata=meta, **options, **READ_OPTIONS)
-        for block in np.split(np.array(run, np.int64), np.flatnonzero(np.diff(window)) + 1):
-            rows, wanted = matcher.match(_read(parquet, block, [KEY], counts).column(0))
-            if not len(rows):
-                continue
-            first = np.cumsum(counts[block]) - counts[block]  # row of each group in the block
-            group = np.searchsorted(first, rows, side="right") - 1
-            hit = np.unique(group)  # groups with matches, ascending
-            kept = np.cumsum(counts[block[hit]]) - counts[block[hit]]  # their rows once read
-            at = rows - first[group] + kept[np.searchsorted(hit, group)]
-            part = _read(parquet, block[hit], columns, counts).take(pa.array(at))
-            check_decoded(part)
-            found.append((wanted, part))
-    return found
-
-
-def _read(
-    parquet: pq.ParquetFile, groups: np.ndarray, columns: list[str], counts: np.ndarray
-) -> pa.Table:
-    """``columns`` of row ``groups``, which must decode to the footer's row counts."""
-    table = parquet.read_row_groups(groups.tolist(), columns=columns, use_threads=False)
-    if table.num_rows != (expected := int(counts[groups].sum())):
-        raise MetadataValueError(
-            f"row groups {groups.tolist()} gave {table.num_rows} rows, not {expected}"
-        )
-    return table
-
-
-def _dictionary_columns(meta: pq.FileMetaData, schema: pa.Schema) -> list[str]:
-    """String/binary columns (not the key) stored dictionary encoded: read as Arrow
-    dictionaries, they cost an index per row instead of a string, until the rows are taken."""
-    first = meta.row_group(0) if meta.num_row_groups else None
-    textual = [pa.types.is_string(f.type) or pa.types.is_binary(f.type) for f in schema]
-    return [
-        field.name
-        for i, field in enumerate(schema)
-        if first and field.name != KEY and textual[i] and first.column(i).has_dictionary_page
-    ]

@@ -35,7 +35,8 @@ from lakebraid.metadata.arrow_records import (
     records_to_table,
     table_to_records,
 )
-from lakebraid.metadata.basefile import SIZES, base_info, lookup_base, read_base
+from lakebraid.metadata.basefile import SIZES, base_info, read_base
+from lakebraid.metadata.baselookup import lookup_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
 from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakebraid.metadata import basefile
-from lakebraid.metadata.basefile import base_info, lookup_base, read_base, write_base
+from lakebraid.metadata.basefile import base_info, read_base, write_base
+from lakebraid.metadata.baselookup import lookup_base
 from lakebraid.metadata.errors import CorruptBaseFileError, MetadataFormatError
 
 FS = fsspec.filesystem("file")
@@ -63,7 +64,7 @@ def reads(path: Path, keys: list[str] = KEYS) -> tuple[list, list, list, str]:
 def test_a_seek_reads_only_the_row_groups_of_its_keys(tmp_path: Path, keys: list[str]) -> None:
     path = write(tmp_path / "record_index-0000_20260101000000001.parquet", keys)
     info = base_info(FS, str(path))
-    assert info.version == 3 and len(info.row_group_min) == 4
+    assert info.version == 4 and len(info.row_group_min) == 4
     assert info.row_group_min[2] == keys[8] and info.row_group_max[2] == keys[11]
     stored = pq.ParquetFile(path).schema_arrow.field("key").type
     assert (

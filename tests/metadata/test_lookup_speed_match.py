@@ -15,8 +15,9 @@ import pyarrow.compute as pc
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from lakebraid.metadata import basefile
-from lakebraid.metadata.basefile import lookup_base, read_base, write_base
+from lakebraid.metadata import baselookup
+from lakebraid.metadata.basefile import read_base, write_base
+from lakebraid.metadata.baselookup import lookup_base
 from lakebraid.metadata.keyorder import KeyMatcher, merge_sorted
 
 FS = LocalFileSystem()
@@ -86,7 +87,7 @@ KEY_FORMS = {
 def test_lookup_base_matches_a_filter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str, fraction: float, batch: int
 ) -> None:
-    monkeypatch.setattr(basefile, "BATCH_ROWS", batch)
+    monkeypatch.setattr(baselookup, "BATCH_ROWS", batch)
     rng = random.Random(form)
     keys = sorted(set(KEY_FORMS[form](rng, 500)))
     table = pa.table(

@@ -42,9 +42,7 @@ def rows_of(keys: list[str], salt: int) -> pa.Table:
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    blocks=st.lists(st.tuples(key_lists, st.booleans(), st.booleans()), min_size=1, max_size=4)
-)
+@given(blocks=st.lists(st.tuples(key_lists, st.booleans(), st.booleans()), min_size=1, max_size=4))
 def test_blocks_round_trip_and_footers_cover_their_keys(
     tmp_path_factory, blocks: list[tuple[list[str], bool, bool]]
 ) -> None:

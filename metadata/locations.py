@@ -1,0 +1,173 @@
+"""The location column of record-index base files (``metadata.basefile``, version 4): this
+module alone encodes and decodes it.
+
+A record-index entry's location is four values: ``partition`` (string), ``file_id_hi``,
+``file_id_lo`` and ``instant`` (int64; ``metadata.records``). Few distinct locations serve
+many keys (one per file group and instant that wrote keys), so a version 4 base file of the
+``record_index`` partition stores them as one column::
+
+    location     int32    index into the footer's location table, 0 <= location < L
+
+and the Parquet key-value entry ``lakebraid.locations``, JSON of four arrays of length ``L``
+(the table's columns, in the order above)::
+
+    [[partition, ...], [file_id_hi, ...], [file_id_lo, ...], [instant, ...]]
+
+Each row's location is row ``location`` of that table. A lookup then decodes one small
+integer column for the row groups it hits instead of four (a string and three int64s), and a
+fold encodes one. The table lists each distinct location once, in first-use order. A file
+with more than :data:`MAX_LOCATIONS` distinct locations stores the four columns as they are
+(as version 3 does), which readers tell by the absence of the entry.
+
+Readers check that every ``location`` is within the table (``MetadataValueError`` otherwise,
+which the base reader reports as a corrupt file naming it) and that the table's four arrays
+have one length and their types; the entry itself is covered by the footer's CRC-32.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakebraid.metadata.errors import MetadataValueError
+
+LOCATIONS_KEY = b"lakebraid.locations"
+LOCATION = "location"
+COLUMNS = ("partition", "file_id_hi", "file_id_lo", "instant")
+TYPES = (pa.string(), pa.int64(), pa.int64(), pa.int64())
+MAX_LOCATIONS = 1 << 16  # more: the footer would outgrow the column it replaces
+_Note = tuple[list[str], list[int], list[int], list[int]]
+# odd 64-bit multipliers mixing the three integers of a location into one fingerprint
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))
+
+
+def encode(table: pa.Table) -> tuple[pa.Table, bytes] | None:
+    """``table`` with :data:`COLUMNS` replaced by the :data:`LOCATION` column (in the place
+    of the first), and the ``lakebraid.locations`` entry; None when ``table`` lacks one of
+    :data:`COLUMNS` or holds more than :data:`MAX_LOCATIONS` locations."""
+    if not set(COLUMNS) <= set(table.column_names):
+        return None
+    values = [_plain(table.column(name), kind) for name, kind in zip(COLUMNS, TYPES, strict=True)]
+    found = _distinct(values)
+    if found is None:
+        return None
+    codes, first = found
+    chosen = pa.array(first, pa.int64())
+    note = msgspec.json.encode([v.take(chosen).to_pylist() for v in values])
+    at = table.column_names.index(COLUMNS[0])
+    kept = table.drop_columns(list(COLUMNS))
+    return kept.add_column(at, pa.field(LOCATION, pa.int32(), nullable=False), codes), note
+
+
+def table_of(note: bytes) -> pa.Table:
+    """The location table of a ``lakebraid.locations`` entry, checked."""
+    try:
+        columns = msgspec.json.decode(note, type=_Note)
+        arrays = [pa.array(c, kind) for c, kind in zip(columns, TYPES, strict=True)]
+    except (msgspec.ValidationError, msgspec.DecodeError, pa.ArrowException) as exc:
+        raise MetadataValueError(f"unreadable {LOCATIONS_KEY.decode()} entry: {exc}") from None
+    if len({len(a) for a in arrays}) != 1:
+        raise MetadataValueError(f"the {LOCATIONS_KEY.decode()} arrays differ in length")
+    return pa.table(arrays, names=list(COLUMNS))
+
+
+def expand(table: pa.Table, locations: pa.Table) -> pa.Table:
+    """``table`` with its :data:`LOCATION` column replaced by the four columns it indexes in
+    ``locations`` (:func:`table_of`), checked to be in range."""
+    at = table.column_names.index(LOCATION)
+    codes = table.column(LOCATION)
+    if len(codes) and codes.null_count:
+        raise MetadataValueError(f"a null {LOCATION}")
+    if len(codes):
+        bounds = pc.min_max(codes)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low < 0 or high >= locations.num_rows:
+            raise MetadataValueError(
+                f"{LOCATION} {low if low < 0 else high} is outside the footer's table of "
+                f"{locations.num_rows} locations"
+            )
+    out = table.drop_columns([LOCATION])
+    for i, name in enumerate(COLUMNS):
+        out = out.add_column(
+            at + i, pa.field(name, TYPES[i]), locations.column(name).take(codes)
+        )
+    return out
+
+
+def logical_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema readers see of a stored ``schema`` (:data:`LOCATION` as :data:`COLUMNS`)."""
+    if LOCATION not in schema.names:
+        return schema
+    at = schema.get_field_index(LOCATION)
+    fields = [pa.field(n, t) for n, t in zip(COLUMNS, TYPES, strict=True)]
+    kept = [f for f in schema if f.name != LOCATION]
+    return pa.schema(kept[:at] + fields + kept[at:], metadata=schema.metadata)
+
+
+def _plain(column: pa.ChunkedArray, kind: pa.DataType) -> pa.Array:
+    column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(kind)
+    if column.null_count:
+        raise MetadataValueError("a record-index location with a null")
+    return column.cast(kind)
+
+
+def _distinct(values: list[pa.Array]) -> tuple[pa.Array, np.ndarray] | None:
+    """Per row its location's index (int32), and the first row of each location; None over
+    :data:`MAX_LOCATIONS`. Rows are grouped by a fingerprint of the three integers, then
+    checked column by column against their group's first row: a partition that differs or a
+    fingerprint shared by two locations (never seen) falls back to an exact grouping."""
+    if not len(values[0]):
+        return pa.array([], pa.int32()), np.zeros(0, np.int64)
+    ints = [v.to_numpy().view(np.uint64) for v in values[1:]]
+    with np.errstate(over="ignore"):
+        mixed = (ints[0] * _MIX[0]) ^ (ints[1] * _MIX[1]) ^ (ints[2] * _MIX[2])
+    found = _group(pa.array(mixed))
+    if found is None:
+        return None
+    codes, first = found
+    if not _same(values, codes, first):
+        found = _exact(values)
+        if found is None:
+            return None
+        codes, first = found
+    return codes, first
+
+
+def _group(column: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
+    """Dictionary codes of ``column`` (int32) and the first row of each code."""
+    encoded = pc.dictionary_encode(column)
+    n = len(encoded.dictionary)
+    if n > MAX_LOCATIONS:
+        return None
+    codes = encoded.indices.to_numpy()
+    first = np.empty(n, np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # the last write wins: the first row
+    return encoded.indices.cast(pa.int32()), first
+
+
+def _same(values: list[pa.Array], codes: pa.Array, first: np.ndarray) -> bool:
+    """Whether every row's values equal those of its group's first row."""
+    rows = pa.array(first, pa.int64()).take(codes)
+    return all(pc.all(pc.equal(v, v.take(rows))).as_py() for v in values)
+
+
+def _exact(values: list[pa.Array]) -> tuple[pa.Array, np.ndarray] | None:
+    """:func:`_group` over the four columns themselves, one column at a time."""
+    code: np.ndarray | None = None
+    for value in values:
+        found = _group(value)
+        if found is None:
+            return None
+        own, first = found
+        step = own.to_numpy().astype(np.int64)
+        code = step if code is None else code * len(first) + step
+        found = _group(pa.array(code))
+        if found is None:
+            return None
+        code = found[0].to_numpy().astype(np.int64)
+    assert code is not None
+    return _group(pa.array(code))
