@@ -4,14 +4,20 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
 
     mapInArrow(prepare)            record key, partition path, op, record-index file group
     repartition(record-index file groups) + mapInArrow(dedup, tag)   one lookup task per
-                                   group (inserts: repartition by key, dedup, no lookup)
+                                   group (inserts: repartition by key, dedup, no lookup),
+                                   persisted; each row also gets the format's key hash
     groupBy + collect              inserts per partition and the file groups touched ->
                                    the driver plans the insert slots
-    mapInArrow(route)              target file group per row (moves: delete + insert)
-    repartition(target groups) + mapInArrow(rewrite)            one task per file group:
-                                   its base rewritten, or in a merge-on-read table one log
-                                   appended to its slice (``writers.write.logappend``)
+    route (Spark SQL, no Python)   target file group per row (moves: delete + insert): the
+                                   slots' hash ranges joined by partition (``_route``)
+    repartition(target groups) + mapInArrow(rewrite)            one task per file group
+                                   (``_task_keys``): its base rewritten, or in a
+                                   merge-on-read table one log appended to its slice
+                                   (``writers.write.logappend``)
     collect                        write statuses (msgpack bytes)
+
+An input of fewer Spark partitions than the default parallelism is spread round robin first,
+so the first Python step uses every core.
 
 Every function shipped to executors is a module-level function bound (``functools.partial``)
 to plain data: msgspec-encoded structs, dicts and strings; never a table or timeline object.
@@ -25,6 +31,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -36,14 +43,15 @@ from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.metadata.arrow_records import empty_table
 from lakebraid.metadata.commits import WriteStatus
+from lakebraid.metadata.hashing import stable_hashes
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.write.filegroup import OP, OP_UPSERT
-from lakebraid.writers.write.logappend import TaskSet, mark_in_group
+from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT
+from lakebraid.writers.write.logappend import IN_GROUP, TaskSet
 from lakebraid.writers.write.route import (
     PARTITION,
     TARGET_FILE_ID,
@@ -55,14 +63,17 @@ from lakebraid.writers.write.route import (
     plain,
     plan_slots,
     prepare,
-    route,
     row_index_keys,
     stale_moves,
 )
 from lakebraid.writers.write.slices import slice_rows
 
 RI_GROUP = "_braid_ri_group"
+KEY_HASH = "_braid_key_hash"  # metadata.hashing.stable_hashes of the record key, int64 bits
 STATUS = "status"
+TASK = "_braid_task"  # the rewrite's shuffle key: one Spark task per file group
+TARGET = "_braid_target"  # a row's file group, as its index in the rewrite's targets
+_U64 = "decimal(20,0)"  # holds every uint64 exactly
 
 
 class Routed(NamedTuple):
@@ -133,6 +144,8 @@ def _dedup_tag(
             table = stale_moves(table, _stored_rows(ctx, fs, root), ctx.ordering, ctx.key)
     else:  # an empty table holds no key: every row is new
         table = tag(table, empty_table(Partition.RECORD_INDEX))
+    hashes = stable_hashes(table.column(RECORD_KEY)).view("int64")
+    table = table.append_column(pa.field(KEY_HASH, pa.int64()), pa.array(hashes))
     yield from plain(table).to_batches()
 
 
@@ -145,30 +158,89 @@ def _stored_rows(ctx: Context, fs: Any, root: str) -> Any:
     return partial(base_rows, fs, layout, ctx.files)
 
 
-def _route(plan_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    plan = msgspec.msgpack.decode(plan_bytes, type=dict[str, list[Slot]])
-    for batch in batches:
-        yield from plain(route(pa.Table.from_batches([batch]), plan)).to_batches()
+def _route(tagged: DataFrame, plan: Mapping[str, list[Slot]]) -> DataFrame:
+    """``writers.write.route.route`` in Spark SQL, row for row: a row whose key the partition
+    holds goes to its file group; a new one (or one moving in) to the slot of its partition
+    whose hash range (:func:`_slot_ranges`) holds ``key hash % the partition's slot rows``
+    (the format's key hash as an unsigned 64-bit number, in decimals); a move also leaves a
+    delete row for its old group. A new row of a partition without slots keeps no target,
+    which the rewrite refuses."""
+    signed = F.col(KEY_HASH).cast(_U64)
+    unsigned = F.when(F.col(KEY_HASH) < 0, signed + F.lit(str(2**64)).cast(_U64)).otherwise(signed)
+    bucket = unsigned % F.col("_slot_total")
+    new = (F.col(OP) == OP_UPSERT) & (
+        F.col(OLD_PARTITION).isNull() | (F.col(OLD_PARTITION) != F.col(PARTITION))
+    )
+    columns = [*tagged.columns, TARGET_FILE_ID]
+    held = tagged.where(~new).withColumn(TARGET_FILE_ID, F.col(OLD_FILE_ID))
+    held = held.where(~((F.col(OP) == OP_DELETE) & F.col(OLD_FILE_ID).isNull()))
+    in_range = (bucket >= F.col("_slot_low")) & (bucket < F.col("_slot_high"))
+    arriving = (
+        tagged.where(new)
+        .join(
+            F.broadcast(_slot_ranges(tagged.sparkSession, plan)),
+            (F.col(PARTITION) == F.col("_slot_partition")) & in_range,
+            "left",
+        )
+        .withColumn(TARGET_FILE_ID, F.col("_slot"))
+    )
+    leaving = (
+        tagged.where(new & F.col(OLD_FILE_ID).isNotNull())
+        .withColumn(OP, F.lit(OP_DELETE).cast("tinyint"))
+        .withColumn(PARTITION, F.col(OLD_PARTITION))
+        .withColumn(TARGET_FILE_ID, F.col(OLD_FILE_ID))
+    )
+    return (
+        held.select(columns)
+        .unionByName(arriving.select(columns))
+        .unionByName(leaving.select(columns))
+    )
 
 
-def _rewrite(tasks_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Rewrite (merge-on-read: append to) each file group whose rows reached this task."""
+def _slot_ranges(spark: Any, plan: Mapping[str, list[Slot]]) -> DataFrame:
+    """Per insert slot: its partition, its hash range [low, high) and the partition's slot
+    rows (``total``, at least 1), as ``route._choose_slots`` picks slots; the last slot's
+    range runs to 2**64."""
+    rows = []
+    for partition, slots in plan.items():
+        total, low = sum(s.rows for s in slots), 0
+        for i, slot in enumerate(slots):
+            high = 2**64 if i == len(slots) - 1 else low + slot.rows
+            rows.append([partition, str(low), str(high), str(max(total, 1)), slot.file_id])
+            low += slot.rows
+    names = ["_slot_partition", "_slot_low", "_slot_high", "_slot_total", "_slot"]
+    text = pa.table(
+        [pa.array(c, pa.string()) for c in zip(*rows, strict=True)]
+        if rows
+        else [pa.array([], pa.string())] * 5,
+        names=names,
+    )
+    numbers = [F.col(n).cast(_U64).alias(n) for n in names[1:4]]
+    return spark.createDataFrame(text).select(names[0], *numbers, names[4])
+
+
+def _rewrite(
+    tasks_bytes: bytes, names: list[str], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Rewrite (merge-on-read: append to) each file group whose rows reached this task: its
+    rows carry the group's index in ``names`` (``TARGET``, see :func:`rewrite_frame`)."""
     tasks = msgspec.msgpack.decode(tasks_bytes, type=TaskSet)
     received = list(batches)
     table = pa.Table.from_batches(received) if received else None
     if table is None or table.num_rows == 0:
         return
-    if tasks.appends:  # which rows update or delete a key their target group holds
-        table = mark_in_group(table)
-    ids = table.column(TARGET_FILE_ID).to_pylist()
-    parts = table.column(PARTITION).to_pylist()
-    payload = table.drop_columns([c for c in (*WORK_COLUMNS, RI_GROUP) if c in table.column_names])
-    rows_of: dict[str, list[int]] = {}
-    for i, (part, fid) in enumerate(zip(parts, ids, strict=True)):
-        rows_of.setdefault(f"{part}\x00{fid}", []).append(i)
+    target = table.column(TARGET)
+    if target.null_count:
+        raise ValueError(
+            f"{target.null_count} rows reached the rewrite without a target file group "
+            "(a routing bug): nothing was written"
+        )
+    payload = table.drop_columns([TARGET])
+    groups = target.to_numpy()
+    order = np.argsort(groups, kind="stable")  # each group's rows together, in their order
     out = []
-    for name, rows in rows_of.items():
-        status = tasks.run(name, payload.take(pa.array(rows)))
+    for rows in np.split(order, np.flatnonzero(np.diff(groups[order])) + 1):
+        status = tasks.run(names[int(groups[rows[0]])], payload.take(pa.array(rows)))
         out.append(msgspec.msgpack.encode(status))
     yield pa.RecordBatch.from_arrays([pa.array(out, pa.binary())], [STATUS])
 
@@ -206,16 +278,7 @@ def route_frame(
         raise
     plan = plan_slots(counts, {}, target_rows=target_rows, small_rows=small_rows)
     touched.update((p, slot.file_id) for p, slots in plan.items() for slot in slots)
-    routed_schema = _schema_with(
-        prepared_schema,
-        pa.field(OLD_PARTITION, pa.string()),
-        pa.field(OLD_FILE_ID, pa.string()),
-        pa.field(TARGET_FILE_ID, pa.string()),
-    )
-    routed = tagged.mapInArrow(
-        functools.partial(_route, msgspec.msgpack.encode(plan)), from_arrow_schema(routed_schema)
-    )
-    return Routed(routed, sorted(touched), cached)
+    return Routed(_route(tagged, plan), sorted(touched), cached)
 
 
 def _tagged(df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Schema) -> DataFrame:
@@ -227,8 +290,12 @@ def _tagged(df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Sche
             prepared_schema,
             pa.field(OLD_PARTITION, pa.string()),
             pa.field(OLD_FILE_ID, pa.string()),
+            pa.field(KEY_HASH, pa.int64()),
         )
     )
+    parallelism = df.sparkSession.sparkContext.defaultParallelism
+    if df.rdd.getNumPartitions() < parallelism:  # e.g. one small file: spread it first
+        df = df.repartition(parallelism)
     if tagging:
         groups = ctx.point.group_counts["record_index"]
         prepared = df.mapInArrow(
@@ -236,7 +303,6 @@ def _tagged(df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Sche
         )
         shuffled = prepared.repartition(groups, RI_GROUP)
     else:
-        parallelism = df.sparkSession.sparkContext.defaultParallelism
         shuffled = df.repartition(max(2, parallelism), ctx.key)
     work = functools.partial(_dedup_tag, packed, tagging, tagging)
     return shuffled.mapInArrow(work, tagged_schema).persist()
@@ -276,13 +342,50 @@ def rewrite_frame(
     routed: DataFrame, targets: list[tuple[str, str]], tasks: TaskSet
 ) -> list[WriteStatus]:
     """Rewrite (merge-on-read: append to) every target file group in its own Spark task;
-    returns the write statuses."""
+    returns the write statuses. Each row gets its group's index in ``targets`` (``TARGET``)
+    and, when a group takes appends, ``IN_GROUP`` (whether the group holds its key: an update
+    or a delete there), both in Spark SQL; the routing columns are dropped before the
+    shuffle, so only the rows' own columns and those two reach Python."""
     if not targets:
         return []
     packed = msgspec.msgpack.encode(tasks)
+    spark = routed.sparkSession
+    keys = pa.table(
+        {
+            "_task_partition": [p for p, _ in targets],
+            "_task_file_id": [f for _, f in targets],
+            TASK: pa.array(_task_keys(spark, len(targets)), pa.int64()),
+            TARGET: pa.array(range(len(targets)), pa.int32()),
+        }
+    )
+    own = (F.col(PARTITION) == F.col("_task_partition")) & (
+        F.col(TARGET_FILE_ID) == F.col("_task_file_id")
+    )
+    frame = routed.join(F.broadcast(spark.createDataFrame(keys)), own, "left")
+    if tasks.appends:
+        held = (F.col(OLD_FILE_ID) == F.col(TARGET_FILE_ID)) & (
+            F.col(OLD_PARTITION) == F.col(PARTITION)
+        )
+        frame = frame.withColumn(IN_GROUP, F.coalesce(held, F.lit(False)))
+    routing = (*WORK_COLUMNS, RI_GROUP, KEY_HASH, "_task_partition", "_task_file_id")
+    frame = frame.drop(*[c for c in routing if c in frame.columns])
+    names = [f"{partition}\x00{file_id}" for partition, file_id in targets]
     statuses = (
-        routed.repartition(len(targets), PARTITION, TARGET_FILE_ID)
-        .mapInArrow(functools.partial(_rewrite, packed), f"{STATUS} binary")
+        frame.repartition(len(targets), TASK)
+        .drop(TASK)
+        .mapInArrow(functools.partial(_rewrite, packed, names), f"{STATUS} binary")
         .collect()
     )
     return [msgspec.msgpack.decode(r[STATUS], type=WriteStatus) for r in statuses]
+
+
+def _task_keys(spark: Any, n: int) -> list[int]:
+    """``n`` integers that Spark's hash partitioning into ``n`` partitions sends to
+    partitions 0 .. n-1, one each (found by Spark's own ``pmod(hash(k), n)`` over a range
+    of candidates, so no two file groups share a task by a hash collision); past the range,
+    the remaining groups take any integer (they share tasks, which is still correct)."""
+    spread = F.pmod(F.hash(F.col("id")), F.lit(n)).alias("slot")
+    found: dict[int, int] = {}
+    for row in spark.range(0, 20 * n + 64).select("id", spread).collect():
+        found.setdefault(int(row["slot"]), int(row["id"]))
+    return [found.get(i, i) for i in range(n)]

@@ -1,0 +1,98 @@
+"""The Spark engine routes rows in Spark SQL (``pipeline._route``); it must give every row the
+target file group the in-process ``writers.write.route.route`` gives it: held keys, new keys
+spread over several slots by the format's key hash (half of all hashes are past 2**63, the
+int64 sign), keys moving between partitions (an insert and a delete row), partitions of one
+slot. And the rewrite's task keys spread file groups one to a task."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
+
+from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
+from lakebraid.metadata.hashing import stable_hashes
+from lakebraid.writers.engine.spark.pipeline import KEY_HASH, _route, _task_keys
+from lakebraid.writers.write.filegroup import OP, OP_UPSERT
+from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, Slot, route
+
+pytestmark = pytest.mark.xdist_group("spark")
+PARTITIONS = ["day=1", "day=2", "day=3", "d=ünï"]
+
+
+def tagged_rows(seed: int, n: int = 400) -> pa.Table:
+    """Upserts of ``n`` keys: a third held in their partition, a sixth moving in from
+    another, the rest new."""
+    rng = random.Random(seed)
+    keys, parts, old_parts, old_ids = [], [], [], []
+    for i in range(n):
+        keys.append(f"k{seed}-{i}-{rng.random()}")
+        part = rng.choice(PARTITIONS)
+        parts.append(part)
+        kind = rng.random()
+        if kind < 1 / 3:
+            old_parts.append(part)
+            old_ids.append(f"held-{rng.randrange(3)}")
+        elif kind < 1 / 2:
+            old_parts.append(rng.choice([p for p in PARTITIONS if p != part]))
+            old_ids.append(f"moved-{rng.randrange(3)}")
+        else:
+            old_parts.append(None)
+            old_ids.append(None)
+    return pa.table(
+        {
+            RECORD_KEY: keys,
+            "v": list(range(n)),
+            PARTITION: parts,
+            OP: pa.array([OP_UPSERT] * n, pa.int8()),
+            OLD_PARTITION: pa.array(old_parts, pa.string()),
+            OLD_FILE_ID: pa.array(old_ids, pa.string()),
+            KEY_HASH: pa.array(stable_hashes(pa.array(keys)).view("int64")),
+        }
+    )
+
+
+def plan_for(seed: int) -> dict[str, list[Slot]]:
+    rng = random.Random(seed)
+    plan = {}
+    for p in PARTITIONS:
+        count = 1 if p == "day=3" else rng.randrange(2, 5)  # one partition of one slot
+        plan[p] = [Slot(f"{p}-slot-{j}", rng.randrange(1, 50)) for j in range(count)]
+    return plan
+
+
+def routed_set(table: pa.Table) -> Counter:
+    columns = [RECORD_KEY, OP, PARTITION, TARGET_FILE_ID]
+    return Counter(tuple(r[c] for c in columns) for r in table.select(columns).to_pylist())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_spark_sql_routing_equals_the_in_process_route(spark, seed: int) -> None:
+    rows, plan = tagged_rows(seed), plan_for(seed)
+    assert (rows.column(KEY_HASH).to_numpy() < 0).any()  # hashes past 2**63 are covered
+    expected = route(rows.drop_columns([KEY_HASH]), plan)
+    got = _route(spark.createDataFrame(rows), plan).toArrow()
+    assert routed_set(got) == routed_set(expected)
+    targets = {t for t in expected.column(TARGET_FILE_ID).to_pylist() if "slot" in t}
+    assert len(targets) > len(PARTITIONS)  # several slots of a partition were chosen
+
+
+def test_a_new_row_of_a_partition_without_slots_keeps_no_target(spark) -> None:
+    rows = tagged_rows(4, 50)
+    plan = {p: s for p, s in plan_for(4).items() if p != "day=1"}
+    got = _route(spark.createDataFrame(rows), plan)
+    lost = got.where(F.col(TARGET_FILE_ID).isNull()).toArrow()
+    new = [r for r in rows.to_pylist() if r[PARTITION] == "day=1" and r[OLD_PARTITION] != "day=1"]
+    assert sorted(lost.column(RECORD_KEY).to_pylist()) == sorted(r[RECORD_KEY] for r in new)
+
+
+@pytest.mark.parametrize("n", [1, 7, 60])
+def test_task_keys_send_each_file_group_to_its_own_task(spark, n: int) -> None:
+    keys = _task_keys(spark, n)
+    frame = spark.createDataFrame([(k,) for k in keys], "k long").repartition(n, "k")
+    sizes = frame.rdd.glom().map(len).collect()
+    assert sorted(sizes) == [1] * n
