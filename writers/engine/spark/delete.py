@@ -47,7 +47,13 @@ from lakebraid.timeline.table_config import text_to_type
 from lakebraid.writers import settings
 from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
-from lakebraid.writers.engine.spark.pipeline import RI_GROUP, Context, plain, rewrite_frame
+from lakebraid.writers.engine.spark.pipeline import (
+    RI_GROUP,
+    Context,
+    cache,
+    plain,
+    rewrite_frame,
+)
 from lakebraid.writers.engine.spark.write import context
 from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.filegroup import OP, OP_DELETE
@@ -134,10 +140,10 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
         functools.partial(_keys, packed, _key_type(table, schema)), from_arrow_schema(KEYS_SCHEMA)
     )
     groups = reader.point.group_counts["record_index"]
-    tagged = (
-        keys.repartition(groups, RI_GROUP)
-        .mapInArrow(functools.partial(_tag, packed), from_arrow_schema(TAGGED_SCHEMA))
-        .persist()
+    tagged = cache(
+        keys.repartition(groups, RI_GROUP).mapInArrow(
+            functools.partial(_tag, packed), from_arrow_schema(TAGGED_SCHEMA)
+        )
     )
     try:
         found = tagged.select(OLD_PARTITION, OLD_FILE_ID).distinct().collect()

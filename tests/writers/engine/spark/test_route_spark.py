@@ -1,8 +1,8 @@
-"""The Spark engine routes rows in Spark SQL (``pipeline._route``); it must give every row the
-target file group the in-process ``writers.write.route.route`` gives it: held keys, new keys
-spread over several slots by the format's key hash (half of all hashes are past 2**63, the
-int64 sign), keys moving between partitions (an insert and a delete row), partitions of one
-slot. And the rewrite's task keys spread file groups one to a task."""
+"""The Spark engine routes rows in Spark SQL (``writers.engine.spark.routing``); it must give
+every row the target file group the in-process ``writers.write.route.route`` gives it: held
+keys, new keys spread over several slots by the format's key hash (half of all hashes are
+past 2**63, the int64 sign), keys moving between partitions (an insert and a delete row),
+partitions of one slot. And the rewrite's task keys spread file groups one to a task."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.hashing import stable_hashes
-from lakebraid.writers.engine.spark.pipeline import KEY_HASH, _route, _task_keys
+from lakebraid.writers.engine.spark.routing import KEY_HASH, route_rows, task_keys
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, Slot, route
 
@@ -75,7 +75,7 @@ def test_spark_sql_routing_equals_the_in_process_route(spark, seed: int) -> None
     rows, plan = tagged_rows(seed), plan_for(seed)
     assert (rows.column(KEY_HASH).to_numpy() < 0).any()  # hashes past 2**63 are covered
     expected = route(rows.drop_columns([KEY_HASH]), plan)
-    got = _route(spark.createDataFrame(rows), plan).toArrow()
+    got = route_rows(spark.createDataFrame(rows), plan).toArrow()
     assert routed_set(got) == routed_set(expected)
     targets = {t for t in expected.column(TARGET_FILE_ID).to_pylist() if "slot" in t}
     assert len(targets) > len(PARTITIONS)  # several slots of a partition were chosen
@@ -84,7 +84,7 @@ def test_spark_sql_routing_equals_the_in_process_route(spark, seed: int) -> None
 def test_a_new_row_of_a_partition_without_slots_keeps_no_target(spark) -> None:
     rows = tagged_rows(4, 50)
     plan = {p: s for p, s in plan_for(4).items() if p != "day=1"}
-    got = _route(spark.createDataFrame(rows), plan)
+    got = route_rows(spark.createDataFrame(rows), plan)
     lost = got.where(F.col(TARGET_FILE_ID).isNull()).toArrow()
     new = [r for r in rows.to_pylist() if r[PARTITION] == "day=1" and r[OLD_PARTITION] != "day=1"]
     assert sorted(lost.column(RECORD_KEY).to_pylist()) == sorted(r[RECORD_KEY] for r in new)
@@ -92,7 +92,7 @@ def test_a_new_row_of_a_partition_without_slots_keeps_no_target(spark) -> None:
 
 @pytest.mark.parametrize("n", [1, 7, 60])
 def test_task_keys_send_each_file_group_to_its_own_task(spark, n: int) -> None:
-    keys = _task_keys(spark, n)
+    keys = task_keys(spark, n)
     frame = spark.createDataFrame([(k,) for k in keys], "k long").repartition(n, "k")
     sizes = frame.rdd.glom().map(len).collect()
     assert sorted(sizes) == [1] * n

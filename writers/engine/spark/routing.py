@@ -1,0 +1,93 @@
+"""Routing in Spark SQL for the Spark engine's write pipeline
+(``writers.engine.spark.pipeline``): each row's target file group, computed by the JVM
+without a pass through Python, and the integer keys that give each file group its own task
+in the rewrite's shuffle."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
+from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT
+from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, Slot
+
+KEY_HASH = "_braid_key_hash"  # metadata.hashing.stable_hashes of the record key, int64 bits
+_U64 = "decimal(20,0)"  # holds every uint64 exactly
+
+
+def route_rows(tagged: DataFrame, plan: Mapping[str, list[Slot]]) -> DataFrame:
+    """``writers.write.route.route`` in Spark SQL, row for row: a row whose key the partition
+    holds goes to its file group; a new one (or one moving in) to the slot of its partition
+    whose hash range (:func:`slot_ranges`) holds ``key hash % the partition's slot rows``
+    (the format's key hash as an unsigned 64-bit number, in decimals); a move also leaves a
+    delete row for its old group. A new row of a partition without slots keeps no target,
+    which the rewrite refuses."""
+    signed = F.col(KEY_HASH).cast(_U64)
+    unsigned = F.when(F.col(KEY_HASH) < 0, signed + F.lit(str(2**64)).cast(_U64)).otherwise(signed)
+    bucket = unsigned % F.col("_slot_total")
+    new = (F.col(OP) == OP_UPSERT) & (
+        F.col(OLD_PARTITION).isNull() | (F.col(OLD_PARTITION) != F.col(PARTITION))
+    )
+    columns = [*tagged.columns, TARGET_FILE_ID]
+    held = tagged.where(~new).withColumn(TARGET_FILE_ID, F.col(OLD_FILE_ID))
+    held = held.where(~((F.col(OP) == OP_DELETE) & F.col(OLD_FILE_ID).isNull()))
+    in_range = (bucket >= F.col("_slot_low")) & (bucket < F.col("_slot_high"))
+    arriving = (
+        tagged.where(new)
+        .join(
+            F.broadcast(slot_ranges(tagged.sparkSession, plan)),
+            (F.col(PARTITION) == F.col("_slot_partition")) & in_range,
+            "left",
+        )
+        .withColumn(TARGET_FILE_ID, F.col("_slot"))
+    )
+    leaving = (
+        tagged.where(new & F.col(OLD_FILE_ID).isNotNull())
+        .withColumn(OP, F.lit(OP_DELETE).cast("tinyint"))
+        .withColumn(PARTITION, F.col(OLD_PARTITION))
+        .withColumn(TARGET_FILE_ID, F.col(OLD_FILE_ID))
+    )
+    return (
+        held.select(columns)
+        .unionByName(arriving.select(columns))
+        .unionByName(leaving.select(columns))
+    )
+
+
+def slot_ranges(spark: Any, plan: Mapping[str, list[Slot]]) -> DataFrame:
+    """Per insert slot: its partition, its hash range [low, high) and the partition's slot
+    rows (``total``, at least 1), as ``route._choose_slots`` picks slots; the last slot's
+    range runs to 2**64."""
+    rows = []
+    for partition, slots in plan.items():
+        total, low = sum(s.rows for s in slots), 0
+        for i, slot in enumerate(slots):
+            high = 2**64 if i == len(slots) - 1 else low + slot.rows
+            rows.append([partition, str(low), str(high), str(max(total, 1)), slot.file_id])
+            low += slot.rows
+    names = ["_slot_partition", "_slot_low", "_slot_high", "_slot_total", "_slot"]
+    text = pa.table(
+        [pa.array(c, pa.string()) for c in zip(*rows, strict=True)]
+        if rows
+        else [pa.array([], pa.string())] * 5,
+        names=names,
+    )
+    numbers = [F.col(n).cast(_U64).alias(n) for n in names[1:4]]
+    return spark.createDataFrame(text).select(names[0], *numbers, names[4])
+
+
+def task_keys(spark: Any, n: int) -> list[int]:
+    """``n`` integers that Spark's hash partitioning into ``n`` partitions sends to
+    partitions 0 .. n-1, one each (found by Spark's own ``pmod(hash(k), n)`` over a range
+    of candidates, so no two file groups share a task by a hash collision); past the range,
+    the remaining groups take any integer (they share tasks, which is still correct)."""
+    spread = F.pmod(F.hash(F.col("id")), F.lit(n)).alias("slot")
+    found: dict[int, int] = {}
+    for row in spark.range(0, 20 * n + 64).select("id", spread).collect():
+        found.setdefault(int(row["slot"]), int(row["id"]))
+    return [found.get(i, i) for i in range(n)]
