@@ -2,10 +2,11 @@
 
 For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
 
-    mapInArrow(prepare)            record key, partition path, op, record-index file group
-    repartition(record-index file groups) + mapInArrow(dedup, tag)   one lookup task per
-                                   group (inserts: repartition by key, dedup, no lookup),
-                                   persisted; each row also gets the format's key hash
+    repartition(record key) + mapInArrow(prepare, dedup, tag)   record key, partition path
+                                   and op of every row; duplicates merged; each row tagged
+                                   with its location (about one task per record-index group,
+                                   each looking up its keys in every group; inserts into an
+                                   empty table: no lookup) and the format's key hash; cached
     groupBy + collect              inserts per partition and the file groups touched ->
                                    the driver plans the insert slots
     route (Spark SQL, no Python)   target file group per row (moves: delete + insert): the
@@ -17,8 +18,9 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
                                    (``writers.write.logappend``)
     collect                        write statuses (msgpack bytes)
 
-An input of fewer Spark partitions than the default parallelism is spread round robin first,
-so the first Python step uses every core.
+The shuffle by the record key's column (Spark's own hash) comes before any Python step, so
+the input's rows pass through Python once before the rewrite, on every core whatever the
+input's partitioning.
 
 Every function shipped to executors is a module-level function bound (``functools.partial``)
 to plain data: msgspec-encoded structs, dicts and strings; never a table or timeline object.
@@ -108,22 +110,13 @@ def _schema_with(schema: pa.Schema, *fields: pa.Field) -> pa.Schema:
     return pa.schema([*schema, *fields])
 
 
-def _prepare(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Record key, partition path, op and record-index file group of every row."""
-    ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
-    for batch in batches:
-        yield from plain(_prepared(pa.Table.from_batches([batch]), ctx)).to_batches()
-
-
 def _prepared(table: pa.Table, ctx: Context) -> pa.Table:
     table = prepare(table, ctx.key, ctx.partition_fields)
-    table = table.append_column(OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), table.num_rows))
-    ri = ctx.point.index_groups(row_index_keys(table, ctx.scoped))
-    return table.append_column(RI_GROUP, pa.array(ri.astype("int32")))
+    return table.append_column(OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), table.num_rows))
 
 
 def _dedup_tag(
-    ctx_bytes: bytes, prepared: bool, tagging: bool, batches: Iterator[pa.RecordBatch]
+    ctx_bytes: bytes, tagging: bool, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """Deduplicate a task's rows (every row of a key is in this task) and tag them with
     their current location, or with none when ``tagging`` is off."""
@@ -131,9 +124,7 @@ def _dedup_tag(
     received = list(batches)
     if not received:
         return
-    table = pa.Table.from_batches(received)
-    if not prepared:
-        table = _prepared(table, ctx)
+    table = _prepared(pa.Table.from_batches(received), ctx)
     table = deduplicate(table, ctx.precombine, ctx.scoped)
     if tagging:
         fs, root = filesystem(ctx.root, ctx.storage)
@@ -205,7 +196,6 @@ def route_frame(
         pa.field(RECORD_KEY, pa.string()),
         pa.field(PARTITION, pa.string()),
         pa.field(OP, pa.int8()),
-        pa.field(RI_GROUP, pa.int32()),
     )
     cached = _tagged(df, ctx, tagging, prepared_schema)
     held = F.col(OLD_FILE_ID).isNotNull()  # keys the table already holds
@@ -232,18 +222,11 @@ def _tagged(df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Sche
             pa.field(KEY_HASH, pa.int64()),
         )
     )
-    parallelism = df.sparkSession.sparkContext.defaultParallelism
-    if df.rdd.getNumPartitions() < parallelism:  # e.g. one small file: spread it first
-        df = df.repartition(parallelism)
-    if tagging:
-        groups = ctx.point.group_counts["record_index"]
-        prepared = df.mapInArrow(
-            functools.partial(_prepare, packed), from_arrow_schema(prepared_schema)
-        )
-        shuffled = prepared.repartition(groups, RI_GROUP)
-    else:
-        shuffled = df.repartition(max(2, parallelism), ctx.key)
-    work = functools.partial(_dedup_tag, packed, tagging, tagging)
+    tasks = max(2, df.sparkSession.sparkContext.defaultParallelism)
+    if tagging:  # about one task per record-index group: each looks up its keys in all
+        tasks = max(tasks, ctx.point.group_counts["record_index"])
+    shuffled = df.repartition(tasks, ctx.key)  # every row of a key in one task
+    work = functools.partial(_dedup_tag, packed, tagging)
     return cache(shuffled.mapInArrow(work, tagged_schema))
 
 
