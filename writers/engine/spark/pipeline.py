@@ -6,7 +6,9 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
                                    and op of every row; duplicates merged; each row tagged
                                    with its location (about one task per record-index group,
                                    each looking up its keys in every group; inserts into an
-                                   empty table: no lookup) and the format's key hash; cached
+                                   empty table: no lookup) and the format's key hash; cached.
+                                   Past ``SINGLE_PASS_GROUPS`` groups: mapInArrow(prepare)
+                                   finds each row's group first and the shuffle is by group
     groupBy + collect              inserts per partition and the file groups touched ->
                                    the driver plans the insert slots
     route (Spark SQL, no Python)   target file group per row (moves: delete + insert): the
@@ -19,8 +21,8 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
     collect                        write statuses (msgpack bytes)
 
 The shuffle by the record key's column (Spark's own hash) comes before any Python step, so
-the input's rows pass through Python once before the rewrite, on every core whatever the
-input's partitioning.
+the input's rows pass through Python once before the rewrite (twice for a table of many
+record-index groups), on every core whatever the input's partitioning.
 
 Every function shipped to executors is a module-level function bound (``functools.partial``)
 to plain data: msgspec-encoded structs, dicts and strings; never a table or timeline object.
@@ -72,6 +74,10 @@ from lakebraid.writers.write.route import (
 from lakebraid.writers.write.slices import slice_rows
 
 RI_GROUP = "_braid_ri_group"
+# up to this many record-index groups, the rows are tagged in one Python pass, every task
+# looking its keys up in every group (tasks x groups lookups); beyond, a first pass finds
+# each row's group and the shuffle gives each group its task (one lookup each)
+SINGLE_PASS_GROUPS = 16
 STATUS = "status"
 TASK = "_braid_task"  # the rewrite's shuffle key: one Spark task per file group
 TARGET = "_braid_target"  # a row's file group, as its index in the rewrite's targets
@@ -115,8 +121,18 @@ def _prepared(table: pa.Table, ctx: Context) -> pa.Table:
     return table.append_column(OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), table.num_rows))
 
 
+def _prepare(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Rows prepared, with their record-index file group (the shuffle key of a table of
+    many groups)."""
+    ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
+    for batch in batches:
+        table = _prepared(pa.Table.from_batches([batch]), ctx)
+        groups = ctx.point.index_groups(row_index_keys(table, ctx.scoped)).astype("int32")
+        yield from plain(table.append_column(RI_GROUP, pa.array(groups))).to_batches()
+
+
 def _dedup_tag(
-    ctx_bytes: bytes, tagging: bool, batches: Iterator[pa.RecordBatch]
+    ctx_bytes: bytes, prepared: bool, tagging: bool, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """Deduplicate a task's rows (every row of a key is in this task) and tag them with
     their current location, or with none when ``tagging`` is off."""
@@ -124,7 +140,11 @@ def _dedup_tag(
     received = list(batches)
     if not received:
         return
-    table = _prepared(pa.Table.from_batches(received), ctx)
+    table = pa.Table.from_batches(received)
+    if prepared:
+        table = table.drop_columns([RI_GROUP])
+    else:
+        table = _prepared(table, ctx)
     table = deduplicate(table, ctx.precombine, ctx.scoped)
     if tagging:
         fs, root = filesystem(ctx.root, ctx.storage)
@@ -222,11 +242,15 @@ def _tagged(df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Sche
             pa.field(KEY_HASH, pa.int64()),
         )
     )
-    tasks = max(2, df.sparkSession.sparkContext.defaultParallelism)
-    if tagging:  # about one task per record-index group: each looks up its keys in all
-        tasks = max(tasks, ctx.point.group_counts["record_index"])
+    groups = ctx.point.group_counts["record_index"] if tagging else 0
+    if groups > SINGLE_PASS_GROUPS:  # a task per group, each looking up in its group only
+        with_group = _schema_with(prepared_schema, pa.field(RI_GROUP, pa.int32()))
+        prepared = df.mapInArrow(functools.partial(_prepare, packed), from_arrow_schema(with_group))
+        work = functools.partial(_dedup_tag, packed, True, True)
+        return cache(prepared.repartition(groups, RI_GROUP).mapInArrow(work, tagged_schema))
+    tasks = max(2, df.sparkSession.sparkContext.defaultParallelism, groups)
     shuffled = df.repartition(tasks, ctx.key)  # every row of a key in one task
-    work = functools.partial(_dedup_tag, packed, tagging)
+    work = functools.partial(_dedup_tag, packed, False, tagging)
     return cache(shuffled.mapInArrow(work, tagged_schema))
 
 

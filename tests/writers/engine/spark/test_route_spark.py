@@ -2,7 +2,8 @@
 every row the target file group the in-process ``writers.write.route.route`` gives it: held
 keys, new keys spread over several slots by the format's key hash (half of all hashes are
 past 2**63, the int64 sign), keys moving between partitions (an insert and a delete row),
-partitions of one slot. And the rewrite's task keys spread file groups one to a task."""
+partitions of one slot. And the rewrite's task keys spread file groups one to a task; and
+upserts through either tagging path equal a model."""
 
 from __future__ import annotations
 
@@ -16,12 +17,15 @@ from pyspark.sql import functions as F
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.hashing import stable_hashes
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.engine.spark import pipeline
 from lakebraid.writers.engine.spark.routing import KEY_HASH, route_rows, task_keys
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, Slot, route
 
 pytestmark = pytest.mark.xdist_group("spark")
 PARTITIONS = ["day=1", "day=2", "day=3", "d=ünï"]
+ON_SPARK = {"write.inprocess.max.rows": 0}
 
 
 def tagged_rows(seed: int, n: int = 400) -> pa.Table:
@@ -96,3 +100,44 @@ def test_task_keys_send_each_file_group_to_its_own_task(spark, n: int) -> None:
     frame = spark.createDataFrame([(k,) for k in keys], "k long").repartition(n, "k")
     sizes = frame.rdd.glom().map(len).collect()
     assert sorted(sizes) == [1] * n
+
+
+def day_rows(ids: list[int], days: list[int], ts: int) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "day": [f"d{d}" for d in days],
+            "ts": [ts] * len(ids),
+            "v": [float(i * ts) for i in ids],
+        }
+    )
+
+
+@pytest.mark.parametrize("single_pass", [True, False], ids=["one-pass", "by-group"])
+@pytest.mark.parametrize("kind", ["copy_on_write", "merge_on_read"])
+def test_spark_upserts_match_the_model_on_both_tagging_paths(
+    tmp_path, spark, monkeypatch, single_pass: bool, kind: str
+) -> None:
+    """An upsert of updates, in-batch duplicates (the higher ts wins), keys moving between
+    days and new keys, on Spark, tagged in one pass (few record-index groups) or with the
+    group pass first (many): the table equals a model either way."""
+    if not single_pass:
+        monkeypatch.setattr(pipeline, "SINGLE_PASS_GROUPS", 0)
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", table_type=kind, spark=spark)
+    client.bulk_insert(day_rows(list(range(40)), [i % 3 for i in range(40)], 1))
+    model = {i: (f"d{i % 3}", 1) for i in range(40)}
+    ids = [*range(0, 40, 3), 5, 5, 41, 42, 7, 8]  # 5 twice, two new, 7 and 8 move day
+    days = [i % 3 for i in range(0, 40, 3)] + [2, 2, 0, 1, 0, 0]
+    stamps = [2] * len(range(0, 40, 3)) + [3, 4, 2, 2, 2, 2]
+    batch = pa.concat_tables(
+        [day_rows([i], [d], t) for i, d, t in zip(ids, days, stamps, strict=True)]
+    )
+    for i, d, t in zip(ids, days, stamps, strict=True):
+        if t >= model.get(i, ("", 0))[1]:
+            model[i] = (f"d{d}", t)
+    WriteClient.open(path, spark, **ON_SPARK).upsert(spark.createDataFrame(batch.to_pandas()))
+    after = WriteClient.open(path, spark).read_arrow()
+    got = {r["id"]: (r["day"], r["ts"]) for r in after.to_pylist()}
+    assert len(after) == len(model) and got == model
+    assert WriteClient.open(path, spark).validate() == []
