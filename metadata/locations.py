@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.errors import MetadataValueError
 
 LOCATIONS_KEY = b"lakebraid.locations"
@@ -90,9 +91,7 @@ def expand(table: pa.Table, locations: pa.Table) -> pa.Table:
             )
     out = table.drop_columns([LOCATION])
     for i, name in enumerate(COLUMNS):
-        out = out.add_column(
-            at + i, pa.field(name, TYPES[i]), locations.column(name).take(codes)
-        )
+        out = out.add_column(at + i, pa.field(name, TYPES[i]), locations.column(name).take(codes))
     return out
 
 
@@ -107,12 +106,10 @@ def logical_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def _plain(column: pa.ChunkedArray, kind: pa.DataType) -> pa.Array:
-    column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if pa.types.is_dictionary(column.type):
-        column = column.cast(kind)
-    if column.null_count:
+    plain = flat(column).cast(kind)  # dictionaries decoded
+    if plain.null_count:
         raise MetadataValueError("a record-index location with a null")
-    return column.cast(kind)
+    return plain
 
 
 def _distinct(values: list[pa.Array]) -> tuple[pa.Array, np.ndarray] | None:

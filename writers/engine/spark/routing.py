@@ -18,6 +18,7 @@ from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, Slot
 
 KEY_HASH = "_braid_key_hash"  # metadata.hashing.stable_hashes of the record key, int64 bits
 _U64 = "decimal(20,0)"  # holds every uint64 exactly
+_TASK_KEYS: dict[int, list[int]] = {}  # task_keys by task count, for this process
 
 
 def route_rows(tagged: DataFrame, plan: Mapping[str, list[Slot]]) -> DataFrame:
@@ -86,8 +87,10 @@ def task_keys(spark: Any, n: int) -> list[int]:
     partitions 0 .. n-1, one each (found by Spark's own ``pmod(hash(k), n)`` over a range
     of candidates, so no two file groups share a task by a hash collision); past the range,
     the remaining groups take any integer (they share tasks, which is still correct)."""
-    spread = F.pmod(F.hash(F.col("id")), F.lit(n)).alias("slot")
-    found: dict[int, int] = {}
-    for row in spark.range(0, 20 * n + 64).select("id", spread).collect():
-        found.setdefault(int(row["slot"]), int(row["id"]))
-    return [found.get(i, i) for i in range(n)]
+    if n not in _TASK_KEYS:  # Spark's hash does not change: one small job per count
+        spread = F.pmod(F.hash(F.col("id")), F.lit(n)).alias("slot")
+        found: dict[int, int] = {}
+        for row in spark.range(0, 20 * n + 64).select("id", spread).collect():
+            found.setdefault(int(row["slot"]), int(row["id"]))
+        _TASK_KEYS[n] = [found.get(i, i) for i in range(n)]
+    return _TASK_KEYS[n]
