@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -136,3 +137,75 @@ def _plain(value: Any) -> Any:
     if isinstance(value, decimal.Decimal | dt.time | dt.timedelta):
         return None
     return value
+
+
+class GroupBounds:
+    """Per-group statistics of the rows of many small files held in one table, sorted by
+    file (``groups``: each row's file, ascending): the min and max of each column and its
+    nulls, as :func:`column_stats` computes them from one file's rows (one hash aggregation
+    per column instead of one ``min_max`` per file and column). Sizes are the file's own:
+    :meth:`stats` takes each written file's footer."""
+
+    def __init__(self, table: pa.Table, groups: np.ndarray, count: int, columns: list[str]):
+        self.columns = columns
+        self.rows = np.bincount(groups, minlength=count)
+        self.bounds: dict[str, tuple[list[Any], list[Any]]] = {}
+        self.nulls: dict[str, np.ndarray] = {}
+        keys = pa.array(groups)
+        for name in columns:
+            column = table.column(name)
+            kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+            valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
+            self.nulls[name] = np.bincount(groups[~valid], minlength=count)
+            if orderable(kind):
+                self.bounds[name] = _group_min_max(keys, column.cast(kind), count)
+
+    def stats(self, group: int, meta: pq.FileMetaData) -> list[ColumnStat]:
+        """The statistics of ``group``'s file, its column sizes from ``meta`` (its footer)."""
+        sizes = {name: 0 for name in self.columns}
+        for g in range(meta.num_row_groups):
+            row_group = meta.row_group(g)
+            for c in range(row_group.num_columns):
+                chunk = row_group.column(c)
+                path = chunk.path_in_schema.split(".")[0]
+                if path in sizes:
+                    sizes[path] += chunk.total_compressed_size
+        found = []
+        for name in self.columns:
+            lo, hi = self.bounds[name] if name in self.bounds else ([None], [None])
+            nulls = int(self.nulls[name][group])
+            values = int(self.rows[group]) - nulls
+            pick = group if name in self.bounds else 0
+            found.append(ColumnStat(name, lo[pick], hi[pick], nulls, values, sizes[name]))
+        return found
+
+
+def _group_min_max(keys: pa.Array, column: pa.ChunkedArray, count: int) -> tuple[list, list]:
+    """Each group's (min, max) of ``column`` (None for a group of nulls only), as
+    :func:`column_stats` gives them: exact for integers and strings, :func:`_plain` for the
+    rest. Types without a hash kernel take ``min_max`` per group."""
+    low: list[Any] = [None] * count
+    high: list[Any] = [None] * count
+    try:
+        found = pa.table({"g": keys, "v": column}).group_by("g", use_threads=False)
+        found = found.aggregate([("v", "min_max")])
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return _min_max_each(keys.to_numpy(), column, count)
+    pairs = found.column("v_min_max").combine_chunks()
+    lows, highs = pairs.field("min").to_pylist(), pairs.field("max").to_pylist()
+    for g, lo, hi in zip(found.column("g").to_pylist(), lows, highs, strict=True):
+        if lo is not None:
+            low[g], high[g] = _plain(lo), _plain(hi)
+    return low, high
+
+
+def _min_max_each(groups: np.ndarray, column: pa.ChunkedArray, count: int) -> tuple[list, list]:
+    starts = np.searchsorted(groups, np.arange(count + 1))
+    low: list[Any] = [None] * count
+    high: list[Any] = [None] * count
+    for g in range(count):
+        part = column.slice(starts[g], starts[g + 1] - starts[g])
+        if part.null_count < len(part):
+            found = pc.min_max(part)
+            low[g], high[g] = _plain(found["min"].as_py()), _plain(found["max"].as_py())
+    return low, high

@@ -31,6 +31,11 @@ OPERATION_CODE = {
     # names the files and one syncfs makes them durable
     "wide insert": "c.insert(__import__('pyarrow').table({'id': [f'w{i}' for i in range(70)], "
     "'day': [f'2025-{i:03d}' for i in range(70)], 'ts': [7] * 70, 'amount': [7.0] * 70}))",
+    # 20 new partitions: written together by writers.write.newgroups, each file behind its
+    # own marker (fewer than BATCH_FILES)
+    "twenty-partition insert": "c.insert(__import__('pyarrow').table({'id': [f't{i}' for i in "
+    "range(20)], 'day': [f'2025-{i:03d}' for i in range(20)], 'ts': [8] * 20, "
+    "'amount': [8.0] * 20}))",
     "rollback": "c.rollback(c.timeline()[-1].time)",
     "restore": "c.restore(SAVED)",
     "clean": "c.clean()",
@@ -53,6 +58,7 @@ from lakebraid.timeline.store import InstantStore
 import lakebraid.metadata.basefile, lakebraid.metadata.writer, lakebraid.metadata.table
 import lakebraid.writers.services.clean, lakebraid.writers.services.rollback
 import lakebraid.writers.write.filegroup
+import lakebraid.writers.write.newgroups
 from lakebraid import metadata, writers
 from lakebraid.writers.client import WriteClient
 
@@ -74,7 +80,8 @@ elif point == "mid-data-write":
         handle.write(b"PAR1 torn")
         handle.flush()
         die()
-    writers.write.filegroup._write_parquet = torn
+    writers.write.filegroup.write_parquet = torn
+    writers.write.newgroups.write_parquet = torn  # new groups written as a batch
 elif point == "mid-metadata-write":
     def torn_log(fs, path, blobs):
         with open(path, "ab") as out:

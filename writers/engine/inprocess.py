@@ -62,6 +62,7 @@ from lakebraid.writers.write.logappend import (
     write_tasks,
 )
 from lakebraid.writers.write.marking import mark_all
+from lakebraid.writers.write.newgroups import qualifies, write_new_groups
 from lakebraid.writers.write.operations import apply_duplicates, insert_room, ordering
 from lakebraid.writers.write.route import (
     PARTITION,
@@ -80,6 +81,7 @@ from lakebraid.writers.write.route import (
 from lakebraid.writers.write.slices import slice_rows
 
 SYNC_THREADS = 4  # fsync waits on the disk, not the CPU
+BATCHED_GROUPS = 16  # new small file groups in one write from which they are written together
 
 
 class Work(NamedTuple):
@@ -133,11 +135,16 @@ class InProcessEngine:
         batch = is_local(fs) and 0 < self.batch_files <= len(work)
         if batch:
             mark_all(fs, layout, work[0].task.instant, [w.task.output() for w in work])
+        few = _new_and_small(work)
+        batched = set(few)
+        order = [i for i in order if i not in batched]
         with (
-            ThreadPoolExecutor(min(self.threads, len(work))) as pool,
+            ThreadPoolExecutor(max(1, min(self.threads, len(order)))) as pool,
             ThreadPoolExecutor(SYNC_THREADS) as syncer,
             progress.task("write data files", total=len(work)) as bar,
         ):
+            if few:
+                together = _write_batched(work, few, sync=not batch, marked=batch, done=bar.advance)
 
             def one(i: int) -> tuple[WriteStatus, Future[None] | None]:
                 status = work[i].run(sync=False, marked=batch)
@@ -148,6 +155,8 @@ class InProcessEngine:
                 return status, syncer.submit(make_durable, fs, path)
 
             done = dict(zip(order, pool.map(one, order), strict=True))
+            if few:
+                done.update((i, (status, None)) for i, status in zip(few, together, strict=True))
             for _, durable in done.values():
                 if durable is not None:
                     durable.result()  # re-raises a failed fsync: nothing is committed then
@@ -157,6 +166,23 @@ class InProcessEngine:
             paths = [f"{layout.partition_dir(s.partition)}/{s.file_name}" for s in written]
             make_all_durable(fs, root, paths)
         return statuses
+
+
+def _new_and_small(work: Sequence[Work]) -> list[int]:
+    """The work items written together by ``writers.write.newgroups`` (new groups of few
+    rows taken from one table), if there are at least ``BATCHED_GROUPS`` of them."""
+    few = [
+        i
+        for i, w in enumerate(work)
+        if w.positions is not None and w.rows is work[0].rows and qualifies(w.task, w.size())
+    ]
+    return few if len(few) >= BATCHED_GROUPS else []
+
+
+def _write_batched(work: Sequence[Work], few: list[int], **options: Any) -> list[WriteStatus]:
+    tasks = [work[i].task for i in few]
+    positions = [work[i].positions for i in few]
+    return write_new_groups(tasks, work[few[0]].rows, positions, **options)  # type: ignore[arg-type]
 
 
 def write_rows(

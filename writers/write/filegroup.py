@@ -19,6 +19,7 @@ commits written before this field have ``None``: nothing to check).
 from __future__ import annotations
 
 import functools
+import os
 import zlib
 from typing import Any
 
@@ -131,8 +132,7 @@ def _stored_rows(
 ) -> tuple[pa.Table, pa.Schema, str]:
     """The group's current rows (none for a new group), the schema of the new file and the
     column holding the stored record keys."""
-    repeating = tuple(sorted(part.split("=", 1)[0] for part in task.partition.split("/") if part))
-    stored, schema = _schemas(tuple(task.schema), task.record_key, repeating)
+    stored, schema = schemas(tuple(task.schema), task.record_key, partition_columns(task))
     key_column = RECORD_KEY if RECORD_KEY in stored.names else task.record_key
     if task.old_file is None:
         return schema.empty_table(), schema, key_column
@@ -141,6 +141,11 @@ def _stored_rows(
     old = read_parquet(fs, path, threads=False, dictionaries=schema)
     schema = _dictionaries_kept(schema, old.schema)
     return conform(old, schema), schema, key_column
+
+
+def partition_columns(task: RewriteTask) -> tuple[str, ...]:
+    """The names of the partition columns in the task's partition path, sorted."""
+    return tuple(sorted(part.split("=", 1)[0] for part in task.partition.split("/") if part))
 
 
 def _old_positions(
@@ -192,7 +197,7 @@ def write_group_file(
         write_statistics=[n for n in result.schema.names if n != RECORD_KEY],
         **WRITE_OPTIONS,
     )
-    size, crc = _write_parquet(fs, path, result, options, local)
+    size, crc = write_parquet(fs, path, result, options, local)
     if sync:
         make_durable(fs, path)
     return WriteStatus(
@@ -205,18 +210,15 @@ def write_group_file(
     )
 
 
-def _write_parquet(
+def write_parquet(
     fs: AbstractFileSystem, path: str, result: pa.Table, options: dict[str, Any], local: bool
 ) -> tuple[int, int]:
     """Write ``result`` to ``path``; its size and CRC-32. A small local file is built in
     memory and written in one call (its CRC from the buffer); a large one by Arrow's own file
     I/O, its CRC read back from the page cache; an object store's is counted as it uploads."""
     if local and result.num_rows <= BUFFERED_ROWS:
-        sink = pa.BufferOutputStream()
-        pq.write_table(result, sink, **options)
-        data = sink.getvalue()
-        with open(local_path(fs, path) or path, "wb") as out:
-            out.write(data)
+        data = encode_parquet(result, options)
+        write_local(local_path(fs, path) or path, data)
         return data.size, zlib.crc32(data)
     with open_file(fs, path, "wb") as handle:  # local: Arrow's own file I/O
         counted = handle if local else Crc32Writer(handle)  # type: ignore[arg-type]
@@ -225,8 +227,26 @@ def _write_parquet(
     return size, file_crc32(fs, path) if local else counted.crc  # type: ignore[union-attr]
 
 
+def encode_parquet(result: pa.Table, options: dict[str, Any]) -> pa.Buffer:
+    """``result`` as the bytes of a Parquet file, built in memory."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(result, sink, **options)
+    return sink.getvalue()
+
+
+def write_local(path: str, data: pa.Buffer) -> None:
+    """Create (or replace) the local file ``path`` holding ``data``: three system calls."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        view, written = memoryview(data), 0
+        while written < len(view):
+            written += os.write(fd, view[written:])
+    finally:
+        os.close(fd)
+
+
 @functools.lru_cache(maxsize=256)
-def _schemas(
+def schemas(
     spec: tuple[tuple[str, str, bool], ...], record_key: str, partition_columns: tuple[str, ...]
 ) -> tuple[pa.Schema, pa.Schema]:
     """The stored schema of the table's data files, and the schema a rewrite builds: the
