@@ -171,6 +171,7 @@ class _Batch:
         self.bounds = GroupBounds(self.table, group[order.to_numpy()], count, stats)
         self.plain = {first.record_key, RECORD_KEY}
         self.dictionary = [n for n in self.schema.names if n not in self.plain]
+        self.statistics = [n for n in self.schema.names if n != RECORD_KEY]
         self._single_values()
 
     def status(self, i: int) -> dict[str, Any]:
@@ -206,7 +207,7 @@ class _Batch:
             compression="zstd",
             metadata_collector=collected,
             use_dictionary=dictionary,
-            write_statistics=[n for n in piece.schema.names if n != RECORD_KEY],
+            write_statistics=self.statistics,
             **WRITE_OPTIONS,
         )
         return piece, options, collected

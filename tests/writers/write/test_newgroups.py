@@ -244,8 +244,11 @@ def _wide(n: int, ts: int, big: int = 0) -> pa.Table:
     return pa.table({"id": ids, "day": days, "ts": [ts] * (n + big), "v": [float(ts)] * (n + big)})
 
 
-@pytest.mark.parametrize("n", [20, 70])  # per-file markers, then one batch marker
-def test_a_write_of_many_new_partitions_reads_back_exactly(tmp_path, monkeypatch, n) -> None:
+@pytest.mark.parametrize(
+    ("n", "kind"),  # per-file markers, then one batch marker; both table types
+    [(20, "copy_on_write"), (70, "copy_on_write"), (20, "merge_on_read")],
+)
+def test_a_write_of_many_new_partitions_reads_back_exactly(tmp_path, monkeypatch, n, kind):
     batched: list[int] = []
     real = inprocess.write_new_groups
 
@@ -254,8 +257,8 @@ def test_a_write_of_many_new_partitions_reads_back_exactly(tmp_path, monkeypatch
         return real(tasks, *args, **kwargs)
 
     monkeypatch.setattr(inprocess, "write_new_groups", spy)
-    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
-    c.insert(_wide(3, 1))  # three groups that the next write updates in place
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type=kind)
+    c.insert(_wide(3, 1))  # three groups that the next write updates (or appends to)
     c.upsert(_wide(n, 2, big=SMALL_GROUP_ROWS + 5))
     assert batched == [n - 3]  # the new small groups only: not the big one, not the old three
     got = c.read_arrow().sort_by("id")
@@ -288,3 +291,25 @@ def test_a_batch_that_fails_part_way_leaves_nothing(tmp_path, monkeypatch) -> No
     assert c.read_arrow().num_rows == 0 and c.validate() == []
     c.insert(_wide(20, 2))
     assert c.read_arrow().num_rows == 20 and c.validate() == []
+
+
+def test_new_groups_on_an_object_store_and_in_nested_partitions(s3_url, tmp_path) -> None:
+    """The batch on S3 (no folders, each file's CRC counted as it uploads) and on local disk
+    under two partition levels (the parent folders made too)."""
+    n = 24
+    rows = pa.table(
+        {
+            "id": [f"k{i}" for i in range(n)],
+            "day": [f"d{i % 12:02d}" for i in range(n)],
+            "region": ["eu" if i < 12 else "us" for i in range(n)],
+            "ts": [1] * n,
+        }
+    )
+    for url in (s3_url(), str(tmp_path / "t")):
+        c = WriteClient.create(url, "id", ["day", "region"], "ts")
+        c.insert(rows)
+        assert c.read_arrow().sort_by("id").select(rows.column_names).to_pylist() == (
+            rows.sort_by("id").to_pylist()
+        )
+        assert c.validate() == [], url
+        assert c.lookup(["k13"])["k13"].partition == "day=d01/region=us"
