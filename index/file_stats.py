@@ -183,29 +183,15 @@ class GroupBounds:
 def _group_min_max(keys: pa.Array, column: pa.ChunkedArray, count: int) -> tuple[list, list]:
     """Each group's (min, max) of ``column`` (None for a group of nulls only), as
     :func:`column_stats` gives them: exact for integers and strings, :func:`_plain` for the
-    rest. Types without a hash kernel take ``min_max`` per group."""
+    rest. Every column type a table accepts has a hash kernel (half floats are refused on
+    input, as ``min_max`` has none for them either)."""
     low: list[Any] = [None] * count
     high: list[Any] = [None] * count
-    try:
-        found = pa.table({"g": keys, "v": column}).group_by("g", use_threads=False)
-        found = found.aggregate([("v", "min_max")])
-    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return _min_max_each(keys.to_numpy(), column, count)
+    found = pa.table({"g": keys, "v": column}).group_by("g", use_threads=False)
+    found = found.aggregate([("v", "min_max")])
     pairs = found.column("v_min_max").combine_chunks()
     lows, highs = pairs.field("min").to_pylist(), pairs.field("max").to_pylist()
     for g, lo, hi in zip(found.column("g").to_pylist(), lows, highs, strict=True):
         if lo is not None:
             low[g], high[g] = _plain(lo), _plain(hi)
-    return low, high
-
-
-def _min_max_each(groups: np.ndarray, column: pa.ChunkedArray, count: int) -> tuple[list, list]:
-    starts = np.searchsorted(groups, np.arange(count + 1))
-    low: list[Any] = [None] * count
-    high: list[Any] = [None] * count
-    for g in range(count):
-        part = column.slice(starts[g], starts[g + 1] - starts[g])
-        if part.null_count < len(part):
-            found = pc.min_max(part)
-            low[g], high[g] = _plain(found["min"].as_py()), _plain(found["max"].as_py())
     return low, high

@@ -10,7 +10,9 @@ written by pyarrow on a few threads (:data:`WRITE_THREADS`).
 
 The files and statuses are those ``rewrite_file_group`` makes for the same task and rows (the
 same rows in the same order, schema note, encodings, statistics, keys, size and CRC-32:
-``tests/writers/write/test_newgroups.py`` compares them), and the same rules hold: a file's
+``tests/writers/write/test_newgroups.py`` compares them; a dictionary column holding several
+values in one file, which no write makes, may list them in another order), and the same rules
+hold: a file's
 marker (unless the caller's batch marker names it) exists before the file, and a file is
 durable (unless the caller makes it so) before its status is returned. A group qualifies
 (:func:`qualifies`) when it is new (no old file) and its rows are at most
@@ -241,8 +243,8 @@ class _Batch:
                 single &= False  # nulls in the batch: every file takes the full rule
                 continue
             indices = chunk.indices.to_numpy()
-            low = np.minimum.reduceat(indices, starts[filled]) if filled.any() else indices[:0]
-            high = np.maximum.reduceat(indices, starts[filled]) if filled.any() else indices[:0]
+            low = np.minimum.reduceat(indices, starts[filled])  # some group has rows
+            high = np.maximum.reduceat(indices, starts[filled])
             found[filled, c] = low
             single[filled] &= low == high
         rows = found.tolist()

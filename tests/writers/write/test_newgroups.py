@@ -23,6 +23,7 @@ import lakebraid.writers.write.filegroup as filegroup
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import unpack_keys
 from lakebraid.timeline.layout import TableLayout
+from lakebraid.timeline.table_config import text_to_type
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.write.filegroup import (
     OP,
@@ -44,6 +45,10 @@ SCHEMA = [
     ("at", "timestamp[us]", True),
     ("price", "decimal128(10, 2)", True),
     ("tags", "list<item: int64>", True),
+    ("blob", "binary", True),
+    ("big", "uint64", True),
+    ("on", "date32[day]", True),
+    ("utc", "timestamp[ns, tz=UTC]", True),
 ]
 
 
@@ -52,6 +57,7 @@ def _row(key: str, delete: bool = False, **values: object) -> dict:
     return {"id": key, **{name: None for name, _, _ in SCHEMA[2:]}, **values, "delete": delete}
 
 
+UTC_NS = pa.timestamp("ns", tz="UTC")
 texts = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
 floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
 row = st.fixed_dictionaries(
@@ -64,6 +70,10 @@ row = st.fixed_dictionaries(
         "at": st.none() | st.datetimes(dt.datetime(1900, 1, 1), dt.datetime(2200, 1, 1)),
         "price": st.none() | st.decimals(-(10**7), 10**7, places=2, allow_nan=False),
         "tags": st.none() | st.lists(st.integers(-5, 5), max_size=3),
+        "blob": st.none() | st.binary(max_size=5),
+        "big": st.none() | st.integers(0, 2**64 - 1),
+        "on": st.none() | st.dates(dt.date(1, 1, 1), dt.date(9999, 12, 31)),
+        "utc": st.none() | st.integers(-(2**62), 2**62).map(lambda ns: pa.scalar(ns, UTC_NS)),
         "delete": st.booleans(),
     }
 )
@@ -97,19 +107,7 @@ def _rows(groups: list[list[dict]], days: list[str | None]) -> tuple[pa.Table, l
     order = np.random.default_rng(len(flat)).permutation(len(flat))
     flat = [flat[i] for i in order]
     owner = np.asarray(owner, dtype=np.int64)[order] if len(flat) else np.zeros(0, np.int64)
-    schema = pa.schema(
-        [
-            ("id", pa.string()),
-            ("day", pa.string()),
-            ("n", pa.int64()),
-            ("x", pa.float64()),
-            ("note", pa.string()),
-            ("flag", pa.bool_()),
-            ("at", pa.timestamp("us")),
-            ("price", pa.decimal128(10, 2)),
-            ("tags", pa.list_(pa.int64())),
-        ]
-    )
+    schema = pa.schema([(name, text_to_type(text)) for name, text, _ in SCHEMA])
     table = pa.Table.from_pylist([{k: r[k] for k in schema.names} for r in flat], schema)
     table = table.append_column(RECORD_KEY, table.column("id"))
     ops = [OP_DELETE if r["delete"] else OP_UPSERT for r in flat]
