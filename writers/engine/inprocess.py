@@ -11,6 +11,7 @@ input take this path so they pay for no Spark job.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -82,6 +83,7 @@ from lakebraid.writers.write.slices import slice_rows
 
 SYNC_THREADS = 4  # fsync waits on the disk, not the CPU
 BATCHED_GROUPS = 16  # new small file groups in one write from which they are written together
+BATCH_BYTES = 256 << 20  # rows (in Arrow bytes) of the new small groups written in one batch
 
 
 class Work(NamedTuple):
@@ -180,9 +182,19 @@ def _new_and_small(work: Sequence[Work]) -> list[int]:
 
 
 def _write_batched(work: Sequence[Work], few: list[int], **options: Any) -> list[WriteStatus]:
-    tasks = [work[i].task for i in few]
-    positions = [work[i].positions for i in few]
-    return write_new_groups(tasks, work[few[0]].rows, positions, **options)  # type: ignore[arg-type]
+    """``writers.write.newgroups`` over ``few``, in batches of about ``BATCH_BYTES`` of rows
+    each (a batch holds a copy of its rows: memory stays bounded whatever the write)."""
+    rows = work[few[0]].rows
+    per_row = max(1, rows.nbytes // max(1, rows.num_rows))
+    sizes = np.array([work[i].size() for i in few], dtype=np.int64) * per_row
+    batch_of = ((np.cumsum(sizes) - sizes) // BATCH_BYTES).tolist()  # by where each starts
+    statuses: list[WriteStatus] = []
+    for _, members in itertools.groupby(zip(batch_of, few, strict=True), key=lambda p: p[0]):
+        chunk = [i for _, i in members]
+        tasks = [work[i].task for i in chunk]
+        positions = [work[i].positions for i in chunk]
+        statuses += write_new_groups(tasks, rows, positions, **options)  # type: ignore[arg-type]
+    return statuses
 
 
 def write_rows(

@@ -311,3 +311,23 @@ def test_new_groups_on_an_object_store_and_in_nested_partitions(s3_url, tmp_path
         )
         assert c.validate() == [], url
         assert c.lookup(["k13"])["k13"].partition == "day=d01/region=us"
+
+
+def test_a_large_write_is_batched_in_bounded_pieces(tmp_path, monkeypatch) -> None:
+    """Each batch holds a copy of its rows: past ``BATCH_BYTES`` the groups go in several
+    batches, and the write is the same."""
+    sizes: list[int] = []
+    real = inprocess.write_new_groups
+
+    def spy(tasks, *args, **kwargs):
+        sizes.append(len(tasks))
+        return real(tasks, *args, **kwargs)
+
+    monkeypatch.setattr(inprocess, "write_new_groups", spy)
+    monkeypatch.setattr(inprocess, "BATCH_BYTES", 300)  # a few rows per batch
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    c.insert(_wide(40, 1))
+    assert sum(sizes) == 40 and len(sizes) > 4 and max(sizes) < 40
+    got = c.read_arrow().sort_by("id")
+    assert got.column("id").to_pylist() == sorted(f"k{i}" for i in range(40))
+    assert c.validate() == []
