@@ -2,7 +2,9 @@
 beside listing storage, delta-rs's log and pyiceberg's manifests, same data, same run.
 
 The table: ``--partitions`` (default 5,000) partitions of ``--rows-per-partition`` rows (4),
-written in one write per system, so one small Parquet file per partition. Then, each run
+written in one write per system, so one small Parquet file per partition; the write is timed
+in ``--write-runs`` rounds (default 3, the median reported), each round writing every system
+into a fresh folder, a different system first each round. Then, each run
 opening the table afresh with lakebraid's and pyiceberg's in-process caches cleared (the OS
 page cache stays warm; the median of ``--runs`` runs):
 
@@ -19,13 +21,15 @@ and the same for one partition (lakebraid ``files(partition)``, delta-rs
 ``file_uris(file_pruning_predicate=...)``, pyiceberg ``plan_files`` with a row filter). Every
 listing is checked to find the expected number of files.
 
-    .venv/bin/python benchmarks/listing.py [--partitions N] [--runs R] [--json FILE]
+    .venv/bin/python benchmarks/listing.py [--partitions N] [--runs R] [--write-runs W]
+        [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import tempfile
 from collections.abc import Callable
 
@@ -75,16 +79,19 @@ class Systems:
         self.fs = fsspec.filesystem("file")  # lakebraid's file system for local paths
         self.iceberg = ""  # the table's name, once written
 
-    def write(self) -> dict[str, float]:
+    def write(self, first: int = 0) -> dict[str, float]:
+        """Seconds of each system's write of the rows, the systems in turn starting with the
+        ``first``-th (rounds rotate it: no system always writes first)."""
         WriteClient.create(self.lake, "id", ["part"], "ts")
         table = iceberg_table(self.catalog, "listing", self.rows.schema, ["part"])
         self.iceberg = table.name()
-        writes: dict[str, Callable[[], object]] = {
-            "lakebraid": lambda: WriteClient.open(self.lake).bulk_insert(self.rows),
-            "delta-rs": lambda: write_deltalake(self.delta, self.rows, partition_by=["part"]),
-            "pyiceberg": lambda: self.catalog.load_table(self.iceberg).append(self.rows),
-        }
-        return {system: timed(write)[1] for system, write in writes.items()}
+        writes: list[tuple[str, Callable[[], object]]] = [
+            ("lakebraid", lambda: WriteClient.open(self.lake).bulk_insert(self.rows)),
+            ("delta-rs", lambda: write_deltalake(self.delta, self.rows, partition_by=["part"])),
+            ("pyiceberg", lambda: self.catalog.load_table(self.iceberg).append(self.rows)),
+        ]
+        turn = writes[first % len(writes) :] + writes[: first % len(writes)]
+        return {system: timed(write)[1] for system, write in turn}
 
     def listers(self, partition: bool) -> dict[str, Callable[[], int]]:
         """Listings of the whole table (or of one partition) by system, each returning the
@@ -140,20 +147,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=5_000)
     parser.add_argument("--rows-per-partition", type=int, default=4)
     parser.add_argument("--runs", type=int, default=5, help="runs per listing (median)")
+    parser.add_argument(
+        "--write-runs", type=int, default=3, help="rounds of the writes (median), fresh folders"
+    )
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     args = parser.parse_args(argv)
     n = args.partitions
     rows = make_rows(n, args.rows_per_partition)
     folder = tempfile.mkdtemp(prefix="lakebraid-listing-")
     try:
-        systems = Systems(folder, rows, one=f"p{n // 2:05d}")
+        one = f"p{n // 2:05d}"
         print(f"writing {n:,} partitions x {args.rows_per_partition} rows", flush=True)
-        writes = systems.write()
-        print(f"  writes: {writes}", flush=True)
+        rounds = [Systems(f"{folder}/round{k}", rows, one) for k in range(args.write_runs)]
+        samples = [each.write(first=k) for k, each in enumerate(rounds)]
+        writes = {name: statistics.median(s[name] for s in samples) for name in samples[0]}
+        print(f"  writes: {samples}", flush=True)
+        systems = rounds[0]  # the tables listed
         report = Report(
             "listing",
             f"{n:,} partitions x 1 file of {args.rows_per_partition} rows ({len(rows):,} rows)",
             notes=[
+                f"listing: the write is the median of {args.write_runs} rounds, each writing "
+                "every system into a fresh folder in turn, a different system first each round "
+                "(nothing deleted until the end: this file system creates files slower for a "
+                "while after large deletions)",
                 "listing: median of "
                 f"{args.runs} runs, each opening the table afresh with in-process caches "
                 "cleared (OS page cache warm); on local disk, where listing folders is cheap "
