@@ -84,16 +84,7 @@ def column_stats(
     Integer and string bounds come from the footer the writer just made (exact: Arrow writes
     untruncated statistics, or none); other types are computed from the rows. ``meta`` None
     (a merge-on-read log, no Parquet footer): every bound from the rows, sizes 0."""
-    sizes = {name: 0 for name in columns}
-    footer: dict[str, list[Any]] = {}
-    groups = [meta.row_group(g) for g in range(meta.num_row_groups)] if meta is not None else []
-    for group in groups:
-        for c in range(group.num_columns):
-            chunk = group.column(c)
-            path = chunk.path_in_schema.split(".")[0]
-            if path in sizes:
-                sizes[path] += chunk.total_compressed_size
-                footer.setdefault(path, []).append(chunk.statistics)
+    sizes, footer = _footer_chunks(meta, columns)
     stats = []
     for name in columns:
         column = table.column(name)
@@ -111,6 +102,24 @@ def column_stats(
             )
         )
     return stats
+
+
+def _footer_chunks(
+    meta: pq.FileMetaData | None, columns: list[str]
+) -> tuple[dict[str, int], dict[str, list[Any]]]:
+    """Per column of ``columns``: its compressed bytes in the footer ``meta`` (0 without
+    one) and its row groups' statistics."""
+    sizes = {name: 0 for name in columns}
+    footer: dict[str, list[Any]] = {}
+    groups = [meta.row_group(g) for g in range(meta.num_row_groups)] if meta is not None else []
+    for group in groups:
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            path = chunk.path_in_schema.split(".")[0]
+            if path in sizes:
+                sizes[path] += chunk.total_compressed_size
+                footer.setdefault(path, []).append(chunk.statistics)
+    return sizes, footer
 
 
 def _footer_bounds(kind: pa.DataType, chunks: list[Any]) -> tuple[Any, Any] | None:
@@ -162,21 +171,13 @@ class GroupBounds:
 
     def stats(self, group: int, meta: pq.FileMetaData) -> list[ColumnStat]:
         """The statistics of ``group``'s file, its column sizes from ``meta`` (its footer)."""
-        sizes = {name: 0 for name in self.columns}
-        for g in range(meta.num_row_groups):
-            row_group = meta.row_group(g)
-            for c in range(row_group.num_columns):
-                chunk = row_group.column(c)
-                path = chunk.path_in_schema.split(".")[0]
-                if path in sizes:
-                    sizes[path] += chunk.total_compressed_size
+        sizes, _ = _footer_chunks(meta, self.columns)
         found = []
         for name in self.columns:
-            lo, hi = self.bounds[name] if name in self.bounds else ([None], [None])
+            lo, hi = (b[group] for b in self.bounds[name]) if name in self.bounds else (None, None)
             nulls = int(self.nulls[name][group])
             values = int(self.rows[group]) - nulls
-            pick = group if name in self.bounds else 0
-            found.append(ColumnStat(name, lo[pick], hi[pick], nulls, values, sizes[name]))
+            found.append(ColumnStat(name, lo, hi, nulls, values, sizes[name]))
         return found
 
 

@@ -90,10 +90,19 @@ def _aws_environment() -> dict[str, Any]:
 
 
 def make_folder(fs: AbstractFileSystem, folder: str) -> None:
-    """Make ``folder`` on local disk; object stores have no folders (a name with slashes is
+    """Make ``folder`` on local disk (one ``mkdir`` when its parent exists, as for a new
+    partition of a write across many); object stores have no folders (a name with slashes is
     enough), so nothing is asked of them (s3fs would send a request per call)."""
-    if is_local(fs):
-        fs.makedirs(folder, exist_ok=True)
+    if not is_local(fs):
+        return
+    path = fs._strip_protocol(folder)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+    except FileNotFoundError:
+        os.makedirs(path, exist_ok=True)
 
 
 def storage_of(fs: AbstractFileSystem) -> dict[str, Any]:

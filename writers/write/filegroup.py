@@ -217,7 +217,9 @@ def write_parquet(
     memory and written in one call (its CRC from the buffer); a large one by Arrow's own file
     I/O, its CRC read back from the page cache; an object store's is counted as it uploads."""
     if local and result.num_rows <= BUFFERED_ROWS:
-        data = encode_parquet(result, options)
+        sink = pa.BufferOutputStream()
+        pq.write_table(result, sink, **options)
+        data = sink.getvalue()
         write_local(local_path(fs, path) or path, data)
         return data.size, zlib.crc32(data)
     with open_file(fs, path, "wb") as handle:  # local: Arrow's own file I/O
@@ -225,13 +227,6 @@ def write_parquet(
         pq.write_table(result, counted, **options)
         size = int(counted.tell())  # the bytes written: no request for the file's size
     return size, file_crc32(fs, path) if local else counted.crc  # type: ignore[union-attr]
-
-
-def encode_parquet(result: pa.Table, options: dict[str, Any]) -> pa.Buffer:
-    """``result`` as the bytes of a Parquet file, built in memory."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(result, sink, **options)
-    return sink.getvalue()
 
 
 def write_local(path: str, data: pa.Buffer) -> None:

@@ -22,7 +22,6 @@ defaults for every plain column.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -113,32 +112,17 @@ def _write_one(target: _Target, batch: _Batch, i: int) -> WriteStatus:
     name = task.file_name()
     if not target.marked:
         mark(fs, layout, task.instant, task.partition, name)
-    local = is_local(fs)
     folder = layout.partition_dir(task.partition)
-    _make_folder(fs, folder, local)
+    make_folder(fs, folder)
     path = f"{folder}/{name}"
     piece, options, collected = batch.file(i)
-    size, crc = write_parquet(fs, path, piece, options, local)
+    size, crc = write_parquet(fs, path, piece, options, is_local(fs))
     if target.sync:
         make_durable(fs, path)
     stats = batch.bounds.stats(i, collected[0])
     return WriteStatus(
         file_name=name, size=size, crc32=crc, rows=batch.rows[i], stats=stats, **status
     )
-
-
-def _make_folder(fs: AbstractFileSystem, folder: str, local: bool) -> None:
-    """``timeline.durable.make_folder``; on local disk one ``mkdir`` when the parent exists
-    (a new partition of a one-level table)."""
-    if not local:
-        return make_folder(fs, folder)
-    path = fs._strip_protocol(folder)
-    try:
-        os.mkdir(path)
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        os.makedirs(path, exist_ok=True)
 
 
 def _check_one_write(tasks: Sequence[RewriteTask]) -> None:

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lakebraid.writers.engine.inprocess as inprocess
-import lakebraid.writers.write.filegroup as filegroup
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import WriteError
@@ -94,24 +93,15 @@ def wide(n: int, ts: int) -> pa.Table:
     )
 
 
-def test_a_wide_write_that_fails_part_way_leaves_nothing(tmp_path, monkeypatch):
+def test_a_wide_write_that_fails_part_way_leaves_nothing(tmp_path, fail_parquet_write):
     """A write of more than write.sync.batch.files new file groups whose 20th file fails: the
     write rolls itself back from its batch marker; no data file, marker or row of it is left, and
     the next wide write commits every file durable and sweeps its markers."""
     c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
     n = SYNC_BATCH_FILES.default + 6
-    real, calls = filegroup.pq.write_table, []
-
-    def failing(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 20:
-            raise OSError("disk full (injected)")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(filegroup.pq, "write_table", failing)
+    calls = fail_parquet_write(20)
     with pytest.raises(OSError, match="injected"):
         c.insert(wide(n, 1))
-    monkeypatch.setattr(filegroup.pq, "write_table", real)
     table = Path(c.path)
     assert len(calls) >= 20
     assert not list(table.glob("day=*/*.parquet")), "a file of the failed write was left"

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from msgspec.structs import replace as msgspec_replace
 
 import lakebraid.writers.engine.inprocess as inprocess
-import lakebraid.writers.write.filegroup as filegroup
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import unpack_keys
 from lakebraid.timeline.layout import TableLayout
@@ -246,19 +245,11 @@ def _wide(n: int, ts: int, big: int = 0) -> pa.Table:
     ("n", "kind"),  # per-file markers, then one batch marker; both table types
     [(20, "copy_on_write"), (70, "copy_on_write"), (20, "merge_on_read")],
 )
-def test_a_write_of_many_new_partitions_reads_back_exactly(tmp_path, monkeypatch, n, kind):
-    batched: list[int] = []
-    real = inprocess.write_new_groups
-
-    def spy(tasks, *args, **kwargs):
-        batched.append(len(tasks))
-        return real(tasks, *args, **kwargs)
-
-    monkeypatch.setattr(inprocess, "write_new_groups", spy)
+def test_a_write_of_many_new_partitions_reads_back_exactly(tmp_path, batches, n, kind):
     c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type=kind)
     c.insert(_wide(3, 1))  # three groups that the next write updates (or appends to)
     c.upsert(_wide(n, 2, big=SMALL_GROUP_ROWS + 5))
-    assert batched == [n - 3]  # the new small groups only: not the big one, not the old three
+    assert batches == [n - 3]  # the new small groups only: not the big one, not the old three
     got = c.read_arrow().sort_by("id")
     want = _wide(n, 2, big=SMALL_GROUP_ROWS + 5).sort_by("id")
     assert got.select(want.column_names).cast(want.schema).equals(want)
@@ -269,22 +260,14 @@ def test_a_write_of_many_new_partitions_reads_back_exactly(tmp_path, monkeypatch
     assert not list((tmp_path / "t" / ".braid" / "markers").glob("*/*"))
 
 
-def test_a_batch_that_fails_part_way_leaves_nothing(tmp_path, monkeypatch) -> None:
+def test_a_batch_that_fails_part_way_leaves_nothing(tmp_path, fail_parquet_write) -> None:
     """20 new groups (file markers, no batch marker) whose 10th file fails: the write rolls
     itself back from the markers written so far; no file or row of it is left."""
     c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
-    real, calls = filegroup.pq.write_table, []
-
-    def failing(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 10:
-            raise OSError("disk full (injected)")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(filegroup.pq, "write_table", failing)
+    calls = fail_parquet_write(10)
     with pytest.raises(OSError, match="injected"):
         c.insert(_wide(20, 1))
-    monkeypatch.setattr(filegroup.pq, "write_table", real)
+    assert len(calls) >= 10
     assert not list((tmp_path / "t").glob("day=*/*.parquet"))
     assert c.read_arrow().num_rows == 0 and c.validate() == []
     c.insert(_wide(20, 2))
@@ -313,21 +296,13 @@ def test_new_groups_on_an_object_store_and_in_nested_partitions(s3_url, tmp_path
         assert c.lookup(["k13"])["k13"].partition == "day=d01/region=us"
 
 
-def test_a_large_write_is_batched_in_bounded_pieces(tmp_path, monkeypatch) -> None:
+def test_a_large_write_is_batched_in_bounded_pieces(tmp_path, monkeypatch, batches) -> None:
     """Each batch holds a copy of its rows: past ``BATCH_BYTES`` the groups go in several
     batches, and the write is the same."""
-    sizes: list[int] = []
-    real = inprocess.write_new_groups
-
-    def spy(tasks, *args, **kwargs):
-        sizes.append(len(tasks))
-        return real(tasks, *args, **kwargs)
-
-    monkeypatch.setattr(inprocess, "write_new_groups", spy)
     monkeypatch.setattr(inprocess, "BATCH_BYTES", 300)  # a few rows per batch
     c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
     c.insert(_wide(40, 1))
-    assert sum(sizes) == 40 and len(sizes) > 4 and max(sizes) < 40
+    assert sum(batches) == 40 and len(batches) > 4 and max(batches) < 40
     got = c.read_arrow().sort_by("id")
     assert got.column("id").to_pylist() == sorted(f"k{i}" for i in range(40))
     assert c.validate() == []
