@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +17,7 @@ import pyarrow.compute as pc
 from lakebraid.metadata.errors import MetadataValueError
 
 ARROW_SORT_BELOW = 10_000  # keys; measured crossover of Arrow's sort and :func:`sort_order`'s
-MAX_RUNS = 8  # sorted runs :func:`match_rows` merges; keys in more take a hash join
+MAX_RUNS = 8  # sorted runs :class:`KeyPositions` searches; keys in more take a hash join
 
 
 def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -191,35 +193,119 @@ class KeyMatcher:
             rows = np.flatnonzero(pc.is_in(column, value_set=self.keys).to_numpy(False))
             found = pc.index_in(column.take(pa.array(rows)), value_set=self.keys)
             return rows, found.to_numpy(False).astype(np.int64)
-        probe = self._probe(view.itemsize)
+        return self.match_run(SortedRun.of(view))
+
+    def match_run(self, run: SortedRun) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of ``run`` holding a wanted key, and the indices of those wanted keys."""
+        probe = self._probe(run.view.itemsize)
         if probe is None:
             return np.empty(0, np.int64), np.empty(0, np.int64)
         wanted, index = probe
+        rows, hit = run.find(wanted)
+        return rows, index[hit]
+
+
+class KeyPositions:
+    """The rows of keys in a key column (a base file's), prepared once for many lookups: a
+    merge-on-read slice looks up each log block's keys in its base.
+
+    Keys in at most ``MAX_RUNS`` strictly ascending runs of one width (a base file as
+    written) are searched run by run, each run's 8-byte words computed once
+    (:class:`SortedRun`); other columns take Arrow's hash join, one for all lookups."""
+
+    def __init__(self, keys: pa.Array):
+        self.keys = keys
+        one = _one_run(keys)
+        bounds = None if one is not None else _run_bounds(keys)
+        self.runs = [one] if one is not None else None
+        if bounds is not None:
+            runs = [(fixed_view(keys.slice(a, b - a)), a) for a, b in itertools.pairwise(bounds)]
+            self.runs = [SortedRun.of(view, start) for view, start in runs if view is not None]
+
+    def rows_of(self, keys: Sequence[pa.Array]) -> list[np.ndarray]:
+        """Per array of ``keys`` (each sorted and unique: a log block's), the row of each key
+        in the column, -1 where it holds none."""
+        if not keys:
+            return []
+        if self.runs is None:  # one hash join for them all
+            found = pc.index_in(pa.concat_arrays(list(keys)), value_set=self.keys)
+            rows = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+            return np.split(rows, np.cumsum([len(k) for k in keys])[:-1])
+        result = []
+        for wanted in keys:
+            out = np.full(len(wanted), -1, np.int64)
+            matcher = KeyMatcher(wanted)
+            for run in self.runs:
+                rows, which = matcher.match_run(run)
+                out[which] = rows + run.start
+            result.append(out)
+        return result
+
+
+class SortedRun(NamedTuple):
+    """Keys as ``S<w>`` (strictly ascending) from row ``start`` of their column, with the 8
+    bytes after their shared prefix (``skip`` bytes) as integers (:func:`_word`)."""
+
+    view: np.ndarray
+    start: int
+    skip: int
+    words: np.ndarray
+
+    @classmethod
+    def of(cls, view: np.ndarray, start: int = 0) -> SortedRun:
+        ends = view[[0, -1]].view(np.uint8).reshape(2, view.itemsize)
+        differ = np.flatnonzero(ends[0] != ends[1])
+        skip = min(int(differ[0]) if len(differ) else view.itemsize, max(0, view.itemsize - 8))
+        return cls(view, start, skip, _word(view, skip))
+
+    def find(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of the run (from 0) equal to some of ``wanted`` (``S<w>``, sorted, unique)
+        and which: a binary search of the words, then a check of the whole keys."""
+        view = self.view
         lo = int(np.searchsorted(wanted, view[0], side="left"))
         hi = int(np.searchsorted(wanted, view[-1], side="right"))
         if hi <= lo:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        rows, hit = merge_sorted(view, wanted[lo:hi])
-        return rows, index[hit + lo]
+        wanted = wanted[lo:hi]  # within the run's first and last key: shares their prefix
+        ours, theirs = self.words, _word(wanted, self.skip)
+        rows = np.searchsorted(ours, theirs)  # the first row of each word (< len: in range)
+        if view.itemsize - self.skip <= 8:  # the word holds every byte after the prefix
+            found = np.flatnonzero(ours[rows] == theirs)
+            return rows[found].astype(np.int64), found + lo
+        hit = view[rows] == wanted
+        tied = np.flatnonzero(~hit & (ours[rows] == theirs))  # rows of one word: search them
+        if len(tied):
+            rows[tied] = np.searchsorted(view, wanted[tied])
+            hit[tied] = view[rows[tied]] == wanted[tied]
+        found = np.flatnonzero(hit)
+        return rows[found].astype(np.int64), found + lo
 
 
-def match_rows(keys: pa.Array, wanted: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of ``keys`` (strings, no nulls, any order) that hold a key of ``wanted`` (sorted,
-    unique), ascending, and the index in ``wanted`` of the key each holds.
-
-    Keys in at most ``MAX_RUNS`` ascending runs (a base file written sorted, or such a file
-    with sorted rows after it) are matched run by run, each a merge of two sorted arrays
-    (:class:`KeyMatcher`): about half the time of a hash join for 333k keys of one width.
-    The runs are found by one exact comparison pass; other keys take Arrow's hash join."""
-    bounds = _run_bounds(keys)
-    if bounds is None:
-        found = pc.index_in(keys, value_set=wanted)
-        rows = np.flatnonzero(pc.is_valid(found).to_numpy(zero_copy_only=False))
-        return rows, found.take(pa.array(rows)).to_numpy(zero_copy_only=False).astype(np.int64)
-    matcher = KeyMatcher(wanted)
-    parts = [matcher.match(keys.slice(a, b - a)) for a, b in itertools.pairwise(bounds)]
-    rows = np.concatenate([r + a for (r, _), a in zip(parts, bounds, strict=False)])
-    return rows.astype(np.int64), np.concatenate([f for _, f in parts]).astype(np.int64)
+def _one_run(keys: pa.Array) -> SortedRun | None:
+    """``keys`` as one :class:`SortedRun` when they are of one width and strictly ascending
+    (a base file as written), found from the words the run's searches need anyway: all keys
+    share the first and last key's prefix, and each word exceeds the one before (equal words:
+    the whole keys compared). None: not so, or not known so cheaply (:func:`_run_bounds`)."""
+    view = fixed_view(keys) if len(keys) >= 2 and not keys.null_count else None
+    if view is None:
+        return None
+    run = SortedRun.of(view)
+    if 0 < run.skip <= 8:  # the prefix as the top bytes of each key's first word
+        head = _word(view, 0) >> np.uint64(8 * (8 - run.skip))
+        if not bool((head == head[0]).all()):
+            return None
+    elif run.skip:
+        head = view.view(np.uint8).reshape(len(view), view.itemsize)[:, : run.skip]
+        if not bool((head == head[0]).all()):
+            return None
+    words = run.words
+    rises = words[1:] > words[:-1]
+    if rises.all():
+        return run
+    if view.itemsize - run.skip <= 8 or bool((words[1:] < words[:-1]).any()):
+        return None  # the word holds the whole rest of each key: equal words, equal keys
+    tied = np.flatnonzero(~rises)
+    return run if bool((view[tied + 1] > view[tied]).all()) else None
 
 
 def _run_bounds(keys: pa.Array) -> list[int] | None:
@@ -235,23 +321,8 @@ def _run_bounds(keys: pa.Array) -> list[int] | None:
 
 
 def merge_sorted(view: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of ``view`` equal to some of ``wanted`` and which (both ``S<w>``, sorted, unique,
-    ``wanted`` within ``view``'s first and last key, so sharing their common prefix)."""
-    ends = view[[0, -1]].view(np.uint8).reshape(2, view.itemsize)
-    differ = np.flatnonzero(ends[0] != ends[1])
-    skip = min(int(differ[0]) if len(differ) else view.itemsize, max(0, view.itemsize - 8))
-    ours, theirs = _word(view, skip), _word(wanted, skip)
-    rows = np.searchsorted(ours, theirs)  # the first row of each word (< len: within range)
-    if view.itemsize - skip <= 8:  # the word holds every byte after the shared prefix
-        found = np.flatnonzero(ours[rows] == theirs)
-        return rows[found], found
-    hit = view[rows] == wanted
-    tied = np.flatnonzero(~hit & (ours[rows] == theirs))  # rows of one word: search them
-    if len(tied):
-        rows[tied] = np.searchsorted(view, wanted[tied])
-        hit[tied] = view[rows[tied]] == wanted[tied]
-    found = np.flatnonzero(hit)
-    return rows[found], found
+    """Rows of ``view`` equal to some of ``wanted`` and which (both ``S<w>``, sorted, unique)."""
+    return SortedRun.of(view).find(wanted)
 
 
 def _word(view: np.ndarray, skip: int) -> np.ndarray:
