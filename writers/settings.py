@@ -76,17 +76,6 @@ MERGE_MODE = cfg.register(
     lambda v: None if v in MERGE_MODES else f"must be one of {MERGE_MODES}",
 )
 
-LOG_BASE_ROWS = cfg.register(
-    "write.log.base.rows",
-    int,
-    0,
-    "Merge-on-read: a write to a file group that holds at least 1/N as many keys as the "
-    "group's base file has rows also reads that base's key column and names, in its log "
-    "blocks, each key's row there; snapshot reads and compactions of the slice then merge by "
-    "row instead of matching keys against the whole base (measured on 10 logs over 333k-row "
-    "bases: about 10 ms less per slice read, 15-20 ms more per group written). 0: never.",
-    cfg.at_least(0),
-)
 COMPACT_INLINE = cfg.register(
     "compaction.inline",
     bool,

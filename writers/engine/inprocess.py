@@ -307,12 +307,8 @@ class Layout(NamedTuple):
     files: Mapping[str, Mapping[str, int]]  # the ``files`` listing: name -> size
     merge_on_read: bool = False
 
-    def tasks(
-        self, targets: list[tuple[str, str]], name_rows: int = 0, **common: object
-    ) -> Sequence[Any]:
-        return write_tasks(
-            targets, self.listing, self.files, self.merge_on_read, name_rows, **common
-        )
+    def tasks(self, targets: list[tuple[str, str]], **common: object) -> Sequence[Any]:
+        return write_tasks(targets, self.listing, self.files, self.merge_on_read, **common)
 
 
 def tasks_of(
@@ -342,7 +338,6 @@ def tasks_of(
     targets = [(text[parts[i]], text[ids[i]]) for i in starts.tolist()]
     tasks = layout.tasks(
         targets,  # type: ignore[arg-type]
-        table.options.get(settings.LOG_BASE_ROWS),
         root=table.fs.unstrip_protocol(table.layout.root),
         storage=storage_of(table.fs),
         time=time,

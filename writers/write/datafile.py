@@ -120,18 +120,6 @@ def read_parquet(
             return _read_checked(parquet, threads, columns)
 
 
-def parquet_rows(fs: AbstractFileSystem, path: str) -> int:
-    """The rows of a Parquet file, from its footer (checked); a damaged footer raises
-    :class:`CorruptDataFileError`."""
-    with (
-        guarded(path, CorruptDataFileError),
-        open_file(fs, path, memory_map=is_local(fs)) as source,
-        pq.ParquetFile(source) as parquet,
-    ):
-        check_footer(parquet.metadata)
-        return parquet.metadata.num_rows
-
-
 def _read_checked(
     parquet: pq.ParquetFile, threads: bool, columns: Sequence[str] | None
 ) -> pa.Table:

@@ -2,12 +2,11 @@
 their byte format, writes blocks (:func:`encode_data_block`, :func:`encode_delete_block`) and
 reads them (:func:`decode_block`, :func:`iter_blocks`, :func:`read_last_footer`).
 
-Format version 2 (version 1 blocks, which carry no base rows, are read as well). A data
-log file is a concatenation of blocks; a block is::
+Format version 1. A data log file is a concatenation of blocks; a block is::
 
     offset       size  field
     0            4     magic b"DLOG"
-    4            2     format version (u16) = 2 (1: no base rows)
+    4            2     format version (u16) = 1
     6            1     block type (u8): 1 data, 2 delete
     7            4     header length H (u32)
     11           H     header: msgpack map (:class:`DataLogHeader`)
@@ -22,32 +21,27 @@ log file is a concatenation of blocks; a block is::
 Integers are big-endian; CRC32 is zlib's (IEEE). The header holds ``block_type`` (copy of
 byte 6), ``instant`` (the commit that wrote the block), ``partition`` (the data partition
 path), ``file_id`` (the file group), ``record_count``, ``body_length`` (copy of B) and
-``footer_length`` (copy of F) and ``base_file``: the name of the base file the body's base
-rows index (nil: the body has none); readers ignore keys they do not know. The body's buffers are
+``footer_length`` (copy of F); readers ignore keys they do not know. The body's buffers are
 zstd-compressed or not compressed at all, as the writer chose (the stream names its codec, so
 readers need not be told): writers to object stores compress (bytes cost more there than
 decoding), writers to local disks do not (an uncompressed body decodes about five times
 faster, which merge-on-read snapshot reads pay for every block). The body of a data
 block holds rows of the table (its columns as written, then ``_braid_commit_time`` and
 ``_braid_record_key``), one per key, sorted by ``_braid_record_key``; a delete block's body
-holds the column ``_braid_record_key``, the keys deleted, sorted and unique. Either body may
-end with ``_braid_base_row`` (int32, nullable; version 2): per key, its row in ``base_file``
-as the writer read it, null when that base does not hold the key. A reader whose slice has
-that base merges by these rows instead of matching keys (``writers.write.logmerge``, which
-checks them against the base's keys); a block written against another base is matched by key.
+holds the one column ``_braid_record_key``, the keys deleted, sorted and unique.
 
-The footer (RFC-06's key index) describes the block's keys: ``min_key``, ``max_key`` and
-``bloom`` (``index.bloom``'s encoding), and, cumulatively, those of every block of the file
-slice's logs up to and including this one (``slice``: ``blocks``, ``keys``, ``min_key``,
-``max_key``, ``bloom``; ``bloom`` nil when the writer did not keep a slice filter). So the
+The footer (RFC-06's key index, modelled by ``writers.write.logfooter``) describes the
+block's keys: ``min_key``, ``max_key`` and ``bloom`` (``index.bloom``'s encoding), and,
+cumulatively, those of every block of the file slice's logs up to and including this one
+(``slice``: ``blocks``, ``keys``, ``min_key``, ``max_key``, ``bloom``; ``bloom`` nil when the
+writer did not keep a slice filter). So the
 footer of a slice's last block alone rules the slice's logs out for a key outside
 ``min_key``..``max_key`` or absent from ``bloom`` (:func:`read_last_footer` reads just it:
 the last 20 bytes of the file, then the footer, checked by its own CRC).
 
 Corruption is never silent: magic, version, the block type's copy, both lengths' copies and
 the trailer are compared, both CRCs checked, and a body's keys must be sorted and unique and
-match the footer's range and the header's count; base rows, when present, must be int32, not
-negative, and named by a ``base_file``. Any failure raises
+match the footer's range and the header's count. Any failure raises
 :class:`~lakebraid.writers.errors.CorruptDataLogError` naming the file and the offset where
 the block starts.
 """
@@ -74,9 +68,7 @@ from lakebraid.writers.errors import CorruptDataLogError
 from lakebraid.writers.write.logfooter import KeyFooter, SliceKeys, slice_after
 
 MAGIC = b"DLOG"
-FORMAT_VERSION = 2
-READ_VERSIONS = (1, 2)
-BASE_ROW = "_braid_base_row"  # int32: a key's row in the header's ``base_file``
+FORMAT_VERSION = 1
 PREFIX = struct.Struct(">4sHBI")  # magic, version, block type, header length
 BODY_LENGTH = struct.Struct(">Q")
 TRAILER = struct.Struct(">IIIQ")  # footer length, footer crc, block crc, total length
@@ -100,7 +92,6 @@ class DataLogHeader(msgspec.Struct, frozen=True):
     record_count: int
     body_length: int
     footer_length: int
-    base_file: str | None = None  # the base file ``_braid_base_row`` indexes
 
 
 class DataLogBlock(msgspec.Struct, frozen=True):
@@ -109,8 +100,7 @@ class DataLogBlock(msgspec.Struct, frozen=True):
     size: int
     header: DataLogHeader
     footer: KeyFooter
-    rows: pa.Table  # data: the rows; delete: the one key column (base rows apart)
-    base_rows: pa.Array | None = None  # int32 per row: its key's row in header.base_file
+    rows: pa.Table  # data: the rows; delete: the one key column
 
     @property
     def block_type(self) -> BlockType:
@@ -137,25 +127,16 @@ def encode_block(
     previous: SliceKeys | None = None,
     earlier_keys: pa.Array | None = None,
     compressed: bool = True,
-    base_file: str | None = None,
 ) -> tuple[bytes, SliceKeys]:
-    """A block of ``rows`` (one per key, sorted here; a delete block: the key column alone;
-    either may hold a ``_braid_base_row`` column, the rows of their keys in ``base_file``)
+    """A block of ``rows`` (one per key, sorted here; a delete block: the key column alone)
     and the slice's keys after it. ``previous``: the slice's keys before it (the footer of
     its last block), None for the first block; ``earlier_keys``: every key of the slice's
     earlier blocks, when the writer read them (lets the slice filter grow: :func:`slice_after`);
     ``compressed``: zstd-compress the body's buffers (else none)."""
-    if (BASE_ROW in rows.column_names) != (base_file is not None):
-        raise ValueError(f"a log block's {BASE_ROW} column and its base_file go together")
     order = sort_order(rows.column(RECORD_KEY)).to_numpy()
     ordered = rows if np.array_equal(order, np.arange(len(order))) else rows.take(order)
-    if base_file is not None:  # last, as int32
-        at = ordered.column_names.index(BASE_ROW)
-        base_rows = ordered.column(at).cast(pa.int32())
-        ordered = ordered.remove_column(at).append_column(BASE_ROW, base_rows)
     codec = "zstd" if compressed else None
-    where = (instant, partition, file_id, base_file)
-    return _encode(kind, ordered, where, previous, earlier_keys, codec)
+    return _encode(kind, ordered, instant, partition, file_id, previous, earlier_keys, codec)
 
 
 def encode_data_block(rows: pa.Table, **where: Any) -> tuple[bytes, SliceKeys]:
@@ -163,21 +144,19 @@ def encode_data_block(rows: pa.Table, **where: Any) -> tuple[bytes, SliceKeys]:
     return encode_block(BlockType.DATA, rows, **where)
 
 
-def encode_delete_block(
-    keys: pa.Array, base_rows: pa.Array | None = None, **where: Any
-) -> tuple[bytes, SliceKeys]:
-    """A delete block of ``keys`` (unique; ``base_rows``: their rows in ``where``'s
-    ``base_file``; :func:`encode_block`'s keywords)."""
-    columns = {RECORD_KEY: pc.cast(keys, pa.string())}
-    if base_rows is not None:
-        columns[BASE_ROW] = base_rows
-    return encode_block(BlockType.DELETE, pa.table(columns), **where)
+def encode_delete_block(keys: pa.Array, **where: Any) -> tuple[bytes, SliceKeys]:
+    """A delete block of ``keys`` (unique; :func:`encode_block`'s keywords)."""
+    return encode_block(
+        BlockType.DELETE, pa.table({RECORD_KEY: pc.cast(keys, pa.string())}), **where
+    )
 
 
 def _encode(
     kind: BlockType,
     rows: pa.Table,
-    where: tuple[str, str, str, str | None],
+    instant: str,
+    partition: str,
+    file_id: str,
     previous: SliceKeys | None,
     earlier_keys: pa.Array | None,
     codec: str | None,
@@ -195,7 +174,9 @@ def _encode(
     bloom = KeyBloom.of(keys).encode()
     footer = msgspec.msgpack.encode(KeyFooter(keys[0].as_py(), keys[-1].as_py(), bloom, after))
     header = msgspec.msgpack.encode(
-        DataLogHeader(kind.value, *where[:3], rows.num_rows, len(body), len(footer), where[3])
+        DataLogHeader(
+            kind.value, instant, partition, file_id, rows.num_rows, len(body), len(footer)
+        )
     )
     total = OVERHEAD + len(header) + len(body) + len(footer)
     block = b"".join(
@@ -223,18 +204,14 @@ def decode_block(data: bytes | memoryview, offset: int, path: str) -> DataLogBlo
     if zlib.crc32(frame.body, zlib.crc32(frame.header_bytes)) != frame.crc:
         raise frame.bad("a CRC32 does not match")
     rows = _rows(frame.body, frame.bad)
-    base_rows = _base_rows(rows, frame.header, frame.version, frame.bad)
-    if base_rows is not None:
-        rows = rows.drop_columns([BASE_ROW])
     _check_keys(rows, frame.header, frame.footer, frame.bad)
-    return DataLogBlock(path, offset, frame.size, frame.header, frame.footer, rows, base_rows)
+    return DataLogBlock(path, offset, frame.size, frame.header, frame.footer, rows)
 
 
 class _Frame(NamedTuple):
     """A block's parts, its lengths and footer checked (its body not yet)."""
 
     bad: Bad
-    version: int
     header_bytes: memoryview
     header: DataLogHeader
     body: memoryview
@@ -250,8 +227,8 @@ def _frame(view: memoryview, offset: int, path: str) -> _Frame:
     magic, version, kind, h = PREFIX.unpack_from(view, offset)
     if magic != MAGIC:
         raise bad(f"magic {bytes(magic)!r}, expected {MAGIC!r}")
-    if version not in READ_VERSIONS:
-        raise bad(f"format version {version}; this lakebraid reads {READ_VERSIONS}")
+    if version != FORMAT_VERSION:
+        raise bad(f"format version {version}; this lakebraid reads {FORMAT_VERSION}")
     at = offset + PREFIX.size
     if at + h + BODY_LENGTH.size > len(view):
         raise bad(f"header length {h} runs past the end of the file")
@@ -270,7 +247,7 @@ def _frame(view: memoryview, offset: int, path: str) -> _Frame:
     if zlib.crc32(footer_bytes) != footer_crc:
         raise bad("a CRC32 does not match")
     footer = _decoded(_FOOTER, footer_bytes, bad, "footer")
-    return _Frame(bad, version, header_bytes, header, body, footer, crc, size)
+    return _Frame(bad, header_bytes, header, body, footer, crc, size)
 
 
 def iter_blocks(
@@ -327,20 +304,6 @@ def _rows(body: memoryview, bad: Bad) -> pa.Table:
     except (pa.ArrowException, ValueError) as exc:
         raise bad(f"the body is not an Arrow stream: {exc}") from None
     return table
-
-
-def _base_rows(rows: pa.Table, header: DataLogHeader, version: int, bad: Bad) -> pa.Array | None:
-    """The body's base rows (None: it has none), checked."""
-    if BASE_ROW not in rows.column_names:
-        if version > 1 and header.base_file is not None:
-            raise bad(f"the header names base file {header.base_file!r}, the body no {BASE_ROW}")
-        return None
-    base_rows = rows.column(BASE_ROW).combine_chunks()
-    if version < 2 or header.base_file is None or base_rows.type != pa.int32():
-        raise bad(f"a {BASE_ROW} column needs version 2, int32 values and a header's base_file")
-    if len(base_rows) > base_rows.null_count and pc.min(base_rows).as_py() < 0:
-        raise bad(f"the body's {BASE_ROW} holds a negative row")
-    return base_rows
 
 
 def _check_keys(rows: pa.Table, header: DataLogHeader, footer: KeyFooter, bad: Bad) -> None:

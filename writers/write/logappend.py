@@ -1,15 +1,8 @@
 """Merge-on-read writes of one file group: a commit's upserts and deletes of the group become
 one log file ``<file id>_<write token>_<instant>.log`` (``timeline.layout``) of log blocks
 (``writers.write.datalog``): a delete block of the keys it deletes, then a data block of the
-rows it upserts. Earlier logs are not read: a reader merges them (``writers.write.logmerge``)
-and a compaction folds them.
-
-A write of at least 1/N as many keys as the group's base has rows (``name_rows`` = N, the
-table's ``write.log.base.rows``; 0: never, the default) also reads the base's key column once
-and names, in its blocks, each key's row in that base (``_braid_base_row``): every later read
-of the slice then merges by row instead of matching keys against the whole base. That read
-costs about what a read of the base costs, which small writes, the ones merge-on-read serves
-best, would feel most.
+rows it upserts. The base file and earlier logs are not read: a reader merges them
+(``writers.write.logmerge``) and a compaction folds them.
 
 Which keys are new to the group comes from the record index (the caller's tag,
 ``_braid_in_group``): an upsert of a key the group holds writes no index entry; a new key
@@ -38,20 +31,10 @@ from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.commits import WriteStatus, pack_keys
-from lakebraid.metadata.keyorder import KeyPositions, sort_order, wanted_keys
 from lakebraid.timeline.durable import filesystem, is_local, make_durable, make_folder
 from lakebraid.timeline.layout import TableLayout, data_file_name
-from lakebraid.writers.write.datafile import (
-    conform,
-    data_schema,
-    parquet_rows,
-    read_parquet,
-    stamped,
-    stored_keys,
-    virtual_key,
-)
+from lakebraid.writers.write.datafile import conform, data_schema, stamped
 from lakebraid.writers.write.datalog import (
-    BASE_ROW,
     encode_data_block,
     encode_delete_block,
     read_last_footer,
@@ -85,9 +68,7 @@ class AppendTask(msgspec.Struct, frozen=True, kw_only=True):
     storage: dict[str, Any] = {}  # storage options (timeline.durable.storage_of)
     partition: str
     file_id: str
-    base_file: str | None  # the slice's base (kept in the status)
-    name_rows: int = 0  # name base rows from 1/N of the base's rows written (module doc)
-    record_key: str  # the table's record key column
+    base_file: str | None  # the slice's base (not read; kept in the status)
     previous_log: str | None = None  # the slice's newest log, whose footer is extended
     previous_size: int = 0  # its size, from the files listing
     instant: str
@@ -133,9 +114,7 @@ def append_to_file_group(
         path = f"{layout.partition_dir(task.partition)}/{task.previous_log}"
         previous = read_last_footer(fs, path, task.previous_size).slice
     rows = conform(stamped(upserts, task.instant), data_schema(task.schema))
-    rows = rows.take(sort_order(rows.column(RECORD_KEY)))
-    deleted = wanted_keys(flat(deletes.column(RECORD_KEY)), pa.string(), unique=False)
-    data = _blocks(task, deleted, rows, _named(fs, layout, task, deleted, rows), previous, fs)
+    data = _blocks(task, deletes.column(RECORD_KEY), rows, previous, not is_local(fs))
     name = task.file_name()
     _write_log(fs, layout, task, name, data, sync, marked)
     present = [c for c in task.stats_columns if c in rows.column_names]
@@ -150,51 +129,24 @@ def append_to_file_group(
     )
 
 
-def _named(
-    fs: Any, layout: TableLayout, task: AppendTask, deleted: pa.Array, rows: pa.Table
-) -> list[pa.Array] | None:
-    """The base rows of the deleted keys and of the rows' keys (both sorted), when the write
-    is large enough beside the base to name them (module doc); else None."""
-    if task.base_file is None or not task.name_rows:
-        return None
-    path = layout.data_file(task.partition, task.base_file)
-    if (rows.num_rows + len(deleted)) * task.name_rows < parquet_rows(fs, path):
-        return None
-    derive = virtual_key(task.schema, task.record_key)
-    base = read_parquet(fs, path, threads=False, columns=[derive or RECORD_KEY])
-    positions = KeyPositions(flat(stored_keys(base, derive)))
-    found = positions.rows_of([deleted, flat(rows.column(RECORD_KEY))])
-    return [pa.array(f, pa.int32(), mask=f < 0) for f in found]
-
-
 def _blocks(
     task: AppendTask,
-    deleted: pa.Array,
+    deleted: pa.ChunkedArray,
     rows: pa.Table,
-    named: list[pa.Array] | None,
     previous: SliceKeys | None,
-    fs: Any,
+    compressed: bool,
 ) -> bytes:
-    """The log file's bytes: the delete block (if any), then the data block (if any), naming
-    their keys' base rows when ``named``; their bodies compressed on object stores only
-    (``writers.write.datalog``)."""
+    """The log file's bytes: the delete block (if any), then the data block (if any); their
+    bodies compressed on object stores only (``writers.write.datalog``)."""
     where: dict[str, Any] = dict(
-        instant=task.instant,
-        partition=task.partition,
-        file_id=task.file_id,
-        compressed=not is_local(fs),
-        base_file=task.base_file if named is not None else None,
+        instant=task.instant, partition=task.partition, file_id=task.file_id, compressed=compressed
     )
     parts = []
     if len(deleted):
-        at = named[0] if named is not None else None
-        block, previous = encode_delete_block(deleted, at, previous=previous, **where)
+        block, previous = encode_delete_block(pc.unique(flat(deleted)), previous=previous, **where)
         parts.append(block)
     if rows.num_rows:
-        rows = rows.combine_chunks()
-        if named is not None:
-            rows = rows.append_column(BASE_ROW, named[1])
-        block, _ = encode_data_block(rows, previous=previous, **where)
+        block, _ = encode_data_block(rows.combine_chunks(), previous=previous, **where)
         parts.append(block)
     return b"".join(parts)
 
@@ -224,13 +176,12 @@ def merge_on_read_tasks(
     targets: Sequence[tuple[str, str]],
     slices: Mapping[str, Mapping[str, DataSlice]],
     sizes: Mapping[str, Mapping[str, int]],
-    name_rows: int = 0,
     **common: Any,
 ) -> list[RewriteTask | AppendTask]:
     """The tasks of a merge-on-read write, one per (partition, file id) of ``targets``: an
     append to each group the table holds (its slice from ``current_slices``; ``sizes``: the
-    ``files`` listing, for the newest log's size; ``name_rows``: see the module doc), a new
-    base file for each new group (``route.rewrite_tasks``'s keywords in ``common``)."""
+    ``files`` listing, for the newest log's size), a new base file for each new group
+    (``route.rewrite_tasks``'s keywords in ``common``)."""
     new_groups = rewrite_tasks(targets, {}, **common)
     tasks: list[RewriteTask | AppendTask] = []
     for n, ((partition, file_id), rewrite) in enumerate(zip(targets, new_groups, strict=True)):
@@ -246,8 +197,6 @@ def merge_on_read_tasks(
                 partition=partition,
                 file_id=file_id,
                 base_file=piece.base,
-                name_rows=name_rows,
-                record_key=common["record_key"],
                 previous_log=last,
                 previous_size=sizes[partition][last] if last is not None else 0,
                 instant=common["time"],
@@ -264,16 +213,13 @@ def write_tasks(
     listing: Mapping[str, Mapping[str, str]],
     files: Mapping[str, Mapping[str, int]],
     merge_on_read: bool,
-    name_rows: int = 0,
     **common: Any,
 ) -> list[RewriteTask | AppendTask]:
     """One task per target file group, for either engine: a rewrite of its base file
     (``listing``: partition -> file id -> base), or in a merge-on-read table an append to its
-    slice (``files``: the ``files`` listing, name -> size; ``name_rows``: the table's
-    ``write.log.base.rows``)."""
+    slice (``files``: the ``files`` listing, name -> size)."""
     if merge_on_read:
-        slices = current_slices(files)
-        return merge_on_read_tasks(targets, slices, files, name_rows, **common)
+        return merge_on_read_tasks(targets, current_slices(files), files, **common)
     return list(rewrite_tasks(targets, listing, **common))
 
 

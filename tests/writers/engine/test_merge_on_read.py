@@ -37,25 +37,16 @@ def located(client, keys: list[str]) -> dict[str, str | None]:
 
 
 @pytest.mark.parametrize(
-    ("seed", "mode", "named"),
-    [
-        (1, "commit_time", 0),
-        (2, "commit_time", 1000),
-        (3, "event_time", 0),
-        (4, "event_time", 1000),
-    ],
+    ("seed", "mode"), [(1, "commit_time"), (2, "commit_time"), (3, "event_time"), (4, "event_time")]
 )
-def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed, mode, named) -> None:
+def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed, mode) -> None:
     """``event_time``: events arrive out of order (ts drawn at random), so older events of
-    stored keys, moving keys among them, must lose to the stored row on both types.
-    ``named``: the logs name their keys' base rows (``write.log.base.rows``), which
-    compactions then outdate and a rollback of one brings back."""
+    stored keys, moving keys among them, must lose to the stored row on both types."""
     rng = random.Random(seed)
     options = {
         "metadata.compact.max.log.files": 3,
         "metadata.compact.log.ratio": 0,
         "write.merge.mode": mode,
-        "write.log.base.rows": named,
     }
     cow = WriteClient.create(str(tmp_path / "cow"), "id", ["day"], "ts", **options)
     mor = WriteClient.create(
@@ -90,8 +81,6 @@ def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed, m
     for path in logs:
         blocks = list(iter_blocks(mor.table.fs, path))
         assert blocks and all(b.header.instant in path for b in blocks)
-    names = {b.header.base_file for p in logs for b in iter_blocks(mor.table.fs, p)}
-    assert (names != {None}) == bool(named)
     assert not any(p.endswith(".log") for p in cow.file_paths())
     assert mor.validate() == [] and cow.validate() == []
     final = mor.compact()

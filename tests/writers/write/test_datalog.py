@@ -15,9 +15,7 @@ from hypothesis import strategies as st
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.writers.errors import CorruptDataLogError
-from lakebraid.writers.write import datalog
 from lakebraid.writers.write.datalog import (
-    BASE_ROW,
     OVERHEAD,
     BlockType,
     decode_block,
@@ -44,16 +42,11 @@ def rows_of(keys: list[str], salt: int) -> pa.Table:
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    blocks=st.lists(st.tuples(key_lists, st.booleans(), st.booleans()), min_size=1, max_size=4),
-    rows=st.lists(st.one_of(st.none(), st.integers(0, 2**31 - 1)), min_size=40, max_size=40),
-    named=st.lists(st.booleans(), min_size=4, max_size=4),
-)
+@given(blocks=st.lists(st.tuples(key_lists, st.booleans(), st.booleans()), min_size=1, max_size=4))
 def test_blocks_round_trip_and_footers_cover_their_keys(
-    tmp_path_factory, blocks: list[tuple[list[str], bool, bool]], rows: list, named: list
+    tmp_path_factory, blocks: list[tuple[list[str], bool, bool]]
 ) -> None:
-    """Blocks of either body codec (compressed or not), mixed in one file, naming their
-    keys' base rows or not."""
+    """Blocks of either body codec (compressed or not), mixed in one file."""
     path = str(tmp_path_factory.mktemp("log") / "f.log")
     data, previous, seen = b"", None, []
     for n, (keys, delete, compressed) in enumerate(blocks):
@@ -63,17 +56,12 @@ def test_blocks_round_trip_and_footers_cover_their_keys(
             file_id="fg-1",
             compressed=compressed,
         )
-        base = {k: r for k, r in zip(keys, rows, strict=False)} if named[n] else None
-        if base is not None:
-            where["base_file"] = f"fg-1_0-0_2026112500000{n:04d}.parquet"
-        at = None if base is None else pa.array(list(base.values()), pa.int32())
         if delete:
-            block, previous = encode_delete_block(pa.array(keys), at, previous=previous, **where)
+            block, previous = encode_delete_block(pa.array(keys), previous=previous, **where)
         else:
-            table = rows_of(keys, n) if at is None else rows_of(keys, n).append_column(BASE_ROW, at)
-            block, previous = encode_data_block(table, previous=previous, **where)
+            block, previous = encode_data_block(rows_of(keys, n), previous=previous, **where)
         data += block
-        seen.append((keys, delete, n, base))
+        seen.append((keys, delete, n))
     fs = fsspec.filesystem("file")
     fs.pipe_file(path, data)
     decoded = list(iter_blocks(fs, path))
@@ -81,14 +69,9 @@ def test_blocks_round_trip_and_footers_cover_their_keys(
         sum(x.size for x in decoded[:i]) for i in range(len(decoded))
     ]
     everything: set[str] = set()
-    for block, (keys, delete, n, base) in zip(decoded, seen, strict=True):
+    for block, (keys, delete, n) in zip(decoded, seen, strict=True):
         assert block.block_type is (BlockType.DELETE if delete else BlockType.DATA)
         assert block.keys.to_pylist() == sorted(keys)
-        if base is None:
-            assert block.base_rows is None and block.header.base_file is None
-        else:
-            assert block.base_rows.to_pylist() == [base[k] for k in sorted(keys)]
-            assert block.header.base_file == f"fg-1_0-0_2026112500000{n:04d}.parquet"
         if not delete:
             expected = rows_of(keys, n).sort_by(RECORD_KEY)
             assert block.rows.equals(expected)
@@ -153,42 +136,6 @@ def test_every_damaged_byte_is_an_error_naming_file_and_offset(tmp_path) -> None
             list(iter_blocks(fs, path))
 
 
-def base_rows_block(rows: list[int | None], base_file: str | None) -> bytes:
-    """A delete block of keys "a", "b" whose body holds ``rows`` as base rows, checksummed
-    (so only the format's own checks can refuse it)."""
-    body = pa.table({RECORD_KEY: ["a", "b"], BASE_ROW: pa.array(rows, pa.int32())})
-    where = ("20261126000000001", "", "g", base_file)
-    return datalog._encode(BlockType.DELETE, body, where, None, None, None)[0]
-
-
-def test_base_rows_that_break_the_format_are_errors_naming_the_block() -> None:
-    good = base_rows_block([3, None], "g_0-0_1.parquet")
-    assert decode_block(good, 0, "g.log").base_rows.to_pylist() == [3, None]
-    negative = base_rows_block([3, -1], "g_0-0_1.parquet")
-    with pytest.raises(CorruptDataLogError, match="negative row"):
-        decode_block(negative, 0, "g.log")
-    with pytest.raises(CorruptDataLogError, match="base_file"):
-        decode_block(base_rows_block([3, 4], None), 0, "g.log")  # rows naming no base
-    version_1 = bytearray(good)
-    version_1[4:6] = (1).to_bytes(2, "big")  # outside the CRCs: the version's own check
-    with pytest.raises(CorruptDataLogError, match="needs version 2") as caught:
-        decode_block(bytes(version_1), 0, "g.log")
-    assert caught.value.path == "g.log" and caught.value.offset == 0
-    keys_only = pa.table({RECORD_KEY: ["a"]})
-    where = ("20261126000000001", "", "g", "g_0-0_1.parquet")
-    named_but_empty = datalog._encode(BlockType.DELETE, keys_only, where, None, None, None)[0]
-    with pytest.raises(CorruptDataLogError, match="no _braid_base_row"):
-        decode_block(named_but_empty, 0, "g.log")
-
-
-def test_base_rows_and_their_base_file_are_written_together() -> None:
-    where = dict(instant="20261126000000001", partition="", file_id="g")
-    with pytest.raises(ValueError, match="go together"):
-        encode_delete_block(pa.array(["a"]), pa.array([1], pa.int32()), **where)
-    with pytest.raises(ValueError, match="go together"):
-        encode_delete_block(pa.array(["a"]), base_file="g_0-0_1.parquet", **where)
-
-
 @pytest.mark.parametrize(
     ("keys", "why"),
     [([], "needs keys"), (["a", "a"], "each key once"), (["a", None], "none of them null")],
@@ -210,8 +157,6 @@ def test_the_hex_sample_of_the_format_doc_decodes_as_documented() -> None:
     assert block.block_type is BlockType.DELETE
     assert block.header.instant == "20261126101500000" and block.header.file_id == "fg-0001"
     assert block.keys.to_pylist() == ["trip-1", "trip-2"]
-    assert block.base_rows.to_pylist() == [3, None]
-    assert block.header.base_file == "fg-0001_0-1_20261126090000000.parquet"
     assert block.footer.slice.blocks == 1 and block.size == len(data)
 
 

@@ -55,18 +55,6 @@ def incoming(upserts: dict[str, tuple[int, int]], deletes: set[str], held: set[s
     )
 
 
-def append_task(root: str, base: str | None, time: str, **more) -> AppendTask:
-    """The append task of the test group (``more``: the other fields)."""
-    where = dict(partition=PART, file_id=FID, record_key="id", write_token="0-0", schema=SCHEMA)
-    return AppendTask(root=root, base_file=base, instant=time, **where, **more)
-
-
-def rewrite_task(root: str, old: str | None, time: str) -> RewriteTask:
-    """The rewrite task of the test group."""
-    where = dict(partition=PART, file_id=FID, record_key="id", write_token="0-0", schema=SCHEMA)
-    return RewriteTask(root=root, old_file=old, instant=time, **where)
-
-
 def rows_of(table: pa.Table) -> dict[str, tuple]:
     return {r["id"]: (r["ts"], r["v"], r["_braid_commit_time"]) for r in table.to_pylist()}
 
@@ -77,17 +65,25 @@ def rows_of(table: pa.Table) -> dict[str, tuple]:
         st.sampled_from(KEYS), st.tuples(st.integers(0, 3), st.integers(-(2**63), 2**63 - 1))
     ),
     later=writes,
-    named=st.booleans(),
 )
-def test_appended_logs_read_as_the_rewritten_group(first, later, named: bool) -> None:
-    """``named``: every block names its keys' base rows (else none does)."""
+def test_appended_logs_read_as_the_rewritten_group(first, later) -> None:
     with tempfile.TemporaryDirectory() as cow, tempfile.TemporaryDirectory() as mor:
-        check_against_rewrites(cow, mor, first, later, named)
+        check_against_rewrites(cow, mor, first, later)
 
 
-def check_against_rewrites(cow: str, mor: str, first: dict, later: list, named: bool) -> None:
+def check_against_rewrites(cow: str, mor: str, first: dict, later: list) -> None:
     def rewrite(root: str, old: str | None, time: str, data: pa.Table):
-        return rewrite_file_group(rewrite_task(root, old, time), data.drop_columns([IN_GROUP]))
+        task = RewriteTask(
+            root=root,
+            record_key="id",
+            partition=PART,
+            file_id=FID,
+            old_file=old,
+            instant=time,
+            write_token="0-0",
+            schema=SCHEMA,
+        )
+        return rewrite_file_group(task, data.drop_columns([IN_GROUP]))
 
     time = "20261126000000000"
     start = incoming(first, set(), set()) if first else incoming({"k99": (0, 0)}, set(), set())
@@ -100,11 +96,14 @@ def check_against_rewrites(cow: str, mor: str, first: dict, later: list, named: 
         data = incoming(upserts, deletes, held)
         expected = rewrite(cow, cow_file, time, data)
         cow_file = expected.file_name  # None: the group is empty, gone from the listing
-        task = append_task(
-            mor,
-            base,
-            time,
-            name_rows=10**9 if named else 0,  # whatever the write's size, or never
+        task = AppendTask(
+            root=mor,
+            partition=PART,
+            file_id=FID,
+            base_file=base,
+            instant=time,
+            write_token="0-0",
+            schema=SCHEMA,
             stats_columns=["id", "ts", "v"],
             previous_log=logs[-1][0] if logs else None,
             previous_size=logs[-1][1] if logs else 0,
@@ -129,7 +128,7 @@ def check_against_rewrites(cow: str, mor: str, first: dict, later: list, named: 
         else:
             assert got.file_name is None
         held = (held - deletes) | set(upserts)
-        merged = read_slice(mor, base, [name for name, _ in logs], named)
+        merged = read_slice(mor, base, [name for name, _ in logs])
         if expected.file_name is None:
             assert merged == {}
         else:
@@ -143,7 +142,7 @@ def read_parquet_rows(root: str, name: str) -> dict[str, tuple]:
     return rows_of(read_parquet(fsspec.filesystem("file"), f"{root}/{PART}/{name}"))
 
 
-def read_slice(root: str, base: str, logs: list[str], named: bool) -> dict[str, tuple]:
+def read_slice(root: str, base: str, logs: list[str]) -> dict[str, tuple]:
     import fsspec
 
     fs = fsspec.filesystem("file")
@@ -161,20 +160,21 @@ def read_slice(root: str, base: str, logs: list[str], named: bool) -> dict[str, 
     assert all(k in (BlockType.DATA, BlockType.DELETE) for k in kinds)
     schema = data_schema(SCHEMA)
     base_rows = read_parquet(fs, f"{folder}/{base}")
-    row_of = {k: i for i, k in enumerate(base_rows.column("id").to_pylist())}
-    for b in blocks:  # the rows each block names: those of its keys in the base
-        if named:
-            assert b.header.base_file == base
-            assert b.base_rows.to_pylist() == [row_of.get(k) for k in b.keys.to_pylist()]
-        else:
-            assert b.header.base_file is None and b.base_rows is None
     base_rows = base_rows.append_column(RECORD_KEY, base_rows.column("id"))
-    return rows_of(merge_slice(base_rows, blocks, schema, base_file=base))
+    return rows_of(merge_slice(base_rows, blocks, schema))
 
 
 def test_a_damaged_previous_log_is_an_error_naming_it(tmp_path) -> None:
     root = str(tmp_path)
-    task = append_task(root, None, "20261126000000001")
+    task = AppendTask(
+        root=root,
+        partition=PART,
+        file_id=FID,
+        base_file=None,
+        instant="20261126000000001",
+        write_token="0-0",
+        schema=SCHEMA,
+    )
     first = append_to_file_group(task, incoming({"a": (1, 1)}, set(), set()))
     path = f"{root}/{PART}/{first.file_name}"
     with open(path, "r+b") as handle:
@@ -190,34 +190,3 @@ def test_a_damaged_previous_log_is_an_error_naming_it(tmp_path) -> None:
         append_to_file_group(later, incoming({"b": (1, 1)}, set(), set()))
     assert first.file_name in str(info.value)
     assert not os.path.exists(f"{root}/{PART}/{FID}_0-0_20261126000000002.log")
-
-
-@pytest.mark.parametrize(("name_rows", "named"), [(0, False), (9, False), (10, True)])
-def test_a_write_names_base_rows_from_its_share_of_the_base(
-    tmp_path, name_rows: int, named: bool
-) -> None:
-    """10 keys written into a base of 100 rows: named from ``write.log.base.rows`` = 10 on
-    (10 x 10 >= 100), and the rows named are the keys' rows in the base."""
-    root = str(tmp_path)
-    base_rows = incoming({f"b{i:03d}": (0, i) for i in range(100)}, set(), set())
-    task = rewrite_task(root, None, "20261126000000000")
-    base = rewrite_file_group(task, base_rows.drop_columns([IN_GROUP])).file_name
-    held = {f"b{i:03d}" for i in range(100)}
-    write = {f"b{i:03d}": (1, i) for i in range(0, 90, 10)} | {"new": (1, 1)}
-    append = append_task(root, base, "20261126000000001", name_rows=name_rows)
-    status = append_to_file_group(append, incoming(write, set(), held))
-    (block,) = iter_blocks(fsspec_local(), f"{root}/{PART}/{status.file_name}")
-    if not named:
-        assert block.base_rows is None and block.header.base_file is None
-        return
-    assert block.header.base_file == base
-    stored = read_parquet(fsspec_local(), f"{root}/{PART}/{base}").column("id").to_pylist()
-    assert block.base_rows.to_pylist() == [
-        stored.index(k) if k in stored else None for k in block.keys.to_pylist()
-    ]
-
-
-def fsspec_local():
-    import fsspec
-
-    return fsspec.filesystem("file")

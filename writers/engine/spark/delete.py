@@ -155,7 +155,6 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
                 listing,
                 files,
                 config.merge_on_read,
-                table.options.get(settings.LOG_BASE_ROWS),
                 root=ctx.root,
                 storage=ctx.storage,
                 time=time,

@@ -19,7 +19,6 @@ from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.durable import storage_of
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
-from lakebraid.writers import settings
 from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
 from lakebraid.writers.engine.spark.pipeline import Context, rewrite_frame, route_frame
@@ -109,7 +108,6 @@ def write_frame(
             listing,
             files,
             merge_on_read,
-            table.options.get(settings.LOG_BASE_ROWS),
             root=root,
             storage=ctx.storage,
             time=time,

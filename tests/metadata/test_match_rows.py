@@ -1,7 +1,6 @@
-"""``keyorder.KeyPositions`` finds exactly the row of each wanted key in a key column, whatever
-the order of the column's keys: one sorted run (a base file as written: its check from the
-words alone), a few runs (merges), many runs or keys of several widths (a hash join); checked
-against a dict."""
+"""``keyorder.match_rows`` finds exactly the rows whose key is wanted, and which wanted key each
+holds, whatever the order of the keys: one sorted run (a base file as written), a few runs
+(merges), many runs or keys of several widths (a hash join); checked against a dict."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakebraid.metadata.keyorder import MAX_RUNS, KeyPositions
+from lakebraid.metadata.keyorder import MAX_RUNS, match_rows
 
 # bytes that sort low and high, NUL included (numpy's S dtype ignores trailing NULs)
 ALPHABET = st.sampled_from(["\x00", "0", "1", "9", "a", "z", "~"])
@@ -46,36 +45,35 @@ def cases(draw: st.DrawFn) -> tuple[list[str], list[str]]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(case=cases(), parts=st.integers(1, 3))
-def test_the_row_of_each_wanted_key(case: tuple[list[str], list[str]], parts: int) -> None:
+@given(case=cases())
+def test_the_rows_holding_wanted_keys_and_which(case: tuple[list[str], list[str]]) -> None:
     keys, wanted = case
-    row = {k: i for i, k in enumerate(keys)}
-    pieces = [wanted[i::parts] for i in range(parts)]  # several lookups, each sorted, unique
-    found = KeyPositions(pa.array(keys, pa.string())).rows_of(
-        [pa.array(p, pa.string()) for p in pieces]
-    )
-    assert [f.tolist() for f in found] == [[row.get(k, -1) for k in p] for p in pieces]
+    rows, found = match_rows(pa.array(keys, pa.string()), pa.array(wanted, pa.string()))
+    where = {k: i for i, k in enumerate(wanted)}
+    expected = [i for i, k in enumerate(keys) if k in where]
+    assert rows.tolist() == expected
+    assert found.tolist() == [where[keys[i]] for i in expected]
 
 
 def test_a_slice_of_a_larger_array_is_matched_at_its_own_rows() -> None:
     keys = pa.array([f"k{i:05d}" for i in range(1000)], pa.string()).slice(10, 500)
     wanted = pa.array(["k00005", "k00010", "k00300", "k00509", "k00510"], pa.string())
-    (found,) = KeyPositions(keys).rows_of([wanted])
-    assert found.tolist() == [-1, 0, 290, 499, -1]
+    rows, found = match_rows(keys, wanted)
+    assert rows.tolist() == [0, 290, 499] and found.tolist() == [1, 2, 3]
 
 
 @pytest.mark.parametrize(
-    ("keys", "wanted", "rows"),
+    ("keys", "wanted", "rows", "found"),
     [
         # the first and last key share a prefix the middle one lacks; past it the words rise
-        (["aa00000001", "zz00000005", "aa00000009"], ["aa00000009", "zz00000005"], [2, 1]),
+        (["aa00000001", "zz00000005", "aa00000009"], ["aa00000009", "zz00000005"], [1, 2], [1, 0]),
         # equal words, the bytes past them falling: only the whole keys tell
-        (["aa00000000zz", "aa00000000yy", "ab0000000000"], ["aa00000000yy"], [1]),
+        (["aa00000000zz", "aa00000000yy", "ab0000000000"], ["aa00000000yy"], [1], [0]),
     ],
     ids=["prefix", "past-the-word"],
 )
 def test_keys_that_only_look_sorted_by_their_words_are_not_one_run(
-    keys: list[str], wanted: list[str], rows: list[int]
+    keys: list[str], wanted: list[str], rows: list[int], found: list[int]
 ) -> None:
-    (found,) = KeyPositions(pa.array(keys, pa.string())).rows_of([pa.array(wanted, pa.string())])
-    assert found.tolist() == rows
+    got, which = match_rows(pa.array(keys, pa.string()), pa.array(sorted(wanted), pa.string()))
+    assert got.tolist() == rows and which.tolist() == found
