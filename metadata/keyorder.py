@@ -205,23 +205,22 @@ class KeyMatcher:
 
 
 class SortedRun(NamedTuple):
-    """Keys as ``S<w>`` (strictly ascending) from row ``start`` of their column, with the 8
-    bytes after their shared prefix (``skip`` bytes) as integers (:func:`_word`)."""
+    """Keys as ``S<w>`` (strictly ascending), with the 8 bytes after their shared prefix
+    (``skip`` bytes) as integers (:func:`_word`)."""
 
     view: np.ndarray
-    start: int
     skip: int
     words: np.ndarray
 
     @classmethod
-    def of(cls, view: np.ndarray, start: int = 0) -> SortedRun:
+    def of(cls, view: np.ndarray) -> SortedRun:
         ends = view[[0, -1]].view(np.uint8).reshape(2, view.itemsize)
         differ = np.flatnonzero(ends[0] != ends[1])
         skip = min(int(differ[0]) if len(differ) else view.itemsize, max(0, view.itemsize - 8))
-        return cls(view, start, skip, _word(view, skip))
+        return cls(view, skip, _word(view, skip))
 
     def find(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rows of the run (from 0) equal to some of ``wanted`` (``S<w>``, sorted, unique)
+        """Rows of the run equal to some of ``wanted`` (``S<w>``, sorted, unique)
         and which: a binary search of the words, then a check of the whole keys."""
         view = self.view
         lo = int(np.searchsorted(wanted, view[0], side="left"))

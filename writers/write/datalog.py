@@ -34,10 +34,10 @@ The footer (RFC-06's key index, modelled by ``writers.write.logfooter``) describ
 block's keys: ``min_key``, ``max_key`` and ``bloom`` (``index.bloom``'s encoding), and,
 cumulatively, those of every block of the file slice's logs up to and including this one
 (``slice``: ``blocks``, ``keys``, ``min_key``, ``max_key``, ``bloom``; ``bloom`` nil when the
-writer did not keep a slice filter). So the
-footer of a slice's last block alone rules the slice's logs out for a key outside
-``min_key``..``max_key`` or absent from ``bloom`` (:func:`read_last_footer` reads just it:
-the last 20 bytes of the file, then the footer, checked by its own CRC).
+writer did not keep a slice filter). So the footer of a slice's last block alone rules the
+slice's logs out for a key outside ``min_key``..``max_key`` or absent from ``bloom``
+(:func:`read_last_footer` reads just it: the last 20 bytes of the file, then the footer,
+checked by its own CRC).
 
 Corruption is never silent: magic, version, the block type's copy, both lengths' copies and
 the trailer are compared, both CRCs checked, and a body's keys must be sorted and unique and
