@@ -253,3 +253,33 @@ def test_record_key_column_is_virtual_for_string_and_integer_keys(
     located = c.lookup(texts)
     assert located[gone[0]] is None and all(located[k] is not None for k in texts[1:])
     assert c.validate() == []
+
+
+@pytest.mark.parametrize("table_type", ["copy_on_write", "merge_on_read"])
+def test_inserts_fill_a_small_file_group_and_updates_alone_look_up_no_room(
+    tmp_path, table_type: str
+) -> None:
+    """Under ``write.small.file.rows`` a group takes new keys before a new group is made; an
+    upsert of stored keys only makes none either (it plans no insert)."""
+    options = {"write.small.file.rows": 100, "write.target.file.rows": 1000}
+    client = WriteClient.create(
+        str(tmp_path / "t"), "id", ["day"], "ts", table_type=table_type, **options
+    )
+
+    def rows(ids: range, ts: int) -> pa.Table:
+        return pa.table(
+            {"id": [f"k{i:03d}" for i in ids], "day": ["d1"] * len(ids), "ts": [ts] * len(ids)}
+        )
+
+    def groups() -> set[str]:
+        names = [p.rsplit("/", 1)[1] for p in client.file_paths()]
+        return {parse_data_file_name(n).file_id for n in names}
+
+    client.bulk_insert(rows(range(10), 1))
+    (group,) = groups()
+    client.upsert(rows(range(5), 2))  # updates only
+    assert groups() == {group}
+    client.upsert(rows(range(5, 15), 3))  # 5 updates, 5 new keys: into the small group
+    assert groups() == {group}
+    table = client.read_arrow()
+    assert sorted(table.column("id").to_pylist()) == [f"k{i:03d}" for i in range(15)]

@@ -229,8 +229,9 @@ def write_rows(
             tagged = stale_moves(tagged, stored_rows(table, listing, files), field, key)
     else:
         tagged = tag(prepared, empty_table(Partition.RECORD_INDEX))
-    target, small = insert_room(table, reader, listing, operation)
-    plan = plan_slots(insert_counts(tagged), listing, target_rows=target, small_rows=small)
+    counts = insert_counts(tagged)
+    target, small = insert_room(table, reader, listing, operation, bool(counts))
+    plan = plan_slots(counts, listing, target_rows=target, small_rows=small)
     routed = route(tagged, plan)
     read_at = reader.point.read_at
     layout = Layout(listing, files, table.config.merge_on_read)

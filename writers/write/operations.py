@@ -76,10 +76,12 @@ def insert_room(
     reader: MetadataReader,
     listing: Mapping[str, Mapping[str, str]],
     operation: str,
+    inserts: bool = True,
 ) -> tuple[int, dict[str, dict[str, int]]]:
-    """Target rows per file group, and the small groups inserts may fill first."""
+    """Target rows per file group, and the small groups inserts may fill first (none looked
+    up for a bulk insert, nor for a write that inserts no row: ``inserts`` False)."""
     target = table.options.get(settings.TARGET_FILE_ROWS)
-    if operation == "bulk_insert":
+    if operation == "bulk_insert" or not inserts:
         return target, {}
     small = min(target, table.options.get(settings.SMALL_FILE_ROWS))
     stats = reader.column_stats(table.config.record_key)
