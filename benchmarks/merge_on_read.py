@@ -251,6 +251,46 @@ def report(steps: Steps, got: dict[str, dict[str, float]], checks: dict[str, str
     return out
 
 
+def measure(
+    steps: Steps, later: list[pa.Table], runs: int, skip_delta: bool
+) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    """One whole measurement in a fresh folder: seconds per system and step, and the check of
+    every final table."""
+    folder = tempfile.mkdtemp(prefix="lakebraid-mor-")
+    try:
+        rows_file = f"{folder}/one-day.parquet"
+        pq.write_table(steps["one day"], rows_file)
+        want = digest(expected(steps, later))
+        got: dict[str, dict[str, float]] = {}
+        reads: dict[str, Callable[[], pa.Table]] = {}
+        for kind in KINDS:
+            path = f"{folder}/{kind}"
+            got[kind] = run_lakebraid(path, kind, steps, later, runs, rows_file)
+            reads[kind] = lambda p=path: WriteClient.open(p).read_arrow()
+            print(f"lakebraid {kind}: {got[kind]}", flush=True)
+        read_paths = {kind: f"{folder}/{kind}{AS_READ}" for kind in KINDS}
+        for kind, seconds in time_reads(read_paths, runs).items():
+            got[kind]["read"] = seconds
+        for kind, path in read_paths.items():  # the tables read are checked too
+            reads[f"{kind}{AS_READ}"] = lambda p=path: WriteClient.open(p).read_arrow()
+        if not skip_delta:
+            got["delta-rs"] = run_delta(f"{folder}/delta", steps, later, runs, rows_file)
+            reads["delta-rs"] = lambda: DeltaTable(f"{folder}/delta").to_pyarrow_table()
+            print(f"delta-rs: {got['delta-rs']}", flush=True)
+        found = {name: digest(read()) for name, read in reads.items()}
+        return got, {n: "OK" if d == want else f"FAIL {d} != {want}" for n, d in found.items()}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def medians(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Per system and step, the median seconds over whole measurements."""
+    return {
+        system: {step: statistics.median(r[system][step] for r in runs) for step in steps}
+        for system, steps in runs[0].items()
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -261,45 +301,40 @@ def main(argv: list[str] | None = None) -> int:
         default=3,
         help="runs of the small steps, the median reported (the table put back between them)",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="whole measurements, one after the other in fresh folders; each row is the "
+        "median of theirs (this machine's speed drifts between runs minutes apart)",
+    )
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # system, path, rows file
     args = parser.parse_args(argv)
     if args.child:
         return child_write(*args.child)
-    folder = tempfile.mkdtemp(prefix="lakebraid-mor-")
-    try:
-        steps, later = workload(args.rows)
-        rows_file = f"{folder}/one-day.parquet"
-        pq.write_table(steps["one day"], rows_file)
-        want = digest(expected(steps, later))
-        got: dict[str, dict[str, float]] = {}
-        reads: dict[str, Callable[[], pa.Table]] = {}
-        for kind in KINDS:
-            path = f"{folder}/{kind}"
-            got[kind] = run_lakebraid(path, kind, steps, later, args.runs, rows_file)
-            reads[kind] = lambda p=path: WriteClient.open(p).read_arrow()
-            print(f"lakebraid {kind}: {got[kind]}", flush=True)
-        read_paths = {kind: f"{folder}/{kind}{AS_READ}" for kind in KINDS}
-        for kind, seconds in time_reads(read_paths, args.runs).items():
-            got[kind]["read"] = seconds
-        for kind, path in read_paths.items():  # the tables read are checked too
-            reads[f"{kind}{AS_READ}"] = lambda p=path: WriteClient.open(p).read_arrow()
-        if not args.skip_delta:
-            got["delta-rs"] = run_delta(f"{folder}/delta", steps, later, args.runs, rows_file)
-            reads["delta-rs"] = lambda: DeltaTable(f"{folder}/delta").to_pyarrow_table()
-            print(f"delta-rs: {got['delta-rs']}", flush=True)
-        found = {name: digest(read()) for name, read in reads.items()}
-        checks = {n: "OK" if d == want else f"FAIL {d} != {want}" for n, d in found.items()}
-        ours = [c for name, c in checks.items() if name != "delta-rs"]
-        shown = {"lakebraid": "OK" if all(c == "OK" for c in ours) else "FAIL"}
-        if "delta-rs" in checks:
-            shown["delta-rs"] = checks["delta-rs"]
-        table = report(steps, got, shown)
-        table.print()
-        table.save(args.json)
-        return 0 if all(c == "OK" for c in checks.values()) else 1
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    steps, later = workload(args.rows)
+    runs, checks = [], {}
+    for n in range(max(1, args.repeat)):
+        got, found = measure(steps, later, args.runs, args.skip_delta)
+        runs.append(got)
+        checks = {k: v if checks.get(k, "OK") == "OK" else checks[k] for k, v in found.items()}
+        ratio = got[KINDS[1]]["read"] / got[KINDS[0]]["read"]
+        print(f"measurement {n + 1}: read after, merge-on-read / copy-on-write {ratio:.2f}x")
+    ours = [c for name, c in checks.items() if name != "delta-rs"]
+    shown = {"lakebraid": "OK" if all(c == "OK" for c in ours) else "FAIL"}
+    if "delta-rs" in checks:
+        shown["delta-rs"] = checks["delta-rs"]
+    table = report(steps, medians(runs), shown)
+    if len(runs) > 1:
+        each = ", ".join(f"{r[KINDS[1]]['read'] / r[KINDS[0]]['read']:.2f}x" for r in runs)
+        table.notes.append(
+            f"merge_on_read: every row is the median of {len(runs)} whole measurements "
+            f"(--repeat); read after, merge-on-read / copy-on-write, in each: {each}"
+        )
+    table.print()
+    table.save(args.json)
+    return 0 if all(c == "OK" for c in checks.values()) else 1
 
 
 if __name__ == "__main__":
