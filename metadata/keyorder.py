@@ -304,11 +304,6 @@ def match_rows(keys: pa.Array, wanted: pa.Array) -> tuple[np.ndarray, np.ndarray
     return rows.astype(np.int64), np.concatenate([f for _, f in parts]).astype(np.int64)
 
 
-def merge_sorted(view: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of ``view`` equal to some of ``wanted`` and which (both ``S<w>``, sorted, unique)."""
-    return SortedRun.of(view).find(wanted)
-
-
 def _word(view: np.ndarray, skip: int) -> np.ndarray:
     """Bytes ``skip`` to ``skip + 8`` of each ``S<w>`` item as a native uint64 of their
     big-endian value (zero bytes past the end), which orders as the items do once their

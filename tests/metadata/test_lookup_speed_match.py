@@ -18,7 +18,7 @@ from fsspec.implementations.local import LocalFileSystem
 from lakebraid.metadata import baselookup
 from lakebraid.metadata.basefile import read_base, write_base
 from lakebraid.metadata.baselookup import lookup_base
-from lakebraid.metadata.keyorder import KeyMatcher, merge_sorted
+from lakebraid.metadata.keyorder import KeyMatcher, SortedRun
 
 FS = LocalFileSystem()
 
@@ -51,7 +51,7 @@ def test_merge_finds_exactly_the_wanted_keys(width: int, shared: bytes) -> None:
     lo = int(np.searchsorted(np.array(wanted, f"S{width}"), view[0], side="left"))
     hi = int(np.searchsorted(np.array(wanted, f"S{width}"), view[-1], side="right"))
     inside = np.array(wanted[lo:hi], dtype=f"S{width}")
-    rows, which = merge_sorted(view, inside)
+    rows, which = SortedRun.of(view).find(inside)
     expected = [i for i, key in enumerate(wanted[lo:hi]) if key in present]
     assert which.tolist() == expected
     assert [file_keys[r] for r in rows] == [wanted[lo + i] for i in expected]

@@ -30,14 +30,13 @@ block holds rows of the table (its columns as written, then ``_braid_commit_time
 ``_braid_record_key``), one per key, sorted by ``_braid_record_key``; a delete block's body
 holds the one column ``_braid_record_key``, the keys deleted, sorted and unique.
 
-The footer (RFC-06's key index, modelled by ``writers.write.logfooter``) describes the
-block's keys: ``min_key``, ``max_key`` and ``bloom`` (``index.bloom``'s encoding), and,
-cumulatively, those of every block of the file slice's logs up to and including this one
-(``slice``: ``blocks``, ``keys``, ``min_key``, ``max_key``, ``bloom``; ``bloom`` nil when the
-writer did not keep a slice filter). So the footer of a slice's last block alone rules the
-slice's logs out for a key outside ``min_key``..``max_key`` or absent from ``bloom``
-(:func:`read_last_footer` reads just it: the last 20 bytes of the file, then the footer,
-checked by its own CRC).
+The footer (RFC-06's key index) describes the block's keys: ``min_key``, ``max_key`` and
+``bloom`` (``index.bloom``'s encoding), and, cumulatively, those of every block of the file
+slice's logs up to and including this one (``slice``: ``blocks``, ``keys``, ``min_key``,
+``max_key``, ``bloom``; ``bloom`` nil when the writer did not keep a slice filter). So the
+footer of a slice's last block alone rules the slice's logs out for a key outside
+``min_key``..``max_key`` or absent from ``bloom`` (:func:`read_last_footer` reads just it:
+the last 20 bytes of the file, then the footer, checked by its own CRC).
 
 Corruption is never silent: magic, version, the block type's copy, both lengths' copies and
 the trailer are compared, both CRCs checked, and a body's keys must be sorted and unique and
@@ -56,16 +55,15 @@ from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
 from lakebraid.index.bloom import KeyBloom
+from lakebraid.index.errors import BloomFormatError
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.keyorder import sort_order
 from lakebraid.writers.errors import CorruptDataLogError
-from lakebraid.writers.write.logfooter import KeyFooter, SliceKeys, slice_after
 
 MAGIC = b"DLOG"
 FORMAT_VERSION = 1
@@ -92,6 +90,43 @@ class DataLogHeader(msgspec.Struct, frozen=True):
     record_count: int
     body_length: int
     footer_length: int
+
+
+class SliceKeys(msgspec.Struct, frozen=True):
+    """The keys of a file slice's log blocks so far."""
+
+    blocks: int
+    keys: int  # keys summed over blocks (a key in two blocks counts twice)
+    min_key: str
+    max_key: str
+    bloom: bytes | None  # index.bloom encoding; None: no slice filter kept
+
+
+class KeyFooter(msgspec.Struct, frozen=True):
+    min_key: str
+    max_key: str
+    bloom: bytes
+    slice: SliceKeys
+
+    def may_hold(self, key: str) -> bool:
+        """Whether this block may hold ``key`` (False: surely not)."""
+        return self.may_hold_any(pa.array([key], pa.string()))
+
+    def may_hold_any(self, keys: pa.Array) -> bool:
+        """Whether this block may hold any of ``keys`` (False: surely none)."""
+        inside = pc.and_(pc.greater_equal(keys, self.min_key), pc.less_equal(keys, self.max_key))
+        candidates = keys.filter(pc.fill_null(inside, False))
+        if len(candidates) == 0:
+            return False
+        try:
+            return bool(KeyBloom.decode(self.bloom).may_contain(candidates).any())
+        except BloomFormatError:
+            return True  # the CRC held: a filter this lakebraid cannot read rules nothing out
+
+    def slice_may_hold(self, key: str) -> bool:
+        """Whether any block of the slice's logs so far may hold ``key``."""
+        s = self.slice
+        return s.min_key <= key <= s.max_key and (s.bloom is None or _bloom_has(s.bloom, key))
 
 
 class DataLogBlock(msgspec.Struct, frozen=True):
@@ -133,8 +168,7 @@ def encode_block(
     its last block), None for the first block; ``earlier_keys``: every key of the slice's
     earlier blocks, when the writer read them (lets the slice filter grow: :func:`slice_after`);
     ``compressed``: zstd-compress the body's buffers (else none)."""
-    order = sort_order(rows.column(RECORD_KEY)).to_numpy()
-    ordered = rows if np.array_equal(order, np.arange(len(order))) else rows.take(order)
+    ordered = rows.take(sort_order(rows.column(RECORD_KEY)))
     codec = "zstd" if compressed else None
     return _encode(kind, ordered, instant, partition, file_id, previous, earlier_keys, codec)
 
@@ -148,6 +182,28 @@ def encode_delete_block(keys: pa.Array, **where: Any) -> tuple[bytes, SliceKeys]
     """A delete block of ``keys`` (unique; :func:`encode_block`'s keywords)."""
     return encode_block(
         BlockType.DELETE, pa.table({RECORD_KEY: pc.cast(keys, pa.string())}), **where
+    )
+
+
+def slice_after(
+    previous: SliceKeys | None, keys: pa.Array, earlier_keys: pa.Array | None = None
+) -> SliceKeys:
+    """The slice's keys once a block of ``keys`` (sorted, non-empty) is appended. The slice
+    filter keeps its size while it holds :data:`~lakebraid.index.bloom.BITS_PER_KEY` bits per
+    key; past that it is rebuilt at a larger size from ``earlier_keys`` when given, else
+    dropped (readers then test each block's own filter)."""
+    lo, hi = keys[0].as_py(), keys[-1].as_py()
+    if previous is None:
+        return SliceKeys(1, len(keys), lo, hi, KeyBloom.of(keys).encode())
+    total = previous.keys + len(keys)
+    bloom: bytes | None = None
+    kept = KeyBloom.decode(previous.bloom) if previous.bloom is not None else None
+    if kept is not None and kept.holds(total):
+        bloom = kept.add(keys).encode()
+    elif earlier_keys is not None:
+        bloom = KeyBloom.of(pa.concat_arrays([earlier_keys, keys]), size=None).encode()
+    return SliceKeys(
+        previous.blocks + 1, total, min(lo, previous.min_key), max(hi, previous.max_key), bloom
     )
 
 
@@ -317,3 +373,10 @@ def _check_keys(rows: pa.Table, header: DataLogHeader, footer: KeyFooter, bad: B
         raise bad("the body's keys are not sorted and unique")
     if (keys[0].as_py(), keys[-1].as_py()) != (footer.min_key, footer.max_key):
         raise bad("the footer's key range differs from the body's keys")
+
+
+def _bloom_has(encoded: bytes, key: str) -> bool:
+    try:
+        return bool(KeyBloom.decode(encoded).may_contain(pa.array([key]))[0])
+    except BloomFormatError:
+        return True  # the CRC held: a filter this lakebraid cannot read rules nothing out

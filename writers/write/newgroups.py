@@ -12,12 +12,11 @@ The files and statuses are those ``rewrite_file_group`` makes for the same task 
 same rows in the same order, schema note, encodings, statistics, keys, size and CRC-32:
 ``tests/writers/write/test_newgroups.py`` compares them; a dictionary column holding several
 values in one file, which no write makes, may list them in another order), and the same rules
-hold: a file's
-marker (unless the caller's batch marker names it) exists before the file, and a file is
-durable (unless the caller makes it so) before its status is returned. A group qualifies
-(:func:`qualifies`) when it is new (no old file) and its rows are at most
-:data:`SMALL_GROUP_ROWS`, below which ``writers.write.encoding.choose`` keeps Arrow's
-defaults for every plain column.
+hold: a file's marker (unless the caller's batch marker names it) exists before the file, and a
+file is durable (unless the caller makes it so) before its status is returned. A group
+qualifies (:func:`qualifies`) when it is new (no old file) and its rows are at most
+:data:`SMALL_GROUP_ROWS`, below which ``writers.write.encoding.choose`` keeps Arrow's defaults
+for every plain column.
 """
 
 from __future__ import annotations
