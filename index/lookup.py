@@ -3,7 +3,7 @@ read point.
 
 :func:`lookup` and :func:`locate` sort the wanted keys by their record-index file group and
 run one task per file group holding wanted keys (``MetadataReader.map_groups``, on up to
-``metadata.lookup.threads`` threads); each task reads its group's merged rows of just those
+``MetadataReader.threads()`` threads); each task reads its group's merged rows of just those
 keys (``MetadataReader.group_table``: base file by seek or scan, then the cached columns of
 the group's log files). :func:`locations` answers with :class:`metadata.records.RecordLocation`
 values for callers that want Python objects.
@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import KEY, empty_table
 from lakebraid.metadata.hashing import group_order
+from lakebraid.metadata.keyorder import sort_order
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import (
     Partition,
@@ -57,13 +57,16 @@ def _lookup(
     n = reader.group_count(partition)
     if len(wanted) == 0:
         return empty_table(partition), pa.array([], pa.int64())
+    # sorted, then stably by file group: each group's keys arrive sorted
+    order = sort_order(wanted).to_numpy()
+    wanted = wanted.take(pa.array(order))
     groups = reader.point.index_groups(wanted)
-    order = group_order(groups, n)
-    wanted, groups = wanted.take(pa.array(order)), groups[order]
+    by_group = group_order(groups, n)
+    wanted, groups, order = wanted.take(pa.array(by_group)), groups[by_group], order[by_group]
     bounds = _run_bounds(groups)
 
     # fewer groups than threads (small tables): each group's scan uses the spare ones
-    inner = max(1, reader.options.get(settings.LOOKUP_THREADS) // max(1, len(bounds)))
+    inner = max(1, reader.threads() // max(1, len(bounds)))
 
     def one(j: int) -> tuple[pa.Table, pa.Array | None]:
         group, start, end = bounds[j]

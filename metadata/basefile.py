@@ -62,6 +62,7 @@ from lakebraid.metadata.hexkeys import (
     HexKeys,
     check_key_type,
     stored_keys,
+    string_key_schema,
     with_string_keys,
 )
 from lakebraid.metadata.integrity import (
@@ -73,7 +74,14 @@ from lakebraid.metadata.integrity import (
     guarded,
 )
 from lakebraid.metadata.keyorder import sort_order
-from lakebraid.metadata.locations import LOCATION, LOCATIONS_KEY, encode, expand, table_of
+from lakebraid.metadata.locations import (
+    LOCATION,
+    LOCATIONS_KEY,
+    encode,
+    expand,
+    logical_schema,
+    table_of,
+)
 from lakebraid.timeline.durable import is_local, make_durable, make_folder
 
 BASE_VERSION = 4
@@ -101,12 +109,17 @@ class BaseInfo(msgspec.Struct, frozen=True):
 
 
 class Footer(msgspec.Struct, frozen=True):
-    """A base file's checked footer: Parquet's, the lakebraid entries, and (version 4
-    record-index files) the location table its ``location`` column indexes."""
+    """A base file's checked footer: Parquet's, the lakebraid entries, (version 4
+    record-index files) the location table its ``location`` column indexes; and what each
+    lookup would derive from them: the stored schema with a string key, the schema readers
+    hand back (``metadata.locations.logical_schema``) and each row group's row count."""
 
     meta: pq.FileMetaData
     info: BaseInfo
     locations: pa.Table | None
+    stored_schema: pa.Schema
+    schema: pa.Schema
+    row_counts: tuple[int, ...]
 
 
 FOOTERS: Lru[str, Footer] = Lru(512)  # footers of base files
@@ -255,7 +268,10 @@ def _footer(fs: AbstractFileSystem, path: str) -> Footer:
             row_group_max=tuple(maxs),
             key_hex=codec,
         )
-        return Footer(meta, info, _locations(meta, kv, version))
+        stored = string_key_schema(meta.schema.to_arrow_schema(), KEY)
+        counts = tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
+        locations = _locations(meta, kv, version)
+        return Footer(meta, info, locations, stored, logical_schema(stored), counts)
 
 
 def _locations(meta: pq.FileMetaData, kv: dict[bytes, bytes], version: int) -> pa.Table | None:

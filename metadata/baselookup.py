@@ -16,13 +16,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
-from lakebraid.metadata.basefile import KEY, SIZES, BaseInfo, open_base, remote
+from lakebraid.metadata.basefile import KEY, SIZES, BaseInfo, Footer, open_base, remote
 from lakebraid.metadata.errors import CorruptBaseFileError, MetadataValueError
 from lakebraid.metadata.files import open_file
-from lakebraid.metadata.hexkeys import string_key_schema
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, guarded
 from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys
-from lakebraid.metadata.locations import expand, logical_schema
+from lakebraid.metadata.locations import expand
 
 BATCH_ROWS = 1 << 17  # rows a lookup decodes at a time: a read of the key column
 
@@ -46,10 +45,8 @@ def lookup_base(
     """Rows of the base file whose key is in ``keys`` (strings; ``unique``: none repeats), in
     key order, and "seek" or "scan", the way it read them. ``threads`` > 1: that many runs
     of row groups are read at once (one file handle each)."""
-    meta, info, locations = (footer := open_base(fs, path)).meta, footer.info, footer.locations
-    with guarded(path, CorruptBaseFileError):
-        stored_schema = string_key_schema(meta.schema.to_arrow_schema(), KEY)
-    schema = logical_schema(stored_schema)
+    footer = open_base(fs, path)
+    meta, info, locations, schema = footer.meta, footer.info, footer.locations, footer.schema
     if len(keys) == 0 or info.num_rows == 0:
         return schema.empty_table(), "seek"
     keys = wanted_keys(keys, schema.field(KEY).type, unique=unique)
@@ -61,6 +58,7 @@ def lookup_base(
         chosen = groups if seek else chosen
     if not chosen:
         return schema.empty_table(), "seek"
+    stored_schema = footer.stored_schema
     dictionary = _dictionary_columns(meta, stored_schema)
     runs = [r.tolist() for r in np.array_split(chosen, max(1, min(threads, len(chosen))))]
     # wanted keys as the file stores them; back: their indices in keys (packed: those that fit)
@@ -69,7 +67,7 @@ def lookup_base(
 
     def scan(run: list[int]) -> list[tuple[np.ndarray, pa.Table]]:
         with guarded(path, CorruptBaseFileError):
-            return _scan(fs, path, meta, dictionary, matcher, run, stored_schema.names[1:])
+            return _scan(fs, path, footer, dictionary, matcher, run, stored_schema.names[1:])
 
     if len(runs) <= 1:
         parts = scan(chosen)
@@ -90,7 +88,7 @@ def lookup_base(
 def _scan(
     fs: AbstractFileSystem,
     path: str,
-    meta: pq.FileMetaData,
+    footer: Footer,
     dictionary: list[str],
     matcher: KeyMatcher,
     run: list[int],
@@ -99,7 +97,7 @@ def _scan(
     """For row groups ``run``, about ``BATCH_ROWS`` rows at a time: the key column decoded
     and matched, then ``columns`` of just the groups with matches, the matching rows kept;
     each part with the indices of the wanted keys it holds."""
-    counts = np.array([meta.row_group(i).num_rows for i in range(meta.num_row_groups)])
+    meta, counts = footer.meta, np.array(footer.row_counts, np.int64)
     window = (np.cumsum(counts[run]) - counts[run]) // BATCH_ROWS
     found, options = [], {"pre_buffer": remote(fs), "read_dictionary": dictionary}
     with open_file(fs, path, size=SIZES.get(path)) as handle:

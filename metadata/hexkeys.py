@@ -52,12 +52,11 @@ class HexKeys(msgspec.Struct, frozen=True, array_like=True):
     def pack(self, keys: pa.Array) -> tuple[pa.Array, np.ndarray]:
         """``keys`` (strings or fixed-width bytes) that fit, packed, and their indices."""
         raw = self.template.encode()
-        if not pa.types.is_fixed_size_binary(keys.type):
+        view, index = fixed_view(keys), np.arange(len(keys))
+        if view is None and not pa.types.is_fixed_size_binary(keys.type):  # several widths
             keys = keys.filter(same := pc.equal(pc.binary_length(keys), len(raw)))
             index = np.flatnonzero(same.to_numpy(zero_copy_only=False))
-        else:
-            index = np.arange(len(keys))
-        view = fixed_view(keys)
+            view = fixed_view(keys)
         if view is None or view.itemsize != len(raw):
             return pa.array([], pa.binary(self.width)), np.empty(0, np.int64)
         rows = _by_position(view)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import operator
 import threading
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -15,9 +16,11 @@ import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
 from lakebraid.metadata.arrow_records import INDEX_LOG_SCHEMA, KEY, first_per_key
+from lakebraid.metadata.keyorder import SortedRun, fixed_view
 from lakebraid.metadata.logblock import BlockType, LogBlock, read_log_file
 
 _INDEX_FIELDS = tuple(INDEX_LOG_SCHEMA.names)
+T = TypeVar("T")
 
 
 class _LogCache:
@@ -30,26 +33,46 @@ class _LogCache:
 
     def blocks(self, fs: AbstractFileSystem, path: str, size: int | None = None) -> list[LogBlock]:
         """The blocks of a log file; ``size`` from a listing saves asking the store."""
-        key = (path, int(fs.size(path)) if size is None else size)
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        blocks = read_log_file(fs, path)
-        self._put(key, blocks)
-        return blocks
+        return self._get(fs, path, size, "", lambda s: read_log_file(fs, path))
 
     def index_table(self, fs: AbstractFileSystem, path: str, size: int | None = None) -> pa.Table:
         """A record-index log file as columns (:func:`index_log_table`), cached."""
+        return self._get(
+            fs, path, size, "#columns", lambda s: index_log_table(self.blocks(fs, path, s))
+        )
+
+    def index_run(
+        self, fs: AbstractFileSystem, path: str, size: int | None = None
+    ) -> SortedRun | None:
+        """The keys of a record-index log file's columns as a :class:`SortedRun` (None: not
+        of one width), cached: each lookup matches its wanted keys against it."""
+
+        def run(size: int) -> SortedRun | None:
+            keys = self.index_table(fs, path, size).column(KEY)
+            view = fixed_view(keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks())
+            return None if view is None else SortedRun.of(view)
+
+        return self._get(fs, path, size, "#run", run)
+
+    def _get(
+        self,
+        fs: AbstractFileSystem,
+        path: str,
+        size: int | None,
+        kind: str,
+        make: Callable[[int], T],
+    ) -> T:
+        """The cached ``kind`` of the log file ``path`` of ``size`` bytes, or ``make(size)``
+        remembered."""
         size = int(fs.size(path)) if size is None else size
-        key = (f"{path}#columns", size)
+        key = (f"{path}{kind}", size)
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        table = index_log_table(self.blocks(fs, path, size))
-        self._put(key, table)
-        return table
+        value = make(size)
+        self._put(key, value)
+        return value
 
     def remember_index_table(self, path: str, size: int, table: pa.Table) -> None:
         """Seed the cache with a record-index log file its writer has in hand as columns

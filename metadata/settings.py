@@ -96,7 +96,7 @@ LOOKUP_THREADS = cfg.register(
     int,
     4,
     "Threads that read metadata file groups in parallel in one process (Parquet decoding "
-    "releases the GIL).",
+    "releases the GIL); on a local disk at most one per core.",
     cfg.at_least(1),
 )
 WRITE_THREADS = cfg.register(

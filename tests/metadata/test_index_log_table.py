@@ -5,14 +5,17 @@ lookup does on those columns finds exactly the wanted keys the model holds."""
 
 from __future__ import annotations
 
+import tempfile
+
 import pyarrow as pa
+from fsspec.implementations.local import LocalFileSystem
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.metadata.arrow_records import KEY
 from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys
 from lakebraid.metadata.logblock import BlockType, iter_blocks
-from lakebraid.metadata.logcache import index_log_table
+from lakebraid.metadata.logcache import LOGS, index_log_table
 from lakebraid.metadata.logwrite import encode_block
 from lakebraid.metadata.records import Partition, RecordIndexRecord
 
@@ -70,3 +73,41 @@ def test_one_row_per_key_sorted_newest_wins_and_lookups_match(blocks, asked) -> 
         wanted = wanted_keys(pa.array(asked, pa.string()), pa.string(), unique=False)
         rows, _ = KeyMatcher(wanted).match(table.column(KEY))
         assert sorted(keys[i] for i in rows) == sorted(set(asked) & set(expected))
+
+
+FIXED = st.sampled_from([f"key-{i:03d}" for i in range(40)])  # one width: a sorted run
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["records", "columns", "delete"]),
+            st.lists(
+                st.tuples(FIXED, st.booleans(), st.integers(0, 9)),
+                min_size=1,
+                max_size=30,
+                unique_by=lambda e: e[0],
+            ),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.lists(FIXED, min_size=1, max_size=20, unique=True),
+)
+def test_the_cached_sorted_run_of_a_log_file_matches_like_its_keys(blocks, asked) -> None:
+    """``LOGS.index_run`` (the run a lookup matches against, cached with the file's
+    columns) finds the asked keys the model holds, as a match of the columns does."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/g-0000.log.1"
+        data = b"".join(encoded(kind, entries) for kind, entries in blocks)
+        with open(path, "wb") as out:
+            out.write(data)
+        fs = LocalFileSystem()
+        run = LOGS.index_run(fs, path, len(data))
+        keys = LOGS.index_table(fs, path, len(data)).column(KEY).to_pylist()
+    assert run is not None
+    wanted = wanted_keys(pa.array(asked, pa.string()), pa.string(), unique=True)
+    rows, hits = KeyMatcher(wanted).match_run(run)
+    assert [keys[i] for i in rows] == [wanted[i].as_py() for i in hits]
+    assert sorted(keys[i] for i in rows) == sorted(set(asked) & set(model(blocks)))

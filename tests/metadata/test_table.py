@@ -648,6 +648,16 @@ def test_lookup_seeks_for_few_keys_and_scans_for_many(tmp_path) -> None:
     check(rng.sample(keys, 40_000), "scan")
 
 
+def test_lookup_threads_stop_at_the_cores_on_a_local_disk(tmp_path) -> None:
+    """Threads past the cores only pay off while reads wait on a network."""
+    cores = os.cpu_count() or 1
+    for asked in (1, cores, 64):
+        table = make_table(
+            str(tmp_path / f"t{asked}"), IndexSettings(), {"metadata.lookup.threads": asked}
+        )
+        assert MetadataTable(table).reader().threads() == min(asked, cores)
+
+
 # -- bug: rolling back an instant folded by a reindex ----------------------------------------
 
 
