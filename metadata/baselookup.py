@@ -60,14 +60,16 @@ def lookup_base(
         return schema.empty_table(), "seek"
     stored_schema = footer.stored_schema
     dictionary = _dictionary_columns(meta, stored_schema)
-    runs = [r.tolist() for r in np.array_split(chosen, max(1, min(threads, len(chosen))))]
+    parallel = min(threads, len(chosen))
+    runs = [r.tolist() for r in np.array_split(chosen, parallel)] if parallel > 1 else [chosen]
     # wanted keys as the file stores them; back: their indices in keys (packed: those that fit)
     stored, back = (keys, None) if info.key_hex is None else info.key_hex.pack(keys)
     matcher = KeyMatcher(stored)
 
     def scan(run: list[int]) -> list[tuple[np.ndarray, pa.Table]]:
         with guarded(path, CorruptBaseFileError):
-            return _scan(fs, path, footer, dictionary, matcher, run, stored_schema.names[1:])
+            columns = stored_schema.names[1:]
+            return _scan(fs, path, footer, dictionary, matcher, run, columns, together=seek)
 
     if len(runs) <= 1:
         parts = scan(chosen)
@@ -93,16 +95,28 @@ def _scan(
     matcher: KeyMatcher,
     run: list[int],
     columns: list[str],
+    *,
+    together: bool = False,
 ) -> list[tuple[np.ndarray, pa.Table]]:
     """For row groups ``run``, about ``BATCH_ROWS`` rows at a time: the key column decoded
     and matched, then ``columns`` of just the groups with matches, the matching rows kept;
-    each part with the indices of the wanted keys it holds."""
+    each part with the indices of the wanted keys it holds. ``together`` (a seek: the
+    groups were chosen for holding wanted keys in their range): the key and ``columns`` in
+    one read."""
     meta, counts = footer.meta, np.array(footer.row_counts, np.int64)
     window = (np.cumsum(counts[run]) - counts[run]) // BATCH_ROWS
     found, options = [], {"pre_buffer": remote(fs), "read_dictionary": dictionary}
     with open_file(fs, path, size=SIZES.get(path)) as handle:
         parquet = pq.ParquetFile(handle, metadata=meta, **options, **READ_OPTIONS)
         for block in np.split(np.array(run, np.int64), np.flatnonzero(np.diff(window)) + 1):
+            if together:
+                read = _read(parquet, block, [KEY, *columns], counts)
+                rows, wanted = matcher.match(read.column(0))
+                if len(rows):
+                    part = read.drop_columns([KEY]).take(pa.array(rows))
+                    check_decoded(part)
+                    found.append((wanted, part))
+                continue
             rows, wanted = matcher.match(_read(parquet, block, [KEY], counts).column(0))
             if not len(rows):
                 continue

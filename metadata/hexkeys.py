@@ -59,20 +59,18 @@ class HexKeys(msgspec.Struct, frozen=True, array_like=True):
             view = fixed_view(keys)
         if view is None or view.itemsize != len(raw):
             return pa.array([], pa.binary(self.width)), np.empty(0, np.int64)
-        rows = _by_position(view)
-        fits = np.ones(len(view), dtype=bool)
-        varying = set(self.positions)
-        for at, byte in enumerate(raw):
-            if at not in varying:
-                fits &= rows[at] == byte
-        nibbles = []
-        for at in self.positions:
-            values, ok = _nibble_rows(rows[at])
-            nibbles.append(values)
-            if ok is not None:
-                fits &= ok
+        rows = _by_position(view)  # (width, n): a few whole-matrix steps, however many keys
+        template = np.frombuffer(raw, np.uint8)
+        fixed = np.setdiff1d(np.arange(len(raw)), self.positions)
+        fits = (rows[fixed] == template[fixed, None]).all(axis=0)
+        digits = rows[list(self.positions)]  # (digits, n)
+        if len(view) and int(digits.min()) >= ZERO and int(digits.max()) <= NINE:
+            nibbles = digits - np.uint8(ZERO)  # decimal digits: no table lookup
+        else:
+            nibbles = NIBBLE.take(digits)  # 255: not a hex digit
+            fits &= (nibbles != 255).all(axis=0)
         if not fits.all():
-            nibbles = [values[fits] for values in nibbles]
+            nibbles = nibbles[:, fits]
         return _pack(nibbles, int(np.count_nonzero(fits))), index[fits]
 
     def unpack(self, packed: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -133,8 +131,9 @@ def _nibbles(row: np.ndarray) -> np.ndarray | None:
     return values if ok is None or bool(ok.all()) else None
 
 
-def _pack(nibbles: list[np.ndarray], n: int) -> pa.Array:
-    """``n`` keys' digits (one array per position) packed two to a byte."""
+def _pack(nibbles: list[np.ndarray] | np.ndarray, n: int) -> pa.Array:
+    """``n`` keys' digits (one array per position, or a matrix of a row per position) packed
+    two to a byte."""
     width = (len(nibbles) + 1) // 2
     out = np.empty((width, n), np.uint8)
     for b in range(width):

@@ -90,7 +90,8 @@ def wanted_keys(keys: pa.Array | pa.ChunkedArray, kind: pa.DataType, *, unique: 
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
     keys = keys if keys.type == kind else keys.cast(kind)
-    keys = keys.take(sort_order(keys))
+    if not _ascending(keys):  # keys sorted already (a caller's, or repeats) need no copy
+        keys = keys.take(sort_order(keys))
     if not unique and len(keys) > 1:  # a key asked twice is still one row
         keys = keys.filter(pa.concat_arrays([pa.array([True]), pc.not_equal(keys[1:], keys[:-1])]))
     return keys

@@ -60,17 +60,19 @@ class TableLock:
         return getattr(self._local, "depth", 0) > 0
 
     def __enter__(self) -> TableLock:
-        try:
-            self._lock.acquire()
-        except filelock.Timeout:
-            raise LockTimeoutError(
-                f"could not take the table lock {self._layout.lock} within {self._timeout} s; "
-                "another writer holds it: retry, or raise lock.timeout.seconds",
-                table=self._layout.root,
-            ) from None
-        if not self.held:
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0:  # nested blocks only count: the file lock is this thread's already
+            try:
+                self._lock.acquire()
+            except filelock.Timeout:
+                raise LockTimeoutError(
+                    f"could not take the table lock {self._layout.lock} within "
+                    f"{self._timeout} s; another writer holds it: retry, or raise "
+                    "lock.timeout.seconds",
+                    table=self._layout.root,
+                ) from None
             self.holds += 1
-        self._local.depth = getattr(self._local, "depth", 0) + 1
+        self._local.depth = depth + 1
         return self
 
     def __exit__(
@@ -80,7 +82,8 @@ class TableLock:
         tb: TracebackType | None,
     ) -> None:
         self._local.depth -= 1
-        self._lock.release()
+        if self._local.depth == 0:
+            self._lock.release()
 
 
 Lock: TypeAlias = TableLock | LeaseLock
