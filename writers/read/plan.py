@@ -85,10 +85,14 @@ def table_schema(schema: Sequence[FieldSpec]) -> pa.Schema:
     return data_schema(spec_of(schema))
 
 
-def read_threads() -> int:
-    """Files read at once in this process: twice the cores, so one file's I/O and page
-    copies overlap another's decoding (each file is decoded on its own thread)."""
-    return 2 * max(2, os.cpu_count() or 2)
+def read_threads(fs: AbstractFileSystem) -> int:
+    """Files read at once in this process (each decoded on its own thread): on an object
+    store twice the cores, so one file's download overlaps another's decoding; on a local
+    disk one per core (at least 2): more only contend for the GIL in the merges of
+    merge-on-read slices (10M rows on 2 cores, median of 9 alternated reads: merge-on-read
+    1.416 s on 2 threads against 1.576 s on 8, copy-on-write 0.844 against 0.885 s)."""
+    cores = max(2, os.cpu_count() or 2)
+    return cores if is_local(fs) else 2 * cores
 
 
 def read_arrow_files(
@@ -97,7 +101,7 @@ def read_arrow_files(
     """The rows of ``paths`` (plain data files) in the table's read schema (a virtual record
     key derived): :func:`writers.read.units.read_units` of one unit per file."""
     derive = virtual_key(spec_of(schema), record_key)
-    threads = read_threads()
+    threads = read_threads(fs)
     units = [ReadUnit(path) for path in paths]
     return read_units(fs, units, table_schema(schema), derive, None, threads)
 
@@ -109,7 +113,7 @@ def read_arrow_units(
     process: one unit per thread, file slices with logs merged (``writers.read.units``)."""
     fields = schema_as_of(table, point)
     derive = virtual_key(spec_of(fields), table.config.record_key)
-    threads = read_threads()
+    threads = read_threads(table.fs)
     return read_units(table.fs, units, table_schema(fields), derive, ordering(table), threads)
 
 
