@@ -1,5 +1,6 @@
 """The table type chosen at creation (``table_type``): stored in the table config, shown by
-``lakebraid show``, and what a merge-on-read table accepts until its log writer lands."""
+``lakebraid show``; a merge-on-read table takes every write after its first as logs, and
+refuses secondary and column-stats index builds."""
 
 from __future__ import annotations
 
