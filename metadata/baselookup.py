@@ -1,10 +1,11 @@
 """Lookups in metadata base files (``metadata.basefile``): the rows of given keys.
 
 A lookup **seeks** (the row groups whose key bounds hold a wanted key) when those are at most
-``scan_fraction`` of the file, else **scans** all: the key column of about :data:`BATCH_ROWS`
-rows at once, matched (``KeyMatcher``: a merge of sorted keys, wanted ones packed like the
-file's), then the other columns of just the row groups with matches (of a version 4
-record-index file, its one ``location`` column), and the matching rows kept.
+``scan_fraction`` of the file, else **scans** all. About :data:`BATCH_ROWS` rows at a time, the
+key column is matched (``KeyMatcher``: a merge of sorted keys, wanted ones packed like the
+file's) and the matching rows of the other columns (of a version 4 record-index file, its one
+``location`` column) kept: a seek reads the key and other columns of its row groups at once
+(nearly every one holds a match), a scan the other columns of just the row groups with matches.
 """
 
 from __future__ import annotations
