@@ -126,13 +126,15 @@ def median_of_runs(
 def new_process_write(system: str, rows_file: str, path: str) -> float:
     """Seconds of one upsert of ``rows_file`` into the table at ``path`` by a new Python
     process (:func:`child_write`): a batch job's first write, with nothing cached."""
+    return float(in_new_process("--child", system, path, rows_file))
+
+
+def in_new_process(*args: str) -> str:
+    """The last line this script prints when run with ``args`` in a new Python process."""
     done = subprocess.run(
-        [sys.executable, __file__, "--child", system, path, rows_file],
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, __file__, *args], capture_output=True, text=True, check=True
     )
-    return float(done.stdout.strip().splitlines()[-1])
+    return done.stdout.strip().splitlines()[-1]
 
 
 def child_write(system: str, path: str, rows_file: str) -> int:
@@ -191,13 +193,7 @@ def time_reads(paths: dict[str, str], runs: int) -> dict[str, float]:
 
 def new_process_reads(paths: dict[str, str], runs: int) -> dict[str, float]:
     """:func:`time_reads` in a new Python process, after one untimed read of each table."""
-    done = subprocess.run(
-        [sys.executable, __file__, "--read-child", str(runs), *paths.values()],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    seconds = [float(x) for x in done.stdout.strip().splitlines()[-1].split()]
+    seconds = [float(x) for x in in_new_process("--read-child", str(runs), *paths.values()).split()]
     return dict(zip(paths, seconds, strict=True))
 
 

@@ -20,7 +20,6 @@ import pyarrow.compute as pc
 
 from lakebraid.metadata.arrow_records import KEY, empty_table
 from lakebraid.metadata.hashing import group_order
-from lakebraid.metadata.keyorder import sort_order
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import (
     Partition,
@@ -57,12 +56,9 @@ def _lookup(
     n = reader.group_count(partition)
     if len(wanted) == 0:
         return empty_table(partition), pa.array([], pa.int64())
-    # sorted, then stably by file group: each group's keys arrive sorted
-    order = sort_order(wanted).to_numpy()
-    wanted = wanted.take(pa.array(order))
     groups = reader.point.index_groups(wanted)
-    by_group = group_order(groups, n)
-    wanted, groups, order = wanted.take(pa.array(by_group)), groups[by_group], order[by_group]
+    order = group_order(groups, n)  # each group's task sorts its keys (``slice_table``)
+    wanted, groups = wanted.take(pa.array(order)), groups[order]
     bounds = _run_bounds(groups)
 
     # fewer groups than threads (small tables): each group's scan uses the spare ones

@@ -63,12 +63,9 @@ class HexKeys(msgspec.Struct, frozen=True, array_like=True):
         template = np.frombuffer(raw, np.uint8)
         fixed = np.setdiff1d(np.arange(len(raw)), self.positions)
         fits = (rows[fixed] == template[fixed, None]).all(axis=0)
-        digits = rows[list(self.positions)]  # (digits, n)
-        if len(view) and int(digits.min()) >= ZERO and int(digits.max()) <= NINE:
-            nibbles = digits - np.uint8(ZERO)  # decimal digits: no table lookup
-        else:
-            nibbles = NIBBLE.take(digits)  # 255: not a hex digit
-            fits &= (nibbles != 255).all(axis=0)
+        nibbles, ok = _nibble_rows(rows[list(self.positions)])  # (digits, n)
+        if ok is not None:
+            fits &= ok.all(axis=0)
         if not fits.all():
             nibbles = nibbles[:, fits]
         return _pack(nibbles, int(np.count_nonzero(fits))), index[fits]
@@ -115,9 +112,9 @@ def _transpose(matrix: np.ndarray) -> np.ndarray:
 
 
 def _nibble_rows(row: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """The values of one position's bytes as hex digits, and which are hex digits (None:
-    all, found from the position's least and greatest byte alone)."""
-    if len(row) and int(row.min()) >= ZERO and int(row.max()) <= NINE:
+    """The values of bytes (one position's, or a matrix of positions by keys) as hex digits,
+    and which are hex digits (None: all, found from the least and greatest byte alone)."""
+    if row.size and int(row.min()) >= ZERO and int(row.max()) <= NINE:
         return row - np.uint8(ZERO), None
     values = NIBBLE.take(row)
     return values, values != 255
