@@ -62,3 +62,19 @@ def test_keys_already_in_order_or_out_of_order_past_the_first_look(
             keys = pa.array(broken, pa.string())
             order = sort_order(keys)
             assert keys.take(order).to_pylist() == keys.take(pc.sort_indices(keys)).to_pylist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    runs=st.lists(st.lists(st.integers(0, 999), min_size=1, max_size=40), min_size=2, max_size=6),
+    width=st.integers(3, 12),
+)
+def test_sorted_runs_of_one_width_come_back_in_arrows_stable_order(
+    runs: list[list[int]], width: int
+) -> None:
+    """Log blocks one after another: sorted runs of keys of one width, a key repeated across
+    runs. The indices are Arrow's stable sort's, ties in their input order."""
+    keys = pa.array([f"key-{n:0{width}d}" for run in runs for n in sorted(set(run))], pa.string())
+    with mock.patch.object(keyorder, "ARROW_SORT_BELOW", 2):
+        order = sort_order(keys).to_pylist()
+    assert order == pc.sort_indices(keys).to_pylist()
