@@ -129,8 +129,9 @@ COMPACT_LOG_RATIO = cfg.register(
     float,
     0.5,
     "An inline compaction folds a metadata file group (reached max.log.files or max.log.bytes) "
-    "only once its logs add up to this fraction of its base's size: a rewrite of the base then "
-    "costs in proportion to what the commits wrote, not to the table (0: no such wait).",
+    "only once its logs hold this fraction of its base's entries (their bytes when the counts "
+    "are unknown): a rewrite of the base then costs in proportion to what the commits wrote, "
+    "not to the table (0: no such wait).",
     cfg.at_least(0),
 )
 COMPACT_SMALL_BASE_BYTES = cfg.register(
@@ -140,6 +141,15 @@ COMPACT_SMALL_BASE_BYTES = cfg.register(
     "A metadata file group whose base is smaller than this many bytes is compacted inline at "
     "max.log.files or max.log.bytes without waiting for log.ratio: its rewrite is cheap, and "
     "lookups and listings then read at most max.log.files logs of it (0: always wait).",
+    cfg.at_least(0),
+)
+COMPACT_SMALL_BASE_ENTRIES = cfg.register(
+    "metadata.compact.small.base.entries",
+    int,
+    100_000,
+    "A base under metadata.compact.small.base.bytes is small (folds without waiting for "
+    "log.ratio) only while it also holds fewer entries than this: a rewrite costs per entry, "
+    "and keys that compress well put many entries in few bytes.",
     cfg.at_least(0),
 )
 COMPACT_HARD_LOG_FILES = cfg.register(

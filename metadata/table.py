@@ -26,15 +26,16 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
+from functools import cache, partial
 from operator import attrgetter
 
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
-from lakebraid.metadata.basefile import write_base
-from lakebraid.metadata.compaction_policy import LogPolicy, base_bytes
+from lakebraid.metadata.basefile import open_base, write_base
+from lakebraid.metadata.compaction_policy import Entries, LogPolicy, base_bytes
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.hashing import file_group_id
+from lakebraid.metadata.logcache import LOGS
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
 from lakebraid.metadata.records import FilesRecord, Partition
 from lakebraid.metadata.slices import (
@@ -334,10 +335,24 @@ def _due_slices(
     for partition in partitions:
         listing = reader.listing(partition)
         for piece in reader.slices(partition):
-            due = policy.due(piece, base_bytes(listing, piece))
+            entries = partial(_entries, reader, partition, piece)
+            due = policy.due(piece, base_bytes(listing, piece), entries)
             waiting = partition is Partition.RECORD_INDEX and any(
                 f.kind == "base" and not known(f.instant) for f in listing.get(piece.file_group, [])
             )
             if due and not waiting:
                 work.append((partition, piece))
     return work
+
+
+def _entries(reader: MetadataReader, partition: Partition, piece: FileSlice) -> Entries:
+    """The entries of ``piece``'s base (its footer's row count) and of its logs (their
+    blocks' record counts; the logs stay cached for lookups and the compaction)."""
+    folder = reader.folder(partition)
+    base = open_base(reader.fs, f"{folder}/{piece.base}").info.num_rows if piece.base else 0
+    logs = sum(
+        block.header.record_count
+        for name, size in piece.log_files()
+        for block in LOGS.blocks(reader.fs, f"{folder}/{name}", size)
+    )
+    return Entries(base, logs)

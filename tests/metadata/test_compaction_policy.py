@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakebraid.metadata.compaction_policy import LogPolicy
+from lakebraid.metadata.compaction_policy import Entries, LogPolicy
 from lakebraid.metadata.slices import FileSlice
 from lakebraid.timeline import config as cfg
 
@@ -70,7 +70,7 @@ def test_the_policy_comes_from_the_config() -> None:
     )
     policy = LogPolicy.of(options)
     assert (policy.max_log_files, policy.log_ratio, policy.hard_log_files) == (8, 0.25, 5)
-    assert policy.small_base_bytes == 1024 * 1024  # the default
+    assert (policy.small_base_bytes, policy.small_base_entries) == (1024 * 1024, 100_000)
     with pytest.raises(Exception, match=r"metadata\.compact\.log\.ratio"):
         cfg.Options({"metadata.compact.log.ratio": "-1"})
 
@@ -92,3 +92,46 @@ def test_rewrites_grow_with_the_writes_not_the_table(write: int, commits: int) -
             logs = []
     written = write * commits
     assert rewritten <= (1 + 1 / policy.log_ratio) * (written + 100_000)
+
+
+COUNTED = LogPolicy(
+    8, max_log_bytes=10**9, log_ratio=0.5, hard_log_files=32,
+    small_base_bytes=5000, small_base_entries=1000,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("logs", "base", "entries", "due"),
+    [
+        # a base small in bytes but not in entries (keys that compress well) waits for the
+        # ratio of entries, whatever the bytes say
+        ([1000] * 8, 4000, Entries(base=60_000, logs=8_000), False),
+        ([1000] * 8, 4000, Entries(base=60_000, logs=30_000), True),
+        # small in both: the count limit alone
+        ([1] * 8, 4000, Entries(base=999, logs=8), True),
+        # large in bytes, few entries in the logs: waits although their bytes pass the ratio
+        ([10_000] * 8, 100_000, Entries(base=50_000, logs=24_999), False),
+        ([1] * 8, 100_000, Entries(base=50_000, logs=25_000), True),
+        # the hard limit and a missing base need no counts
+        ([1] * 32, 10**9, None, True),
+        ([1] * 8, 0, None, True),
+    ],
+)
+def test_entries_decide_the_ratio_and_the_small_base(
+    logs: list[int], base: int, entries: Entries | None, due: bool
+) -> None:
+    asked: list[bool] = []
+
+    def counts() -> Entries:
+        asked.append(True)
+        assert entries is not None, "counted where no count was needed"
+        return entries
+
+    assert COUNTED.due(piece(logs), base, counts) is due
+
+
+def test_counts_are_not_asked_for_a_group_under_the_limits() -> None:
+    def counts() -> Entries:
+        raise AssertionError("counted a group that is not a candidate")
+
+    assert not COUNTED.due(piece([1] * 7), 10**6, counts)
