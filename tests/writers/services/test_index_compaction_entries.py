@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from lakebraid.metadata.logblock import read_log_file
+from lakebraid.metadata.logcache import LOGS
+from lakebraid.metadata.records import Partition
+from lakebraid.metadata.table import MetadataTable, _entries
 from lakebraid.writers.client import WriteClient
 
 
@@ -45,3 +49,24 @@ def test_eight_small_appends_do_not_rewrite_a_large_index(tmp_path: Path) -> Non
 def test_a_base_small_in_entries_folds_at_the_count_limit(tmp_path: Path) -> None:
     client, first = appended(tmp_path, **{"metadata.compact.small.base.entries": 10**9})
     assert record_index_bases(client.path) > first
+
+
+def test_the_logs_entries_are_estimated_from_one_log(tmp_path: Path) -> None:
+    """A waiting group's log entries: its newest log's bytes per entry times all its logs'
+    bytes (one log read, whatever the count), within a few percent of the exact count."""
+    client, _ = appended(tmp_path, **{"metadata.compact.small.base.entries": 1000})
+    reader = MetadataTable(client.table).reader()
+    LOGS.clear()
+    pieces = [p for p in reader.slices(Partition.RECORD_INDEX) if p.logs]
+    assert pieces and all(len(p.logs) == 8 for p in pieces)
+    for piece in pieces:
+        counted = _entries(reader, Partition.RECORD_INDEX, piece)
+        folder = reader.folder(Partition.RECORD_INDEX)
+        exact = sum(
+            block.header.record_count
+            for name in piece.logs
+            for block in read_log_file(client.table.fs, f"{folder}/{name}")
+        )
+        assert abs(counted.logs - exact) <= 0.05 * exact
+        assert counted.base > 0
+    assert len(LOGS._items) == len(pieces)  # one log file read per group
