@@ -28,9 +28,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
+import numpy as np
 import sqlglot
 from sqlglot import exp
 
+from lakebraid.index.int_bounds import int_keeps
 from lakebraid.metadata.records import ColumnStatsRecord
 
 
@@ -358,18 +360,21 @@ def keep_files(
 ) -> list[tuple[str, str]]:
     """The (partition, file) pairs no condition rules out (a file without statistics for a
     column is kept)."""
-    if not conditions:
-        return list(files)
+    files = list(files)
+    if not files:
+        return []
     wanted = {c.column for c in conditions}
     by_file = {(s.partition, s.file, s.column): s for s in stats if s.column in wanted}
-    return [
-        (partition, name)
-        for partition, name in files
-        if all(
-            (stat := by_file.get((partition, name, c.column))) is None or may_match(stat, c)
-            for c in conditions
+    keep = np.ones(len(files), dtype=bool)
+    for c in conditions:  # integer bounds in numpy (``index.int_bounds``), else one by one
+        found = [by_file.get((partition, name, c.column)) for partition, name in files]
+        fast = int_keeps(found, c.op, c.values)
+        keep &= (
+            fast
+            if fast is not None
+            else np.array([s is None or may_match(s, c) for s in found], bool)
         )
-    ]
+    return [pair for pair, kept in zip(files, keep.tolist(), strict=True) if kept]
 
 
 def prune(
