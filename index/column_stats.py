@@ -366,8 +366,9 @@ def keep_files(
     wanted = {c.column for c in conditions}
     by_file = {(s.partition, s.file, s.column): s for s in stats if s.column in wanted}
     keep = np.ones(len(files), dtype=bool)
+    found_of = {column: [by_file.get((p, name, column)) for p, name in files] for column in wanted}
     for c in conditions:  # integer bounds in numpy (``index.int_bounds``), else one by one
-        found = [by_file.get((partition, name, c.column)) for partition, name in files]
+        found = found_of[c.column]
         fast = int_keeps(found, c.op, c.values)
         keep &= (
             fast

@@ -10,9 +10,9 @@ Entries, not bytes, because a rewrite costs per entry: keys that compress well (
 make a base of 600,000 record-index entries 195 KB, a tenth of the bytes per entry of the logs
 that feed it, so a ratio of bytes folded it every 8 appends (0.2 s each, growing with the
 table). The base's count is its footer's; the logs' is estimated from their sizes at the
-newest log's bytes per entry (its block headers: one log read, however many the group holds,
-cached for lookups and the fold). Both are read only for a group the count or byte limit makes
-a candidate; without them (:meth:`LogPolicy.due` given no counts) bytes stand in.
+newest log's bytes per entry (its block headers: one log read, however many the group
+holds). Both are read only for a group the count or byte limit makes a candidate and no
+unseen commit base holds back; without them (:meth:`LogPolicy.due` given no counts) bytes stand in.
 
 Why the ratio: a compaction rewrites the whole base. With a count rule alone, a group folded
 every 8 commits costs its base's size every 8 commits, so the cost of each commit grows with

@@ -29,13 +29,15 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cache, partial
 from operator import attrgetter
 
+from fsspec import AbstractFileSystem
+
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
-from lakebraid.metadata.basefile import open_base, write_base
+from lakebraid.metadata.basefile import base_info, write_base
 from lakebraid.metadata.compaction_policy import Entries, LogPolicy, base_bytes
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.hashing import file_group_id
-from lakebraid.metadata.logcache import LOGS
+from lakebraid.metadata.logblock import BlockType, iter_blocks
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
 from lakebraid.metadata.records import FilesRecord, Partition
 from lakebraid.metadata.slices import (
@@ -335,32 +337,33 @@ def _due_slices(
     for partition in partitions:
         listing = reader.listing(partition)
         for piece in reader.slices(partition):
-            entries = partial(_entries, reader, partition, piece)
-            due = policy.due(piece, base_bytes(listing, piece), entries)
             waiting = partition is Partition.RECORD_INDEX and any(
                 f.kind == "base" and not known(f.instant) for f in listing.get(piece.file_group, [])
             )
-            if due and not waiting:
+            entries = partial(_entries, reader, partition, piece)
+            if not waiting and policy.due(piece, base_bytes(listing, piece), entries):
                 work.append((partition, piece))
     return work
 
 
 def _entries(reader: MetadataReader, partition: Partition, piece: FileSlice) -> Entries:
     """The entries of ``piece``'s base (its footer's row count) and of its logs, these
-    estimated from their sizes at the newest log's bytes per entry (its blocks' record
-    counts): one log read however many the group holds, so a group that waits for the ratio
-    costs a writer at most two reads per commit on an object store. Logs of unknown size are
-    all read. The log read stays cached for lookups and the fold."""
-    folder = reader.folder(partition)
-    base = open_base(reader.fs, f"{folder}/{piece.base}").info.num_rows if piece.base else 0
+    estimated from their sizes at the newest log's bytes per entry (:func:`log_records`):
+    one log read however many the group holds, so a group that waits for the ratio costs a
+    writer at most two reads per commit on an object store. Logs of unknown size are all
+    read."""
+    fs, folder = reader.fs, reader.folder(partition)
+    base = base_info(fs, f"{folder}/{piece.base}").num_rows if piece.base else 0
     files = piece.log_files()
     name, size = files[-1]
-    newest = _log_entries(reader, f"{folder}/{name}", size)
+    newest = log_records(fs, f"{folder}/{name}")
     if size and all(known for _, known in files):
         return Entries(base, round(newest * piece.log_bytes / size))
-    rest = sum(_log_entries(reader, f"{folder}/{n}", known) for n, known in files[:-1])
-    return Entries(base, newest + rest)
+    return Entries(base, newest + sum(log_records(fs, f"{folder}/{n}") for n, _ in files[:-1]))
 
 
-def _log_entries(reader: MetadataReader, path: str, size: int | None) -> int:
-    return sum(block.header.record_count for block in LOGS.blocks(reader.fs, path, size))
+def log_records(fs: AbstractFileSystem, path: str) -> int:
+    """The entries a metadata log file holds: its blocks' header record counts (command
+    blocks left out), read without decoding a body."""
+    blocks = iter_blocks(fs.cat_file(path), path, with_records=False)
+    return sum(b.header.record_count for b in blocks if b.block_type is not BlockType.COMMAND)

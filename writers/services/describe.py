@@ -30,10 +30,9 @@ from lakebraid.metadata import settings as meta_settings
 from lakebraid.metadata.basefile import base_info
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.compaction_policy import LogPolicy, base_bytes
-from lakebraid.metadata.logblock import BlockType, iter_blocks
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
-from lakebraid.metadata.table import MetadataTable
+from lakebraid.metadata.table import MetadataTable, log_records
 from lakebraid.timeline import archiver
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.bodies import SavepointBody
@@ -163,13 +162,7 @@ def record_index(reader: MetadataReader) -> dict[str, Any]:
     groups = []
     for piece in reader.slices(Partition.RECORD_INDEX):
         base = 0 if piece.base is None else base_info(fs, f"{folder}/{piece.base}").num_rows
-        logged = 0
-        for name in piece.logs:
-            path = f"{folder}/{name}"
-            blocks = iter_blocks(fs.cat_file(path), path, with_records=False)
-            logged += sum(
-                b.header.record_count for b in blocks if b.block_type is not BlockType.COMMAND
-            )
+        logged = sum(log_records(fs, f"{folder}/{name}") for name in piece.logs)
         groups.append(
             {
                 "file_group": piece.file_group,
