@@ -34,6 +34,9 @@ from lakebraid.writers.errors import CorruptDataFileError
 
 COMMIT_TIME = "_braid_commit_time"
 Spec = Sequence[tuple[str, str, bool]]  # (name, type text, nullable) of the table's columns
+# text built in one piece by _repeated at most (above it, fresh pages cost more than Arrow's
+# cast: a 2M-row commit time, 34 MB, took 31 ms against Arrow's 19; 1M rows 2.1 against 10)
+REPEAT_BYTES = 16 << 20
 
 
 def spec_of(schema: Sequence[FieldSpec]) -> list[tuple[str, str, bool]]:
@@ -87,10 +90,36 @@ def conform(table: pa.Table, schema: pa.Schema, derive_key: str | None = None) -
             columns.append(stored_keys(table, derive_key))
         elif field.name in table.column_names:
             column = table.column(field.name)
-            columns.append(column if column.type == field.type else column.cast(field.type))
+            columns.append(column if column.type == field.type else cast_column(column, field.type))
         else:
             columns.append(pa.nulls(table.num_rows, field.type))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def cast_column(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray:
+    """``column`` cast to ``kind``; a dictionary chunk of one string value (a file's commit
+    time, a partition column) is decoded by :func:`_repeated`, several times faster."""
+    if not (pa.types.is_dictionary(column.type) and pa.types.is_string(kind)):
+        return column.cast(kind)
+    if column.type.value_type != kind:
+        return column.cast(kind)
+    chunks = [_repeated(chunk) for chunk in column.chunks]
+    return pa.chunked_array(chunks, kind) if chunks else column.cast(kind)
+
+
+def _repeated(chunk: pa.DictionaryArray) -> pa.Array:
+    """A dictionary chunk as strings: built from the one value when every row holds the
+    dictionary's single value (no nulls, every index 0) and the text fits
+    :data:`REPEAT_BYTES`; else Arrow's cast."""
+    dictionary, count = chunk.dictionary, len(chunk)
+    if len(dictionary) != 1 or chunk.null_count or dictionary.null_count or not count:
+        return chunk.cast(pa.string())
+    value = dictionary[0].as_py().encode()
+    width = len(value)
+    if count * width > REPEAT_BYTES or chunk.indices.to_numpy().any():
+        return chunk.cast(pa.string())
+    offsets = np.arange(count + 1, dtype=np.int32) * np.int32(width)
+    return pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(value * count))
 
 
 def read_parquet(
