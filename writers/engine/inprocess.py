@@ -31,6 +31,7 @@ from lakebraid.index.scope import index_keys, is_scoped, split_keys
 from lakebraid.metadata.arrow_records import empty_table
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.hashing import group_order
+from lakebraid.metadata.keyorder import sort_order
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import progress
@@ -102,7 +103,12 @@ class Work(NamedTuple):
         return isinstance(self.task, RewriteTask) and self.task.old_file is not None
 
     def run(self, sync: bool = True, marked: bool = False) -> WriteStatus:
-        rows = self.rows if self.positions is None else self.rows.take(pa.array(self.positions))
+        positions = self.positions
+        if positions is not None and isinstance(self.task, RewriteTask) and not self.rewrites():
+            # a new group's rows sorted by key in the one take: its file is written as taken
+            keys = self.rows.column(RECORD_KEY).take(pa.array(positions))
+            positions = positions[sort_order(keys).to_numpy()]
+        rows = self.rows if positions is None else self.rows.take(pa.array(positions))
         if isinstance(self.task, AppendTask):
             return append_to_file_group(self.task, rows, sync=sync, marked=marked)
         return rewrite_file_group(self.task, rows, sync=sync, marked=marked)

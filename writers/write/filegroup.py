@@ -91,16 +91,15 @@ def rewrite_file_group(
     fs, root = filesystem(task.root, task.storage)
     layout = TableLayout(root)
     old, schema, key_column = _stored_rows(fs, layout, task)
-    is_upsert = pc.equal(incoming.column(OP), OP_UPSERT)
-    upserts = incoming.filter(is_upsert)
-    deletes = flat(incoming.filter(pc.invert(is_upsert)).column(RECORD_KEY))
+    upserts, deletes = _split(incoming)
     new_keys = flat(upserts.column(RECORD_KEY))
     up_at, del_at = _old_positions(old, key_column, new_keys, deletes)
     known = up_at >= 0
     updated = known & ~_older_events(old, upserts, up_at, known, task.precombine)
     fresh = np.flatnonzero(~known)  # an older event of a stored key is neither
     if task.old_file is None and len(fresh) > 1:  # a new group: its rows sorted by key
-        fresh = fresh[sort_order(new_keys.take(pa.array(fresh))).to_numpy()]
+        keys = new_keys if len(fresh) == len(new_keys) else new_keys.take(pa.array(fresh))
+        fresh = fresh[sort_order(keys).to_numpy()]
     n_old = old.num_rows
     source = np.arange(n_old, dtype=np.int64)
     source[up_at[updated]] = n_old + np.flatnonzero(updated)
@@ -125,6 +124,15 @@ def rewrite_file_group(
     if result.num_rows == 0:
         return WriteStatus(file_name=None, **status)  # type: ignore[arg-type]
     return write_group_file(fs, layout, task, result, status, sync, marked)
+
+
+def _split(incoming: pa.Table) -> tuple[pa.Table, pa.Array]:
+    """The upsert rows and the deleted keys of a task's rows (no copy when all upsert)."""
+    is_upsert = pc.equal(incoming.column(OP), OP_UPSERT)
+    if pc.all(is_upsert).as_py() is not False:  # every row (or none) upserts
+        return incoming, pa.array([], pa.string())
+    deletes = incoming.filter(pc.invert(is_upsert)).column(RECORD_KEY)
+    return incoming.filter(is_upsert), flat(deletes)
 
 
 def _stored_rows(

@@ -19,7 +19,7 @@ from lakebraid.index.scope import check_partition_given, is_scoped, partition_of
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.table_config import FieldSpec, TableConfig, text_to_type, type_to_text
 from lakebraid.writers.errors import InputError
-from lakebraid.writers.write.route import partition_paths
+from lakebraid.writers.write.partition_codes import partition_paths
 
 _WIDENS = {
     pa.int8(): (pa.int16(), pa.int32(), pa.int64()),

@@ -9,7 +9,6 @@ counts, so it runs on the driver (:func:`plan_slots`) between tagging and routin
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -25,10 +24,11 @@ from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.index.scope import index_keys
 from lakebraid.metadata.arrow_records import first_per_key, flat
 from lakebraid.metadata.hashing import group_order, stable_hashes
-from lakebraid.timeline.layout import TableLayout, partition_path
+from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.write.datafile import read_parquet
 from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT, RewriteTask
+from lakebraid.writers.write.partition_codes import codes, partition_paths
 
 PARTITION = "_braid_partition"
 TARGET_FILE_ID = "_braid_target_file_id"
@@ -49,67 +49,6 @@ def prepare(table: pa.Table, key: str, partition_fields: Sequence[str]) -> pa.Ta
     keys = key_text(table.column(key))
     table = table.append_column(RECORD_KEY, keys)
     return table.append_column(PARTITION, partition_paths(table, partition_fields))
-
-
-def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
-    """The encoded partition path of every row, as a dictionary array: each field is
-    dictionary-encoded, and a path is built once per distinct combination of values."""
-    if not fields:
-        return _repeat_text("", table.num_rows)
-    shifted: list[np.ndarray] = []  # per field: its value's code + 1 (0: null)
-    values: list[list[str | None]] = []
-    for field in fields:
-        found, dictionary = _value_codes(table.column(field))
-        values.append([None, *pc.cast(dictionary, pa.string()).to_pylist()])
-        shifted.append(found.astype(np.int64) + 1)
-    radix = math.prod(len(options) for options in values)  # exact (Python integers)
-    if radix > 1 << 62:  # mixed-radix numbers would overflow: group the code rows instead
-        combos, dense = np.unique(np.stack(shifted, axis=1), axis=0, return_inverse=True)
-        rows = [[values[f][c] for f, c in enumerate(combo)] for combo in combos.tolist()]
-    else:
-        combined = np.zeros(table.num_rows, dtype=np.int64)
-        scale = 1
-        for codes_of_field, options in zip(shifted, values, strict=True):
-            combined += codes_of_field * scale
-            scale *= len(options)
-        if len(fields) == 1:
-            distinct, dense = np.arange(radix), combined
-        elif radix <= 1 << 22:  # a table of every combination: no sort of the rows
-            seen = np.zeros(radix, dtype=bool)
-            seen[combined] = True
-            distinct = np.flatnonzero(seen)
-            dense = (np.cumsum(seen) - 1)[combined]
-        else:
-            distinct, dense = np.unique(combined, return_inverse=True)
-        rows = []
-        for combo in distinct.tolist():
-            row = []
-            for options in values:
-                combo, code = divmod(combo, len(options))
-                row.append(options[code])
-            rows.append(row)
-    paths = [partition_path(fields, row) for row in rows]
-    return pa.DictionaryArray.from_arrays(
-        pa.array(np.asarray(dense).reshape(-1).astype(np.int32)), pa.array(paths, pa.string())
-    )
-
-
-def _value_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
-    """:func:`codes` of one column of any type (its dictionary keeps the column's type)."""
-    chunks = [
-        part if pa.types.is_dictionary(part.type) else pc.dictionary_encode(part)
-        for part in column.chunks
-    ]
-    if not chunks:
-        return np.empty(0, np.int32), pa.array([], column.type)
-    return _unified(chunks)
-
-
-def _unified(chunks: Sequence[pa.Array]) -> tuple[np.ndarray, pa.Array]:
-    """The indices of dictionary arrays (int32, -1 for null) over one unified dictionary."""
-    unified = pa.chunked_array(chunks).unify_dictionaries()
-    indices = [pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False) for c in unified.chunks]
-    return np.concatenate(indices).astype(np.int32), unified.chunk(0).dictionary
 
 
 def row_index_keys(table: pa.Table, scoped: bool) -> pa.Array:
@@ -255,30 +194,6 @@ def _choose_slots(
         chosen[rows] = picked + len(names)
         names.extend(s.file_id for s in slots)
     return chosen, pa.array(names, pa.string())
-
-
-def codes(columns: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarray], pa.Array]:
-    """The values of string or dictionary columns as indices into one shared dictionary
-    (int32 numpy arrays, -1 for null), and that dictionary: equal values, equal codes."""
-    chunks: list[pa.Array] = []
-    lengths = []
-    for column in columns:
-        parts = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-        lengths.append(sum(len(p) for p in parts))
-        for part in parts:
-            if not pa.types.is_dictionary(part.type):
-                part = pc.dictionary_encode(part.cast(pa.string()))
-            chunks.append(part.cast(pa.dictionary(pa.int32(), pa.string())))
-    if not chunks:
-        return [np.empty(0, np.int32) for _ in columns], pa.array([], pa.string())
-    indices, dictionary = _unified(chunks)
-    return np.split(indices, np.cumsum(lengths)[:-1]), dictionary
-
-
-def _repeat_text(text: str, n: int) -> pa.DictionaryArray:
-    return pa.DictionaryArray.from_arrays(
-        pa.array(np.zeros(n, dtype=np.int32)), pa.array([text], pa.string())
-    )
 
 
 def plain(table: pa.Table) -> pa.Table:

@@ -22,7 +22,8 @@ from lakebraid.writers.write.filegroup import (
     RewriteTask,
     rewrite_file_group,
 )
-from lakebraid.writers.write.route import codes, deduplicate, partition_paths
+from lakebraid.writers.write.partition_codes import codes, partition_paths
+from lakebraid.writers.write.route import deduplicate
 
 SCHEMA = [("id", "string", False), ("v", "int64", True)]
 KEYS = st.text(alphabet="abcé", min_size=1, max_size=4)

@@ -1,0 +1,111 @@
+"""Rows' partition paths and string columns as dictionary codes, for routing a write.
+
+:func:`partition_paths`: the encoded partition path of every row (``timeline.layout
+.partition_path``), a dictionary array built once per distinct combination of the partition
+columns' values; :func:`codes`: string or dictionary columns as int32 indices into one shared
+dictionary. Both keep the rows' text out of Python: each column is dictionary-encoded once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakebraid.timeline.layout import partition_path
+
+
+def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
+    """The encoded partition path of every row, as a dictionary array: each field is
+    dictionary-encoded, and a path is built once per distinct combination of values."""
+    if not fields:
+        return _repeat_text("", table.num_rows)
+    shifted: list[np.ndarray] = []  # per field: its value's code + 1 (0: null)
+    values: list[list[str | None]] = []
+    for field in fields:
+        found, dictionary = _value_codes(table.column(field))
+        values.append([None, *pc.cast(dictionary, pa.string()).to_pylist()])
+        shifted.append(found + 1)  # int32: one field's codes need no wider type
+    radix = math.prod(len(options) for options in values)  # exact (Python integers)
+    if radix > 1 << 62:  # mixed-radix numbers would overflow: group the code rows instead
+        combos, dense = np.unique(np.stack(shifted, axis=1), axis=0, return_inverse=True)
+        rows = [[values[f][c] for f, c in enumerate(combo)] for combo in combos.tolist()]
+    else:
+        distinct, dense = _combined(shifted, values)
+        rows = []
+        for combo in distinct.tolist():
+            row = []
+            for options in values:
+                combo, code = divmod(combo, len(options))
+                row.append(options[code])
+            rows.append(row)
+    paths = [partition_path(fields, row) for row in rows]
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.asarray(dense).reshape(-1).astype(np.int32, copy=False)),
+        pa.array(paths, pa.string()),
+    )
+
+
+def _combined(
+    shifted: Sequence[np.ndarray], values: Sequence[Sequence[object]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct mixed-radix numbers of the fields' shifted codes, and each row's index
+    among them (one field: its codes as they are, no 64-bit copy of the rows)."""
+    if len(shifted) == 1:
+        return np.arange(len(values[0])), shifted[0]
+    combined = np.zeros(len(shifted[0]), dtype=np.int64)
+    scale = 1
+    for codes_of_field, options in zip(shifted, values, strict=True):
+        combined += codes_of_field.astype(np.int64) * scale
+        scale *= len(options)
+    if scale <= 1 << 22:  # a table of every combination: no sort of the rows
+        seen = np.zeros(scale, dtype=bool)
+        seen[combined] = True
+        return np.flatnonzero(seen), (np.cumsum(seen) - 1)[combined]
+    distinct, dense = np.unique(combined, return_inverse=True)
+    return distinct, dense
+
+
+def _value_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """:func:`codes` of one column of any type (its dictionary keeps the column's type)."""
+    chunks = [
+        part if pa.types.is_dictionary(part.type) else pc.dictionary_encode(part)
+        for part in column.chunks
+    ]
+    if not chunks:
+        return np.empty(0, np.int32), pa.array([], column.type)
+    return _unified(chunks)
+
+
+def _unified(chunks: Sequence[pa.Array]) -> tuple[np.ndarray, pa.Array]:
+    """The indices of dictionary arrays (int32, -1 for null) over one unified dictionary."""
+    unified = pa.chunked_array(chunks).unify_dictionaries()
+    indices = [pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False) for c in unified.chunks]
+    return np.concatenate(indices).astype(np.int32, copy=False), unified.chunk(0).dictionary
+
+
+def codes(columns: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarray], pa.Array]:
+    """The values of string or dictionary columns as indices into one shared dictionary
+    (int32 numpy arrays, -1 for null), and that dictionary: equal values, equal codes."""
+    chunks: list[pa.Array] = []
+    lengths = []
+    for column in columns:
+        parts = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        lengths.append(sum(len(p) for p in parts))
+        for part in parts:
+            if not pa.types.is_dictionary(part.type):
+                part = pc.dictionary_encode(part.cast(pa.string()))
+            chunks.append(part.cast(pa.dictionary(pa.int32(), pa.string())))
+    if not chunks:
+        return [np.empty(0, np.int32) for _ in columns], pa.array([], pa.string())
+    indices, dictionary = _unified(chunks)
+    return np.split(indices, np.cumsum(lengths)[:-1]), dictionary
+
+
+def _repeat_text(text: str, n: int) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(n, dtype=np.int32)), pa.array([text], pa.string())
+    )
