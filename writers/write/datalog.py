@@ -62,6 +62,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.index.bloom import KeyBloom
 from lakebraid.index.errors import BloomFormatError
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.keyorder import sort_order
 from lakebraid.writers.errors import CorruptDataLogError
 
@@ -312,7 +313,7 @@ def iter_blocks(
     """Every block of the log file ``path``, in order (one read of the whole file).
     ``keys``: only the blocks whose footer may hold one of them (the others' bodies are
     neither checked nor decoded: a read of those keys needs nothing of them)."""
-    data = memoryview(fs.cat_file(path))
+    data = whole_file(fs, path)
     offset = 0
     while offset < len(data):
         if keys is not None:

@@ -1,0 +1,37 @@
+"""``metadata.files.whole_file``: a whole file's bytes, mapped on local disk, fetched
+elsewhere; the same bytes either way, and the mapped ones outlive the file's name."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from lakebraid.metadata.files import whole_file
+
+
+@pytest.mark.parametrize("data", [b"", b"x", bytes(range(256)) * 1000])
+def test_local_and_remote_files_read_the_same_bytes(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "a.log"
+    path.write_bytes(data)
+    local = whole_file(fsspec.filesystem("file"), str(path))
+    memory = fsspec.filesystem("memory")
+    memory.pipe_file("/t/a.log", data)
+    assert bytes(local) == data == bytes(whole_file(memory, "memory:///t/a.log"))
+
+
+def test_mapped_bytes_outlive_the_files_name(tmp_path: Path) -> None:
+    """A cleaner may delete a log a read has mapped: the read keeps its bytes."""
+    path = tmp_path / "a.log"
+    path.write_bytes(b"block" * 1000)
+    view = whole_file(fsspec.filesystem("file"), str(path))
+    os.remove(path)
+    assert bytes(view[:5]) == b"block" and len(view) == 5000
+
+
+def test_a_missing_file_is_file_not_found(tmp_path: Path) -> None:
+    for fs in (fsspec.filesystem("file"), fsspec.filesystem("memory")):
+        with pytest.raises(FileNotFoundError):
+            whole_file(fs, str(tmp_path / "gone.log"))
