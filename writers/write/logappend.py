@@ -42,6 +42,7 @@ from lakebraid.writers.write.datalog import (
 )
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
 from lakebraid.writers.write.marking import mark
+from lakebraid.writers.write.partition_codes import codes
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, rewrite_tasks
 
 IN_GROUP = "_braid_in_group"  # bool column of the incoming rows: the group holds the key
@@ -50,17 +51,14 @@ IN_GROUP = "_braid_in_group"  # bool column of the incoming rows: the group hold
 def mark_in_group(routed: pa.Table) -> pa.Table:
     """``routed`` (rows tagged by the record index and routed: ``writers.write.route``) with
     ``_braid_in_group``: whether the row's target file group holds its key already (an update
-    or a delete there; False for an insert or a key moving in)."""
-    same = pc.and_(
-        pc.equal(_text(routed.column(OLD_FILE_ID)), _text(routed.column(TARGET_FILE_ID))),
-        pc.equal(_text(routed.column(OLD_PARTITION)), _text(routed.column(PARTITION))),
-    )
-    return routed.append_column(IN_GROUP, pc.fill_null(same, False))
-
-
-def _text(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    kind = column.type
-    return column.cast(kind.value_type if pa.types.is_dictionary(kind) else pa.string())
+    or a delete there; False for an insert or a key moving in). The file ids and partitions
+    are compared as dictionary codes (``partition_codes.codes``): no text per row."""
+    (old_ids, targets), _ = codes([routed.column(OLD_FILE_ID), routed.column(TARGET_FILE_ID)])
+    same = (old_ids >= 0) & (old_ids == targets)
+    if same.any():  # an insert-only write (a bulk insert) compares no partitions
+        (old_parts, parts), _ = codes([routed.column(OLD_PARTITION), routed.column(PARTITION)])
+        same &= (old_parts >= 0) & (old_parts == parts)
+    return routed.append_column(IN_GROUP, pa.array(same))
 
 
 class AppendTask(msgspec.Struct, frozen=True, kw_only=True):

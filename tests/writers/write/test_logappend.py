@@ -15,14 +15,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.commits import unpack_keys
 from lakebraid.timeline.layout import TableLayout, parse_data_file_name
 from lakebraid.writers.errors import CorruptDataLogError
 from lakebraid.writers.write.datafile import data_schema, read_parquet
 from lakebraid.writers.write.datalog import BlockType, iter_blocks, read_last_footer
 from lakebraid.writers.write.filegroup import OP, RewriteTask, rewrite_file_group
-from lakebraid.writers.write.logappend import IN_GROUP, AppendTask, append_to_file_group
+from lakebraid.writers.write.logappend import (
+    IN_GROUP,
+    AppendTask,
+    append_to_file_group,
+    mark_in_group,
+)
 from lakebraid.writers.write.logmerge import merge_slice
+from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID
 
 SCHEMA = [("id", "string", False), ("ts", "int64", True), ("v", "int64", True)]
 FID, PART = "0b0e1c2d-0000-4000-8000-000000000001", "day=1"
@@ -190,3 +197,38 @@ def test_a_damaged_previous_log_is_an_error_naming_it(tmp_path) -> None:
         append_to_file_group(later, incoming({"b": (1, 1)}, set(), set()))
     assert first.file_name in str(info.value)
     assert not os.path.exists(f"{root}/{PART}/{FID}_0-0_20261126000000002.log")
+
+
+ids = st.sampled_from(["f1", "f2", "f3"]) | st.none()
+parts = st.sampled_from(["day=1", "day=2", ""]) | st.none()
+
+
+def _column(values: list, encoded: bool, split: int) -> pa.ChunkedArray:
+    """A column of ``values`` as the route leaves it: strings or dictionaries, in two chunks."""
+    whole = pa.array(values, pa.string())
+    if encoded:
+        whole = whole.dictionary_encode()
+    return pa.chunked_array([whole.slice(0, split), whole.slice(split)], whole.type)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(st.tuples(ids, parts, ids, parts), max_size=20),
+    encoded=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()),
+    split=st.integers(0, 20),
+)
+def test_in_group_is_same_old_and_target_group(rows: list, encoded: tuple, split: int) -> None:
+    """``_braid_in_group``: the row's old file id and partition are both set and equal its
+    target's, whatever mix of string and dictionary columns the route hands over."""
+    names = [OLD_FILE_ID, OLD_PARTITION, TARGET_FILE_ID, PARTITION]
+    split = min(split, len(rows))
+    table = pa.table(
+        {name: _column([r[i] for r in rows], encoded[i], split) for i, name in enumerate(names)}
+    )
+    want = [
+        old is not None and part is not None and old == target and part == new_part
+        for old, part, target, new_part in rows
+    ]
+    got = mark_in_group(table)
+    assert got.column(IN_GROUP).to_pylist() == want
+    assert got.select(names).equals(table)
