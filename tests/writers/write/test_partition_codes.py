@@ -1,0 +1,78 @@
+"""``writers.write.partition_codes``: string and dictionary columns as codes of one shared
+dictionary, and rows' partition paths, against plain per-row models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakebraid.timeline.layout import partition_path
+from lakebraid.writers.write.partition_codes import codes, partition_paths
+
+TEXTS = st.lists(st.sampled_from(["a", "b", "é", ""]) | st.none(), max_size=20)
+
+
+@settings(max_examples=100, deadline=None)
+@given(first=TEXTS, second=TEXTS, encoded=st.tuples(st.booleans(), st.booleans()))
+def test_codes_share_one_dictionary(
+    first: list[str | None], second: list[str | None], encoded: tuple[bool, bool]
+) -> None:
+    columns = []
+    for values, as_dictionary in zip((first, second), encoded, strict=True):
+        parts = [pa.array(values[:3], pa.string()), pa.array(values[3:], pa.string())]
+        column = pa.chunked_array(parts)
+        columns.append(pc.dictionary_encode(column) if as_dictionary else column)
+    (a, b), dictionary = codes(columns)
+    names = dictionary.to_pylist()
+    assert len(set(names)) == len(names)
+    for values, got in ((first, a), (second, b)):
+        assert [None if c < 0 else names[c] for c in got.tolist()] == values
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b/c", "", "é"]) | st.none(),
+            st.integers(-2, 2) | st.none(),
+            st.booleans() | st.none(),
+        ),
+        max_size=30,
+    ),
+    fields=st.sampled_from([["s"], ["i"], ["s", "i"], ["i", "b", "s"]]),
+    split=st.integers(0, 30),
+)
+def test_partition_paths_match_a_path_per_row(
+    rows: list[tuple[str | None, int | None, bool | None]], fields: list[str], split: int
+) -> None:
+    columns = {
+        "s": [r[0] for r in rows],
+        "i": [r[1] for r in rows],
+        "b": [r[2] for r in rows],
+    }
+    types = {"s": pa.string(), "i": pa.int64(), "b": pa.bool_()}
+    table = pa.table(
+        {
+            name: pa.chunked_array(
+                [pa.array(values[:split], types[name]), pa.array(values[split:], types[name])]
+            )
+            for name, values in columns.items()
+        }
+    )
+    texts = {f: pc.cast(table.column(f), pa.string()).to_pylist() for f in fields}
+    want = [partition_path(fields, [texts[f][n] for f in fields]) for n in range(len(rows))]
+    assert partition_paths(table, fields).cast(pa.string()).to_pylist() == want
+
+
+def test_partition_paths_of_many_high_cardinality_fields() -> None:
+    """Six fields of about 3,000 values each: more combinations than 64-bit codes hold."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    table = pa.table({f"f{i}": pa.array(rng.integers(0, 10**9, n)) for i in range(6)})
+    fields = table.column_names
+    texts = {f: pc.cast(table.column(f), pa.string()).to_pylist() for f in fields}
+    want = [partition_path(fields, [texts[f][i] for f in fields]) for i in range(n)]
+    assert partition_paths(table, fields).cast(pa.string()).to_pylist() == want
