@@ -37,7 +37,7 @@ from lakebraid.metadata.basefile import base_info, write_base
 from lakebraid.metadata.compaction_policy import Entries, LogPolicy, base_bytes
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.hashing import file_group_id
-from lakebraid.metadata.logblock import BlockType, iter_blocks
+from lakebraid.metadata.logblock import BlockType, read_log_file
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
 from lakebraid.metadata.records import FilesRecord, Partition
 from lakebraid.metadata.slices import (
@@ -365,5 +365,5 @@ def _entries(reader: MetadataReader, partition: Partition, piece: FileSlice) -> 
 def log_records(fs: AbstractFileSystem, path: str) -> int:
     """The entries a metadata log file holds: its blocks' header record counts (command
     blocks left out), read without decoding a body."""
-    blocks = iter_blocks(fs.cat_file(path), path, with_records=False)
+    blocks = read_log_file(fs, path, with_records=False)
     return sum(b.header.record_count for b in blocks if b.block_type is not BlockType.COMMAND)

@@ -99,12 +99,10 @@ def conform(table: pa.Table, schema: pa.Schema, derive_key: str | None = None) -
 def cast_column(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray:
     """``column`` cast to ``kind``; a dictionary chunk of one string value (a file's commit
     time, a partition column) is decoded by :func:`_repeated`, several times faster."""
-    if not (pa.types.is_dictionary(column.type) and pa.types.is_string(kind)):
+    dictionary = pa.types.is_dictionary(column.type)
+    if kind != pa.string() or not dictionary or column.type.value_type != kind:
         return column.cast(kind)
-    if column.type.value_type != kind:
-        return column.cast(kind)
-    chunks = [_repeated(chunk) for chunk in column.chunks]
-    return pa.chunked_array(chunks, kind) if chunks else column.cast(kind)
+    return pa.chunked_array([_repeated(chunk) for chunk in column.chunks], kind)
 
 
 def _repeated(chunk: pa.DictionaryArray) -> pa.Array:

@@ -129,7 +129,7 @@ def rewrite_file_group(
 def _split(incoming: pa.Table) -> tuple[pa.Table, pa.Array]:
     """The upsert rows and the deleted keys of a task's rows (no copy when all upsert)."""
     is_upsert = pc.equal(incoming.column(OP), OP_UPSERT)
-    if pc.all(is_upsert).as_py() is not False:  # every row (or none) upserts
+    if pc.all(is_upsert).as_py():  # every row (or none) upserts
         return incoming, pa.array([], pa.string())
     deletes = incoming.filter(pc.invert(is_upsert)).column(RECORD_KEY)
     return incoming.filter(is_upsert), flat(deletes)
