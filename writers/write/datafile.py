@@ -37,6 +37,11 @@ Spec = Sequence[tuple[str, str, bool]]  # (name, type text, nullable) of the tab
 # text built in one piece by _repeated at most (above it, fresh pages cost more than Arrow's
 # cast: a 2M-row commit time, 34 MB, took 31 ms against Arrow's 19; 1M rows 2.1 against 10)
 REPEAT_BYTES = 16 << 20
+# the Parquet codec of data files by where they are written: on a local disk LZ4 (Parquet's
+# LZ4_RAW), which the reads that follow decode fastest; on an object store zstd, half the bytes
+# to upload and download (the benchmark's 333k-row files: LZ4 3.3 MB, written in 78 ms and
+# read in 31; zstd 1.6 MB, 106 and 46 ms). Readers take either (a file names its codec).
+DATA_CODEC = {True: "lz4", False: "zstd"}  # keyed by ``timeline.durable.is_local``
 
 
 def spec_of(schema: Sequence[FieldSpec]) -> list[tuple[str, str, bool]]:

@@ -44,6 +44,7 @@ from lakebraid.timeline.durable import filesystem, is_local, make_durable, make_
 from lakebraid.timeline.layout import TableLayout, data_file_name
 from lakebraid.writers.write.datafile import (
     COMMIT_TIME,
+    DATA_CODEC,
     column_stats,
     conform,
     file_schema,
@@ -199,7 +200,6 @@ def write_group_file(
     # read (the table's key column has them) and cost a comparison per row
     result, dictionary = choose(result, plain={task.record_key, RECORD_KEY})
     options: dict[str, Any] = dict(
-        compression="zstd",
         metadata_collector=collected,
         use_dictionary=dictionary,
         write_statistics=[n for n in result.schema.names if n != RECORD_KEY],
@@ -221,9 +221,12 @@ def write_group_file(
 def write_parquet(
     fs: AbstractFileSystem, path: str, result: pa.Table, options: dict[str, Any], local: bool
 ) -> tuple[int, int]:
-    """Write ``result`` to ``path``; its size and CRC-32. A small local file is built in
-    memory and written in one call (its CRC from the buffer); a large one by Arrow's own file
-    I/O, its CRC read back from the page cache; an object store's is counted as it uploads."""
+    """Write ``result`` to ``path`` (``options``: ``pq.write_table``'s, the codec left to
+    :data:`~lakebraid.writers.write.datafile.DATA_CODEC`); its size and CRC-32. A small local
+    file is built in memory and written in one call (its CRC from the buffer); a large one by
+    Arrow's own file I/O, its CRC read back from the page cache; an object store's is counted
+    as it uploads."""
+    options = dict(options, compression=DATA_CODEC[local])
     if local and result.num_rows <= BUFFERED_ROWS:
         sink = pa.BufferOutputStream()
         pq.write_table(result, sink, **options)

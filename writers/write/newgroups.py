@@ -193,7 +193,6 @@ class _Batch:
             piece, dictionary = choose(piece, plain=self.plain)
         collected: list[pq.FileMetaData] = []
         options: dict[str, Any] = dict(
-            compression="zstd",
             metadata_collector=collected,
             use_dictionary=dictionary,
             write_statistics=self.statistics,
