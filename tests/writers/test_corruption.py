@@ -144,6 +144,20 @@ def test_validate_reports_every_damaged_data_file_and_goes_on(tmp_path):
     assert c.validate() == []
 
 
+def test_validate_reports_a_footer_column_path_that_is_not_text(tmp_path):
+    """The footer's column paths are not checksummed: one made invalid UTF-8 is a problem
+    of that file in the report, not an exception out of ``validate()``."""
+    c = build(tmp_path / "t")
+    x = data_file(c, "p=x")
+    data = x.read_bytes()
+    footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    at = data.rindex(b"_braid_commit_time", footer)  # the last column chunk's path
+    with flipped(x, at + 1, 0x80):  # b"b" ^ 0x80: not a UTF-8 start byte
+        problems = c.validate()
+    assert any(x.name in p and "corrupt data file" in p for p in problems), problems
+    assert c.validate() == []
+
+
 def test_errors_name_the_file_and_say_what_to_do(tmp_path):
     c = build(tmp_path / "t")
     c.compact_metadata()
