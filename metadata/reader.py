@@ -371,11 +371,26 @@ class MetadataReader:
         }
 
     def column_stats(
-        self, column: str | None = None, columns: Iterable[str] | None = None
+        self,
+        column: str | None = None,
+        columns: Iterable[str] | None = None,
+        partitions: Iterable[str] | None = None,
     ) -> list[ColumnStatsRecord]:
         """The statistics records of every data file: of all columns, of ``column``, or of
-        ``columns`` (only their records are converted)."""
+        ``columns`` (only their records are converted); ``partitions``: of the files of these
+        data partitions only (their keys' prefixes, so the others are not converted either)."""
         wanted = {column} if column is not None else None if columns is None else set(columns)
-        prefixes = None if wanted is None else tuple(column_stats_prefix(c) for c in wanted)
+        within = None if partitions is None else set(partitions)
+        prefixes = None
+        if wanted is not None:  # a key is column NUL partition NUL file
+            starts = [column_stats_prefix(c) for c in wanted]
+            if within is not None:
+                starts = [f"{start}{p}\x00" for start in starts for p in within]
+            prefixes = tuple(starts)
         records = self.all_records(Partition.COLUMN_STATS, prefixes).values()
-        return [r for r in records if isinstance(r, ColumnStatsRecord)]  # keys name columns
+        return [
+            r
+            for r in records
+            if isinstance(r, ColumnStatsRecord)  # keys name columns
+            and (within is None or r.partition in within)
+        ]

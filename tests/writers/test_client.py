@@ -283,3 +283,29 @@ def test_inserts_fill_a_small_file_group_and_updates_alone_look_up_no_room(
     assert groups() == {group}
     table = client.read_arrow()
     assert sorted(table.column("id").to_pylist()) == [f"k{i:03d}" for i in range(15)]
+
+
+def test_the_small_groups_are_looked_up_in_the_inserted_partitions_only(tmp_path) -> None:
+    """An upsert that inserts into one day reads that day's file statistics, not the
+    table's: the partition-scoped read is the full one filtered, and the new keys still fill
+    the day's small group."""
+    from lakebraid.metadata.table import MetadataTable
+
+    options = {"write.small.file.rows": 100, "write.target.file.rows": 1000}
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **options)
+    days = ["d1", "d2", "d3"]
+    ids = [f"k{i:03d}" for i in range(30)]
+    client.bulk_insert(pa.table({"id": ids, "day": days * 10, "ts": [1] * 30}))
+    reader = MetadataTable(client.table).reader()
+    full = reader.column_stats("id")
+    assert {r.partition for r in full} == {"day=d1", "day=d2", "day=d3"}
+    some = reader.column_stats("id", partitions=["day=d2"])
+    assert some and some == [r for r in full if r.partition == "day=d2"]
+    assert reader.column_stats("id", partitions=[]) == []
+    every = reader.column_stats(partitions=["day=d3"])
+    assert every == [r for r in reader.column_stats() if r.partition == "day=d3"]
+    before = {p.rsplit("/", 1)[1] for p in client.file_paths() if "day=d2" in p}
+    client.upsert(pa.table({"id": ["n1", "n2"], "day": ["d2", "d2"], "ts": [2, 2]}))
+    after = {p.rsplit("/", 1)[1] for p in client.file_paths() if "day=d2" in p}
+    assert len(after) == len(before) == 1  # into the small group, rewritten
+    assert client.read_arrow().num_rows == 32

@@ -236,7 +236,7 @@ def write_rows(
     else:
         tagged = tag(prepared, empty_table(Partition.RECORD_INDEX))
     counts = insert_counts(tagged)
-    target, small = insert_room(table, reader, listing, operation, bool(counts))
+    target, small = insert_room(table, reader, listing, operation, counts.keys())
     plan = plan_slots(counts, listing, target_rows=target, small_rows=small)
     routed = route(tagged, plan)
     read_at = reader.point.read_at

@@ -8,7 +8,7 @@ Operations: ``insert`` (small file groups first), ``bulk_insert`` (new file grou
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -76,13 +76,15 @@ def insert_room(
     reader: MetadataReader,
     listing: Mapping[str, Mapping[str, str]],
     operation: str,
-    inserts: bool = True,
+    inserts: Collection[str] | None = None,
 ) -> tuple[int, dict[str, dict[str, int]]]:
-    """Target rows per file group, and the small groups inserts may fill first (none looked
-    up for a bulk insert, nor for a write that inserts no row: ``inserts`` False)."""
+    """Target rows per file group, and the small groups inserts may fill first, of the
+    partitions ``inserts`` names (those that receive new rows; None: not known, every
+    partition). None are looked up for a bulk insert, nor for a write that inserts no row
+    (``inserts`` empty); only the named partitions' file statistics are read."""
     target = table.options.get(settings.TARGET_FILE_ROWS)
-    if operation == "bulk_insert" or not inserts:
+    if operation == "bulk_insert" or (inserts is not None and not inserts):
         return target, {}
     small = min(target, table.options.get(settings.SMALL_FILE_ROWS))
-    stats = reader.column_stats(table.config.record_key)
+    stats = reader.column_stats(table.config.record_key, partitions=inserts)
     return target, small_groups(stats, listing, small)
