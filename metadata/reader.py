@@ -50,6 +50,7 @@ from lakebraid.metadata.records import (
     FilesRecord,
     MetadataRecord,
     Partition,
+    column_stats_key,
     column_stats_prefix,
     merge_records,
 )
@@ -381,12 +382,11 @@ class MetadataReader:
         data partitions only (their keys' prefixes, so the others are not converted either)."""
         wanted = {column} if column is not None else None if columns is None else set(columns)
         within = None if partitions is None else set(partitions)
-        prefixes = None
-        if wanted is not None:  # a key is column NUL partition NUL file
-            starts = [column_stats_prefix(c) for c in wanted]
-            if within is not None:
-                starts = [f"{start}{p}\x00" for start in starts for p in within]
-            prefixes = tuple(starts)
+        prefixes = None  # a key is column NUL partition NUL file
+        if wanted is not None and within is None:
+            prefixes = tuple(column_stats_prefix(c) for c in wanted)
+        elif wanted is not None and within is not None:
+            prefixes = tuple(column_stats_key(c, p, "") for c in wanted for p in within)
         records = self.all_records(Partition.COLUMN_STATS, prefixes).values()
         return [
             r

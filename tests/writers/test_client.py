@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from table_fixtures import DAYS
 from table_fixtures import random_batch as batch
 
+from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.writers.client import WriteClient
@@ -289,8 +290,6 @@ def test_the_small_groups_are_looked_up_in_the_inserted_partitions_only(tmp_path
     """An upsert that inserts into one day reads that day's file statistics, not the
     table's: the partition-scoped read is the full one filtered, and the new keys still fill
     the day's small group."""
-    from lakebraid.metadata.table import MetadataTable
-
     options = {"write.small.file.rows": 100, "write.target.file.rows": 1000}
     client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **options)
     days = ["d1", "d2", "d3"]

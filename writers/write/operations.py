@@ -76,15 +76,15 @@ def insert_room(
     reader: MetadataReader,
     listing: Mapping[str, Mapping[str, str]],
     operation: str,
-    inserts: Collection[str] | None = None,
+    inserting: Collection[str] | None = None,
 ) -> tuple[int, dict[str, dict[str, int]]]:
     """Target rows per file group, and the small groups inserts may fill first, of the
-    partitions ``inserts`` names (those that receive new rows; None: not known, every
+    partitions ``inserting`` names (those that receive new rows; None: not known, every
     partition). None are looked up for a bulk insert, nor for a write that inserts no row
-    (``inserts`` empty); only the named partitions' file statistics are read."""
+    (``inserting`` empty); only the named partitions' file statistics are read."""
     target = table.options.get(settings.TARGET_FILE_ROWS)
-    if operation == "bulk_insert" or (inserts is not None and not inserts):
+    if operation == "bulk_insert" or (inserting is not None and not inserting):
         return target, {}
     small = min(target, table.options.get(settings.SMALL_FILE_ROWS))
-    stats = reader.column_stats(table.config.record_key, partitions=inserts)
+    stats = reader.column_stats(table.config.record_key, partitions=inserting)
     return target, small_groups(stats, listing, small)
