@@ -41,8 +41,6 @@ Lookups: ``metadata.baselookup``.
 
 from __future__ import annotations
 
-import zlib
-
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,6 +48,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from lakebraid.metadata.base_encoding import encoding_options
+from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.errors import (
     CorruptBaseFileError,
     MetadataError,
@@ -207,7 +206,7 @@ def _kv_crc(kv: dict[bytes, bytes]) -> int:
     ``<len>:<key><len>:<value>``."""
     crc = 0
     for key in sorted(k for k in kv if k.startswith(b"lakebraid.") and k != CRC_KEY):
-        crc = zlib.crc32(b"%d:%s%d:%s" % (len(key), key, len(kv[key]), kv[key]), crc)
+        crc = crc32(b"%d:%s%d:%s" % (len(key), key, len(kv[key]), kv[key]), crc)
     return crc
 
 

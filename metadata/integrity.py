@@ -26,7 +26,6 @@ from __future__ import annotations
 import base64
 import io
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
+from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.errors import MetadataValueError
 
 WRITE_OPTIONS: dict[str, Any] = {"write_page_checksum": True}
@@ -143,7 +143,7 @@ class Crc32Writer(io.RawIOBase):
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
-        self.crc = zlib.crc32(view, self.crc)
+        self.crc = crc32(view, self.crc)
         self.size += len(view)
         self._sink.write(view)
         return len(view)
@@ -157,5 +157,5 @@ def file_crc32(fs: AbstractFileSystem, path: str) -> int:
     crc = 0
     with fs.open(path, "rb") as handle:
         while chunk := handle.read(CHUNK_BYTES):
-            crc = zlib.crc32(chunk, crc)
+            crc = crc32(chunk, crc)
     return crc

@@ -60,13 +60,13 @@ from __future__ import annotations
 
 import enum
 import struct
-import zlib
 from collections.abc import Callable, Iterator
 
 import msgspec
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
+from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.errors import (
     CorruptLogBlockError,
     MetadataFormatError,
@@ -250,7 +250,7 @@ def _frame_at(
         raise corrupt(f"length mismatch: trailer says {stored_total} bytes, fields say {total}")
     header_bytes = view[offset + PREFIX.size : offset + PREFIX.size + header_length]
     body = view[body_at : body_at + body_length]
-    computed = zlib.crc32(body, zlib.crc32(header_bytes))
+    computed = crc32(body, crc32(header_bytes))
     if computed != crc:
         raise corrupt(f"CRC mismatch: stored {crc:#010x}, computed {computed:#010x}")
     return version, type_byte, header_bytes, body

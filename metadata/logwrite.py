@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import operator
 import os
-import zlib
 from collections.abc import Mapping, Sequence
 
 import msgspec
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
+from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.errors import (
     CorruptLogBlockError,
     MetadataError,
@@ -178,7 +178,7 @@ def _frame(block_type: BlockType, header: bytes, body: bytes, version: int) -> b
     """One block's bytes: prefix, header, body length, body, CRC and total length."""
     if len(header) > _U32_MAX:
         raise MetadataValueError("block header too large")
-    crc = zlib.crc32(body, zlib.crc32(header))
+    crc = crc32(body, crc32(header))
     total = OVERHEAD + len(header) + len(body)
     return b"".join(
         (

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import enum
 import struct
-import zlib
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, NamedTuple, TypeVar
@@ -62,6 +61,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.index.bloom import KeyBloom
 from lakebraid.index.errors import BloomFormatError
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.keyorder import sort_order
 from lakebraid.writers.errors import CorruptDataLogError
@@ -245,8 +245,8 @@ def _encode(
             footer,
             TRAILER.pack(
                 len(footer),
-                zlib.crc32(footer),
-                zlib.crc32(body, zlib.crc32(header)),
+                crc32(footer),
+                crc32(body, crc32(header)),
                 total,
             ),
         ]
@@ -258,7 +258,7 @@ def _encode(
 def decode_block(data: bytes | memoryview, offset: int, path: str) -> DataLogBlock:
     """The block starting at ``offset`` of ``data`` (a whole log file), checked."""
     frame = _frame(memoryview(data), offset, path)
-    if zlib.crc32(frame.body, zlib.crc32(frame.header_bytes)) != frame.crc:
+    if crc32(frame.body, crc32(frame.header_bytes)) != frame.crc:
         raise frame.bad("a CRC32 does not match")
     rows = _rows(frame.body, frame.bad)
     _check_keys(rows, frame.header, frame.footer, frame.bad)
@@ -301,7 +301,7 @@ def _frame(view: memoryview, offset: int, path: str) -> _Frame:
     size = end + TRAILER.size - offset
     if f != header.footer_length or total != size:
         raise bad(f"trailer lengths {f}/{total}, the fields take {len(footer_bytes)}/{size}")
-    if zlib.crc32(footer_bytes) != footer_crc:
+    if crc32(footer_bytes) != footer_crc:
         raise bad("a CRC32 does not match")
     footer = _decoded(_FOOTER, footer_bytes, bad, "footer")
     return _Frame(bad, header_bytes, header, body, footer, crc, size)
@@ -340,7 +340,7 @@ def read_last_footer(fs: AbstractFileSystem, path: str, size: int) -> KeyFooter:
     if f + TRAILER.size > len(tail):
         tail = fs.cat_file(path, start=size - TRAILER.size - f)
     footer_bytes = tail[len(tail) - TRAILER.size - f : len(tail) - TRAILER.size]
-    if zlib.crc32(footer_bytes) != footer_crc:
+    if crc32(footer_bytes) != footer_crc:
         raise CorruptDataLogError(path, start, "CRC32 of the footer does not match")
     return _decoded(_FOOTER, footer_bytes, partial(CorruptDataLogError, path, start), "footer")
 

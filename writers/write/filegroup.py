@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import os
-import zlib
 from typing import Any
 
 import msgspec
@@ -32,6 +31,7 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.commits import WriteStatus, pack_keys
 from lakebraid.metadata.files import local_path, open_file
 from lakebraid.metadata.integrity import (
@@ -232,7 +232,7 @@ def write_parquet(
         pq.write_table(result, sink, **options)
         data = sink.getvalue()
         write_local(local_path(fs, path) or path, data)
-        return data.size, zlib.crc32(data)
+        return data.size, crc32(data)
     with open_file(fs, path, "wb") as handle:  # local: Arrow's own file I/O
         counted = handle if local else Crc32Writer(handle)  # type: ignore[arg-type]
         pq.write_table(result, counted, **options)

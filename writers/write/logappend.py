@@ -17,7 +17,6 @@ the footer of the slice's newest log (``previous_log``) and extends it
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,6 +29,7 @@ from lakebraid.index.file_stats import column_stats
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.commits import WriteStatus, pack_keys
 from lakebraid.timeline.durable import filesystem, is_local, make_durable, make_folder
 from lakebraid.timeline.layout import TableLayout, data_file_name
@@ -120,7 +120,7 @@ def append_to_file_group(
         file_name=name,
         base_file=task.base_file,
         size=len(data),
-        crc32=zlib.crc32(data),
+        crc32=crc32(data),
         rows=rows.num_rows,
         stats=column_stats(rows, None, present) if rows.num_rows else [],
         **status,
