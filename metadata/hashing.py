@@ -149,9 +149,9 @@ def _hash_array(array: pa.Array) -> np.ndarray:
     data = np.empty(0, np.uint8) if data_buf is None else np.frombuffer(data_buf, dtype=np.uint8)
     out = np.empty(n, dtype=np.uint64)
 
-    def one(lo: int) -> None:
+    def one(lo: int) -> None:  # FNV-1a then fmix64, a chunk at a time on its thread
         hi = min(n, lo + _CHUNK)
-        out[lo:hi] = _hash_chunk(data, offsets[lo : hi + 1])
+        out[lo:hi] = _fmix64_array(_hash_chunk(data, offsets[lo : hi + 1]))
 
     starts = range(0, n, _CHUNK)
     if len(starts) <= 1:
@@ -160,7 +160,7 @@ def _hash_array(array: pa.Array) -> np.ndarray:
     else:  # numpy's loops release the GIL: the chunks hash on all cores
         with ThreadPoolExecutor(min(len(starts), os.cpu_count() or 1)) as pool:
             list(pool.map(one, starts))
-    return _fmix64_array(out)
+    return out
 
 
 def _hash_chunk(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -201,12 +201,14 @@ def _hash_chunk(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 def _fmix64_array(h: np.ndarray) -> np.ndarray:
-    shift = np.uint64(33)
-    h ^= h >> shift
-    h *= np.uint64(FMIX_C1)
-    h ^= h >> shift
-    h *= np.uint64(FMIX_C2)
-    h ^= h >> shift
+    """fmix64 of every hash of ``h``, in place (one scratch array, no temporary per step)."""
+    shift, scratch = np.uint64(33), np.empty_like(h)
+    for factor in (np.uint64(FMIX_C1), np.uint64(FMIX_C2)):
+        np.right_shift(h, shift, out=scratch)
+        np.bitwise_xor(h, scratch, out=h)
+        np.multiply(h, factor, out=h)
+    np.right_shift(h, shift, out=scratch)
+    np.bitwise_xor(h, scratch, out=h)
     return h
 
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakebraid.metadata import hashing
 from lakebraid.metadata.hashing import (
     file_group_id,
     file_group_of,
@@ -85,6 +86,17 @@ def test_chunked_arrays() -> None:
     keys = [str(uuid.uuid4()) for _ in range(300)] + ["", "\u00e9"]
     chunked = pa.chunked_array([keys[:100], keys[100:], []], pa.string())
     assert file_groups_of(chunked, 13).tolist() == [file_group_of(k, 13) for k in keys]
+
+
+def test_keys_hashed_in_several_chunks_on_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past one chunk the keys hash (FNV-1a and fmix64) a chunk per thread: each key mixed
+    once, whatever chunk it falls in, ragged or of one length."""
+    monkeypatch.setattr(hashing, "_CHUNK", 97)
+    ragged = [str(i) * (i % 5) for i in range(1_000)]
+    even = [f"key-{i:06d}" for i in range(1_000)]
+    for keys in (ragged, even):
+        array = pa.array(["pad", *keys], pa.string()).slice(1)
+        assert stable_hashes(array).tolist() == [stable_hash(k) for k in keys]
 
 
 def test_many_keys_spread_evenly() -> None:
