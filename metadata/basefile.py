@@ -79,6 +79,7 @@ from lakebraid.metadata.locations import (
     encode,
     expand,
     logical_schema,
+    plain_locations,
     table_of,
 )
 from lakebraid.timeline.durable import is_local, make_durable, make_folder
@@ -159,6 +160,8 @@ def write_base(
         meta[KEY_HEX] = msgspec.json.encode(codec)
     if located is not None:
         table, meta[LOCATIONS_KEY] = located
+    elif partition == "record_index":
+        table = plain_locations(table)  # the four columns as they are: text partitions
     meta[CRC_KEY] = str(_kv_crc(meta)).encode()
     if fixed is not None:
         table = table.set_column(0, table.schema.field(KEY).with_type(fixed.type), fixed)

@@ -40,26 +40,50 @@ COLUMNS = ("partition", "file_id_hi", "file_id_lo", "instant")
 TYPES = (pa.string(), pa.int64(), pa.int64(), pa.int64())
 MAX_LOCATIONS = 1 << 16  # more: the footer would outgrow the column it replaces
 _Note = tuple[list[str], list[int], list[int], list[int]]
-# odd 64-bit multipliers mixing the three integers of a location into one fingerprint
-_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))
+# odd 64-bit multipliers mixing the four integers of a location into one fingerprint
+_MIX = (
+    np.uint64(0x9E3779B97F4A7C15),
+    np.uint64(0xC2B2AE3D27D4EB4F),
+    np.uint64(0x165667B19E3779F9),
+    np.uint64(0xD6E8FEB86659FD93),
+)
 
 
 def encode(table: pa.Table) -> tuple[pa.Table, bytes] | None:
     """``table`` with :data:`COLUMNS` replaced by the :data:`LOCATION` column (in the place
     of the first), and the ``lakebraid.locations`` entry; None when ``table`` lacks one of
-    :data:`COLUMNS` or holds more than :data:`MAX_LOCATIONS` locations."""
+    :data:`COLUMNS` or holds more than :data:`MAX_LOCATIONS` locations. A dictionary
+    ``partition`` column (as writers build it) is compared by its codes: no string per row."""
     if not set(COLUMNS) <= set(table.column_names):
         return None
-    values = [_plain(table.column(name), kind) for name, kind in zip(COLUMNS, TYPES, strict=True)]
-    found = _distinct(values)
+    codes, texts = _partition_codes(flat(table.column(COLUMNS[0])))
+    ints = [
+        _plain(table.column(name), kind) for name, kind in zip(COLUMNS[1:], TYPES[1:], strict=True)
+    ]
+    found = _distinct([codes, *(v.to_numpy().view(np.uint64) for v in ints)])
     if found is None:
         return None
-    codes, first = found
+    location, first = found
     chosen = pa.array(first, pa.int64())
-    note = msgspec.json.encode([v.take(chosen).to_pylist() for v in values])
+    partitions = texts.take(pa.array(codes[first])).to_pylist()
+    note = msgspec.json.encode([partitions, *(v.take(chosen).to_pylist() for v in ints)])
     at = table.column_names.index(COLUMNS[0])
     kept = table.drop_columns(list(COLUMNS))
-    return kept.add_column(at, pa.field(LOCATION, pa.int32(), nullable=False), codes), note
+    field = pa.field(LOCATION, pa.int32(), nullable=False)
+    return kept.add_column(at, field, location), note
+
+
+def plain_locations(table: pa.Table) -> pa.Table:
+    """``table`` with a dictionary ``partition`` column decoded to text (the stored type of
+    the four-column layout)."""
+    if COLUMNS[0] not in table.column_names:
+        return table
+    at = table.column_names.index(COLUMNS[0])
+    if not pa.types.is_dictionary(table.schema.field(at).type):
+        return table
+    return table.set_column(
+        at, table.schema.field(at).with_type(TYPES[0]), table.column(at).cast(TYPES[0])
+    )
 
 
 def table_of(note: bytes) -> pa.Table:
@@ -112,26 +136,40 @@ def _plain(column: pa.ChunkedArray, kind: pa.DataType) -> pa.Array:
     return plain
 
 
-def _distinct(values: list[pa.Array]) -> tuple[pa.Array, np.ndarray] | None:
+def _partition_codes(column: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Per row a code of its partition (uint64) and the text of each code: a dictionary
+    column's own indices when its values are distinct, else those of its text encoded."""
+    if column.null_count:
+        raise MetadataValueError("a record-index location with a null")
+    if pa.types.is_dictionary(column.type):
+        values = column.dictionary.cast(pa.string())
+        if not values.null_count and len(pc.unique(values)) == len(values):
+            return column.indices.to_numpy().astype(np.uint64), values
+        column = column.cast(pa.string())
+    encoded = pc.dictionary_encode(column.cast(pa.string()))
+    return encoded.indices.to_numpy().astype(np.uint64), encoded.dictionary
+
+
+def _distinct(values: list[np.ndarray]) -> tuple[pa.Array, np.ndarray] | None:
     """Per row its location's index (int32), and the first row of each location; None over
-    :data:`MAX_LOCATIONS`. Rows are grouped by a fingerprint of the three integers, then
-    checked column by column against their group's first row: a partition that differs or a
-    fingerprint shared by two locations (never seen) falls back to an exact grouping."""
+    :data:`MAX_LOCATIONS`. ``values``: the location's four values as integers (the partition
+    by its code). Rows are grouped by a fingerprint of them, then checked value by value
+    against their group's first row: a fingerprint shared by two locations (never seen)
+    falls back to an exact grouping."""
     if not len(values[0]):
         return pa.array([], pa.int32()), np.zeros(0, np.int64)
-    ints = [v.to_numpy().view(np.uint64) for v in values[1:]]
     with np.errstate(over="ignore"):
-        mixed = (ints[0] * _MIX[0]) ^ (ints[1] * _MIX[1]) ^ (ints[2] * _MIX[2])
+        mixed = values[0] * _MIX[0]
+        for value, factor in zip(values[1:], _MIX[1:], strict=True):
+            mixed ^= value * factor
     found = _group(pa.array(mixed))
     if found is None:
         return None
     codes, first = found
-    if not _same(values, codes, first):
-        found = _exact(values)
-        if found is None:
-            return None
-        codes, first = found
-    return codes, first
+    rows = first[codes.to_numpy()]
+    if all(np.array_equal(value, value[rows]) for value in values):
+        return codes, first
+    return _exact(values)
 
 
 def _group(column: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
@@ -146,17 +184,11 @@ def _group(column: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
     return encoded.indices.cast(pa.int32()), first
 
 
-def _same(values: list[pa.Array], codes: pa.Array, first: np.ndarray) -> bool:
-    """Whether every row's values equal those of its group's first row."""
-    rows = pa.array(first, pa.int64()).take(codes)
-    return all(pc.all(pc.equal(v, v.take(rows))).as_py() for v in values)
-
-
-def _exact(values: list[pa.Array]) -> tuple[pa.Array, np.ndarray] | None:
-    """:func:`_group` over the four columns themselves, one column at a time."""
+def _exact(values: list[np.ndarray]) -> tuple[pa.Array, np.ndarray] | None:
+    """:func:`_group` over the four values themselves, one at a time."""
     code: np.ndarray | None = None
     for value in values:
-        found = _group(value)
+        found = _group(pa.array(value))
         if found is None:
             return None
         own, first = found

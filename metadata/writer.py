@@ -261,6 +261,8 @@ def _commit_base(
     deleted = rows.column("deleted")
     live = rows.filter(pc.invert(deleted)) if pc.any(deleted).as_py() else rows
     schema = SCHEMAS[Partition.RECORD_INDEX]
+    at = schema.get_field_index("partition")  # a dictionary stays one: locations encodes codes
+    schema = schema.set(at, schema.field(at).with_type(live.schema.field("partition").type))
     path = layout.metadata_base_file(partition, group, instant)
     size = write_base(
         fs,

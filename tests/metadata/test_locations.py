@@ -80,6 +80,61 @@ def test_rows_and_lookups_round_trip(rows: pa.Table, wanted: list[str]) -> None:
             assert found.to_pylist() == expected
 
 
+def as_dictionary(rows: pa.Table, dictionary: list[str]) -> pa.Table:
+    """``rows`` with their partitions as a dictionary column over ``dictionary`` (which may
+    repeat a value or hold unused ones), the rows of one text taking its copies in turn."""
+    copies: dict[str, list[int]] = {}
+    for i, text in enumerate(dictionary):
+        copies.setdefault(text, []).append(i)
+    texts = rows.column("partition").to_pylist()
+    codes = pa.array([copies[p][i % len(copies[p])] for i, p in enumerate(texts)], pa.int32())
+    column = pa.DictionaryArray.from_arrays(codes, pa.array(dictionary, pa.string()))
+    return rows.set_column(1, pa.field("partition", column.type), column)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=tables(), extra=st.lists(st.sampled_from(["day=1", "x", ""]), max_size=3))
+def test_dictionary_partitions_are_encoded_as_their_text(rows: pa.Table, extra: list[str]) -> None:
+    """Writers hand the record index's partitions as a dictionary: the file is the one the
+    same rows as text give (each location once in the footer, duplicated or unused
+    dictionary values whatever)."""
+    texts = rows.column("partition").to_pylist()
+    dictionary = [*extra, *dict.fromkeys(texts), *extra, *texts[:2]]
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = write(Path(tmp) / "record_index-0000_20260101000000001.parquet", rows)
+        coded = write(
+            Path(tmp) / "record_index-0001_20260101000000001.parquet",
+            as_dictionary(rows, dictionary),
+        )
+        assert read_base(FS, coded).to_pylist() == rows.to_pylist()
+        assert pq.read_table(coded).equals(pq.read_table(plain))
+        notes = [pq.read_schema(p).metadata[LOCATIONS_KEY] for p in (plain, coded)]
+        assert notes[0] == notes[1]
+
+
+def test_dictionary_partitions_past_max_locations_are_stored_as_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(locations, "MAX_LOCATIONS", 3)
+    rows = index_rows([f"k{i}" for i in range(8)], [(f"p{i % 2}", i, i, i) for i in range(8)])
+    path = write(
+        tmp_path / "record_index-0000_20260101000000001.parquet", as_dictionary(rows, ["p0", "p1"])
+    )
+    assert pq.read_schema(path).field("partition").type == pa.string()
+    assert read_base(FS, path).to_pylist() == rows.to_pylist()
+
+
+def test_a_null_dictionary_partition_is_refused(tmp_path: Path) -> None:
+    rows = as_dictionary(index_rows(["a", "b"], [("p", 1, 2, 3), ("q", 1, 2, 3)]), ["p", "q"])
+    codes = pa.array([0, None], pa.int32())
+    column = pa.DictionaryArray.from_arrays(codes, pa.array(["p", "q"]))
+    with pytest.raises(ValueError, match="null"):
+        write(
+            tmp_path / "record_index-0000_20260101000000001.parquet",
+            rows.set_column(1, "partition", column),
+        )
+
+
 def _utf8(row: dict) -> bytes:
     return row["key"].encode()
 
@@ -99,7 +154,7 @@ def test_colliding_fingerprints_fall_back_to_an_exact_grouping(
 ) -> None:
     import numpy as np
 
-    monkeypatch.setattr(locations, "_MIX", (np.uint64(0),) * 3)  # every fingerprint is 0
+    monkeypatch.setattr(locations, "_MIX", (np.uint64(0),) * 4)  # every fingerprint is 0
     places = [("p", 1, 2, 3), ("p", 1, 2, 4), ("q", 1, 2, 3), ("p", 1, 2, 3), ("p", 9, 2, 3)]
     rows = index_rows(["a", "b", "c", "d", "e"], places)
     path = write(tmp_path / "record_index-0000_20260101000000001.parquet", rows)
