@@ -105,10 +105,10 @@ def column_stats(
 
 
 def _footer_chunks(
-    meta: pq.FileMetaData | None, columns: list[str]
+    meta: pq.FileMetaData | None, columns: list[str], statistics: bool = True
 ) -> tuple[dict[str, int], dict[str, list[Any]]]:
     """Per column of ``columns``: its compressed bytes in the footer ``meta`` (0 without
-    one) and its row groups' statistics."""
+    one) and (``statistics``) its row groups' statistics."""
     sizes = {name: 0 for name in columns}
     footer: dict[str, list[Any]] = {}
     groups = [meta.row_group(g) for g in range(meta.num_row_groups)] if meta is not None else []
@@ -118,7 +118,8 @@ def _footer_chunks(
             path = chunk.path_in_schema.split(".")[0]
             if path in sizes:
                 sizes[path] += chunk.total_compressed_size
-                footer.setdefault(path, []).append(chunk.statistics)
+                if statistics:
+                    footer.setdefault(path, []).append(chunk.statistics)
     return sizes, footer
 
 
@@ -171,7 +172,7 @@ class GroupBounds:
 
     def stats(self, group: int, meta: pq.FileMetaData) -> list[ColumnStat]:
         """The statistics of ``group``'s file, its column sizes from ``meta`` (its footer)."""
-        sizes, _ = _footer_chunks(meta, self.columns)
+        sizes, _ = _footer_chunks(meta, self.columns, statistics=False)  # bounds are ours
         found = []
         for name in self.columns:
             lo, hi = (b[group] for b in self.bounds[name]) if name in self.bounds else (None, None)

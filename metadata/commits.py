@@ -107,7 +107,8 @@ def pack_keys(keys: pa.Array) -> bytes:
     for a file's few keys; the same bytes)."""
     if len(keys) == 0:
         return b""
-    batch = pa.RecordBatch.from_arrays([keys.cast(pa.string())], schema=_KEYS_SCHEMA)
+    text = keys if keys.type == pa.string() else keys.cast(pa.string())
+    batch = pa.RecordBatch.from_arrays([text], schema=_KEYS_SCHEMA)
     return _KEYS_STREAM_HEAD + batch.serialize().to_pybytes() + _STREAM_END
 
 
