@@ -32,12 +32,12 @@ import pyarrow.parquet as pq
 from lakebraid.index.file_groups import current_slices
 from lakebraid.index.file_stats import recorded_columns
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.index.lookup import locations
 from lakebraid.index.scope import in_partition, is_scoped
 from lakebraid.index.secondary import all_entries, file_entries
+from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.commits import WriteStatus, read_commit, schema_as_of
-from lakebraid.metadata.integrity import file_crc32, guarded
-from lakebraid.metadata.records import Partition, RecordLocation
+from lakebraid.metadata.files import whole_file
+from lakebraid.metadata.integrity import guarded
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import progress
 from lakebraid.timeline.errors import LakebraidError
@@ -45,14 +45,15 @@ from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import CorruptDataFileError
+from lakebraid.writers.services.validate_index import compare_index, current_keys
 from lakebraid.writers.write.datafile import (
     column_stats,
     data_schema,
-    read_parquet,
+    parquet_in,
     spec_of,
     virtual_key,
 )
-from lakebraid.writers.write.datalog import BlockType, iter_blocks
+from lakebraid.writers.write.datalog import BlockType, blocks_in
 from lakebraid.writers.write.slices import ReadUnit, read_unit
 
 Listing = dict[str, dict[str, int]]
@@ -138,7 +139,8 @@ class _Validator:
         self.schema = schema_as_of(table)
         self.stats: dict[tuple[str, str, str], tuple[object, ...]] | None = None  # unread
         self.held: dict[tuple[str, str], list[str]] = {}  # (partition, file) -> stats columns
-        self.locations: dict[str, tuple[str, str]] = {}  # key -> (partition, file id)
+        self.current = pa.table({})  # the current files' keys (validate_index)
+        self.owners: list[tuple[str, str]] = []  # their groups: (partition, file id)
         self.damaged: set[tuple[str, str]] = set()  # (partition, file id) of unreadable files
 
     def attempt(self, what: str, work: Callable[[], None]) -> None:
@@ -153,20 +155,17 @@ class _Validator:
         self.attempt("column_stats", self.load_stats)
         seen: set[tuple[str, str, str]] = set()
         total = sum(len(files) for files in self.expected.values())
-        groups: dict[tuple[str, str], list[str]] = {}  # (partition, file id) -> its keys
+        groups: dict[tuple[str, str], pa.Array] = {}  # (partition, file id) -> its keys
         with progress.task("validate data files", total=total) as bar:
             for partition, files in sorted(self.expected.items()):
                 for name in sorted(files):
                     self._check_one(partition, name, seen, groups)
                     bar.advance()
         self._merge_slices(groups)
-        for (partition, file_id), keys in sorted(groups.items()):
-            if (partition, file_id) in self.damaged:
-                continue  # a damaged log: the group's keys are unknown (reported once above)
-            for key in keys:
-                if key in self.locations:
-                    self.problems.append(f"record key {key!r} is in two files")
-                self.locations[key] = (partition, file_id)
+        readable = {g: keys for g, keys in groups.items() if g not in self.damaged}
+        # a damaged log: the group's keys are unknown (reported once above)
+        self.current, self.owners, repeated = current_keys(readable)
+        self.problems += repeated
         for extra in sorted(set(self.stats or {}) - seen):
             if (extra[0], parse_data_file_name(extra[1]).file_id) not in self.damaged:
                 self.problems.append(
@@ -181,7 +180,7 @@ class _Validator:
         partition: str,
         name: str,
         seen: set[tuple[str, str, str]],
-        groups: dict[tuple[str, str], list[str]],
+        groups: dict[tuple[str, str], pa.Array],
     ) -> None:
         """Read one data file: a base's keys into its group's, the columns of its (or a log's)
         statistics seen."""
@@ -199,7 +198,7 @@ class _Validator:
         if keys is not None:
             groups[(partition, parsed.file_id)] = keys
 
-    def _merge_slices(self, groups: dict[tuple[str, str], list[str]]) -> None:
+    def _merge_slices(self, groups: dict[tuple[str, str], pa.Array]) -> None:
         """The keys of every merge-on-read slice with logs: its base and logs merged."""
         slices = current_slices(self.expected)
         spec = spec_of(self.schema)
@@ -216,14 +215,14 @@ class _Validator:
                 rows = read_unit(self.table.fs, unit, schema, derive, None)
                 scope = partition if is_scoped(self.table.config) else None
                 keys = in_partition(pc.cast(rows.column(RECORD_KEY), pa.string()), scope)
-                groups[(partition, file_id)] = keys.to_pylist()
+                groups[(partition, file_id)] = keys
 
     def check_log(self, partition: str, name: str) -> list[str]:
         """Check one merge-on-read log (checksum, every block, the statistics of its data
         rows); returns the columns it has statistics for."""
         path = self.table.layout.data_file(partition, name)
-        self.check_checksum(partition, name, path)
-        blocks = [b for b in iter_blocks(self.table.fs, path) if b.block_type is BlockType.DATA]
+        data = self.checked_bytes(partition, name, path)
+        blocks = [b for b in blocks_in(data, path) if b.block_type is BlockType.DATA]
         if not blocks:
             return []
         rows = pa.concat_tables([b.rows for b in blocks])
@@ -271,35 +270,36 @@ class _Validator:
         for partition, file, column in self.stats:
             self.held.setdefault((partition, file), []).append(column)
 
-    def check_checksum(self, partition: str, name: str, path: str) -> None:
+    def checked_bytes(self, partition: str, name: str, path: str) -> memoryview:
+        """The whole data file (read once: its checksum, then its rows, come from these
+        bytes), its CRC-32 compared with the one its commit recorded."""
+        with guarded(path, CorruptDataFileError):
+            data = whole_file(self.table.fs, path)
         recorded = self.checksums.get((partition, name))
         if recorded is None:
-            return
-        with guarded(path, CorruptDataFileError):
-            crc = file_crc32(self.table.fs, path)
+            return data
+        crc = crc32(data)
         if crc != recorded:
             self.problems.append(
                 f"checksum: {partition}/{name}: the file's CRC-32 is {crc:08x}, its commit "
                 f"recorded {recorded:08x}: the file is damaged (restore it from a backup, or "
                 f"roll back the commit that wrote it)"
             )
+        return data
 
-    def check_file(self, partition: str, name: str) -> tuple[list[str], list[str]]:
+    def check_file(self, partition: str, name: str) -> tuple[pa.Array, list[str]]:
         """Check one current data file (checksum, column statistics); returns its record
         keys and the columns it has statistics for."""
         path = self.table.layout.data_file(partition, name)
-        self.check_checksum(partition, name, path)
-        rows = read_parquet(self.table.fs, path)
+        rows, meta = parquet_in(self.checked_bytes(partition, name, path), path)
         with guarded(path, CorruptDataFileError):  # the footer's text is not checksummed
-            with self.table.fs.open(path, "rb") as handle:
-                meta = pq.ParquetFile(handle).metadata
             columns = self.compare_stats(partition, name, rows, meta)
         spec = spec_of(self.schema)
         derive = virtual_key(spec, self.table.config.record_key)
         keys = rows.column(RECORD_KEY) if derive is None else rows.column(derive)
         scope = partition if is_scoped(self.table.config) else None
         keys = in_partition(pc.cast(keys, pa.string()), scope)
-        return pc.unique(keys).to_pylist(), columns
+        return pc.unique(keys), columns
 
     def compare_stats(
         self, partition: str, name: str, rows: pa.Table, meta: pq.FileMetaData | None
@@ -325,29 +325,11 @@ class _Validator:
         return columns
 
     def compare_index(self) -> None:
-        found = locations(self.reader, sorted(self.locations))
-        for key, (partition, file_id) in sorted(self.locations.items()):
-            where = found.get(key)
-            if where is None or (where.partition, where.file_id) != (partition, file_id):
-                self.problems.append(
-                    f"record_index: key {key!r} is in {partition} file group "
-                    f"{file_id}, the index says {where}"
-                )
-        extra: list[str] = []
-        for group in range(self.reader.point.group_counts["record_index"]):
-            table = self.reader.group_table(Partition.RECORD_INDEX, group)
-            extra += [k for k in table.column("key").to_pylist() if k not in self.locations]
-        if self.damaged and extra:  # keys of files that could not be read are unknown
-            where_of = locations(self.reader, extra)
-            extra = [k for k in extra if _place(where_of.get(k)) not in self.damaged]
-        for key in extra:
-            self.problems.append(f"record_index: key {key!r} is indexed but in no visible file")
+        """The record index against the current files' keys (``validate_index``)."""
+        found = compare_index(self.reader, self.current, self.owners, self.damaged)
+        self.problems += found
 
 
 def _entry_text(entry: str) -> str:
     column, value, key = entry.split("\x00", 2)
     return f"column {column!r} value {value!r} key {key!r}"
-
-
-def _place(location: RecordLocation | None) -> tuple[str, str] | None:
-    return None if location is None else (location.partition, location.file_id)

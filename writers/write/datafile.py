@@ -152,6 +152,16 @@ def read_parquet(
             return _read_checked(parquet, threads, columns)
 
 
+def parquet_in(data: bytes | memoryview, path: str) -> tuple[pa.Table, pq.FileMetaData]:
+    """The rows and the footer of a whole Parquet file held in ``data`` (``path`` names it in
+    errors), checked as :func:`read_parquet` checks a file read from storage."""
+    with (
+        guarded(path, CorruptDataFileError),
+        pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)), **READ_OPTIONS) as parquet,
+    ):
+        return _read_checked(parquet, True, None), parquet.metadata
+
+
 def _read_checked(
     parquet: pq.ParquetFile, threads: bool, columns: Sequence[str] | None
 ) -> pa.Table:

@@ -314,7 +314,14 @@ def iter_blocks(
     disk, one GET elsewhere; ``metadata.files.whole_file``).
     ``keys``: only the blocks whose footer may hold one of them (the others' bodies are
     neither checked nor decoded: a read of those keys needs nothing of them)."""
-    data = whole_file(fs, path)
+    return blocks_in(whole_file(fs, path), path, keys)
+
+
+def blocks_in(
+    data: bytes | memoryview, path: str, keys: pa.Array | None = None
+) -> Iterator[DataLogBlock]:
+    """:func:`iter_blocks` of a log file's bytes already in hand (``path`` names it in
+    errors)."""
     offset = 0
     while offset < len(data):
         if keys is not None:
