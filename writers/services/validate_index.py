@@ -7,7 +7,8 @@ is), three kinds of problem, each message naming the key:
 
 * a key in two current file groups: every occurrence after the first, groups taken in
   (partition, file id) order ("record key ... is in two files"); the location compared below
-  is then the last group's;
+  is then the last group's; a key twice in one group ("record key ... is twice in ... file
+  group ...");
 * a key whose index entry is missing or places it elsewhere (partition, file id: the instant
   that wrote a key is not derivable from files) -- "record_index: key ... is in ... file group
   ..., the index says ...", sorted by key;
@@ -42,35 +43,44 @@ KEY, OWNER = "key", "owner"
 
 def current_keys(groups: Mapping[Group, pa.Array]) -> tuple[pa.Table, list[Group], list[str]]:
     """The current keys, one row per key (``key``, and ``owner``: its group's index in the
-    returned list of groups, sorted), and a problem for every key met again in a later group
-    (the later group keeps the key)."""
+    returned list of groups, sorted), and a problem for every key met again: in a later group
+    (the later group keeps the key) or in the same one (a file group holds each key once)."""
     owners = sorted(groups)
     arrays = [groups[g].cast(pa.string()) for g in owners]
     keys = pa.concat_arrays(arrays) if arrays else pa.array([], pa.string())
     owner = np.repeat(np.arange(len(owners), dtype=np.int32), [len(a) for a in arrays])
-    earlier = _met_again(keys)
-    problems = [f"record key {k!r} is in two files" for k in keys.filter(earlier).to_pylist()]
+    again, nxt = _met_again(keys)
+    problems = []
+    for row, later in zip(again.tolist(), nxt.tolist(), strict=True):
+        key, group = keys[row].as_py(), owners[owner[row]]
+        if owner[later] == owner[row]:
+            problems.append(f"record key {key!r} is twice in {group[0]} file group {group[1]}")
+        else:
+            problems.append(f"record key {key!r} is in two files")
     table = pa.table({KEY: keys, OWNER: owner})
-    return (table.filter(pc.invert(earlier)) if problems else table), owners, problems
+    if not len(again):
+        return table, owners, problems
+    keep = np.ones(len(keys), dtype=bool)
+    keep[again] = False
+    return table.filter(pa.array(keep)), owners, problems
 
 
-def _met_again(keys: pa.Array) -> pa.Array:
-    """Per row: whether its key occurs again in a later row. Keys are compared by their
-    64-bit hash first (one numeric sort); only rows sharing a hash are compared as text."""
+def _met_again(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The rows whose key occurs again in a later row, and for each the next such row. Keys
+    are compared by their 64-bit hash first (one numeric sort); only rows sharing a hash are
+    compared as text."""
     hashes = stable_hashes(keys)
     ordered = np.sort(hashes)
     same = ordered[1:] == ordered[:-1]
-    again = np.zeros(len(keys), dtype=bool)
     if not same.any():
-        return pa.array(again)
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     rows = np.flatnonzero(np.isin(hashes, ordered[1:][same]))
     shared = pa.table({"k": keys.take(pa.array(rows)), "r": rows})
     order = pc.sort_indices(shared, sort_keys=[("k", "ascending"), ("r", "ascending")])
     by_key = shared.take(order)
-    text = by_key.column("k")
+    text, at = by_key.column("k"), by_key.column("r").to_numpy()
     later = pc.equal(text.slice(0, len(text) - 1), text.slice(1)).to_numpy(zero_copy_only=False)
-    again[by_key.column("r").to_numpy()[:-1][later]] = True
-    return pa.array(again)
+    return at[:-1][later], at[1:][later]
 
 
 def compare_index(
