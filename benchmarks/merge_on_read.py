@@ -15,7 +15,9 @@ Workload: a table of N rows (default 10,000,000) over 30 day partitions (``upser
    merge-on-read table uncompacted: every group holds up to ten logs), then its compaction.
    The reads are timed twice: in this process (which wrote the tables), and by a new process
    that reads each table once, then ``--runs`` times in turn (this process's state moved the
-   copy-on-write read by a third).
+   copy-on-write read by a third);
+8. ``validate()`` of each table read (every file read and checked, the metadata table and the
+   record index compared with them), timed; it must find no problem.
 lakebraid's tables are opened afresh inside each timing (``WriteClient.open``) and written by
 the in-process engine with inline data compaction off (step 6 and 7 compact by hand); the
 small steps 3-5 (tenths of a second) run ``--runs`` times, the table put back before each
@@ -248,7 +250,7 @@ def report(steps: Steps, got: dict[str, dict[str, float]], checks: dict[str, str
             f"upserts of {READ_KEYS:,} random keys (the merge-on-read table uncompacted), the "
             "copy-on-write and merge-on-read tables read in turn; its compaction after, timed",
             "merge_on_read: the check reads every final table whole: rows, key, amount and ts "
-            "sums equal the expected ones",
+            "sums equal the expected ones; and validate() of each table read finds no problem",
         ],
     )
     delta = got.get("delta-rs", {})
@@ -267,6 +269,11 @@ def report(steps: Steps, got: dict[str, dict[str, float]], checks: dict[str, str
             out.add(f"{label} ({kind.replace('_', '-')})", "s", values, verdict)
     after = got[KINDS[1]]["compaction after"]
     out.add(f"compaction after the {READS} upserts", "s", {"lakebraid": after})
+    for kind in KINDS:
+        seconds = got[kind]["validate"]
+        out.add(
+            f"validate() of the table read ({kind.replace('_', '-')})", "s", {"lakebraid": seconds}
+        )
     for key, label in (("read", "read after"), (FRESH_READ, "read after by a new process")):
         ratio = got[KINDS[1]][key] / got[KINDS[0]][key]
         out.notes.append(f"merge_on_read: {label}, merge-on-read / copy-on-write = {ratio:.2f}x")
@@ -296,14 +303,23 @@ def measure(
             got[kind]["read"] = seconds
         for kind, seconds in new_process_reads(read_paths, runs).items():
             got[kind][FRESH_READ] = seconds
+        problems: dict[str, list[str]] = {}
         for kind, path in read_paths.items():  # the tables read are checked too
             reads[f"{kind}{AS_READ}"] = lambda p=path: WriteClient.open(p).read_arrow()
+            problems[kind], got[kind]["validate"] = timed(
+                lambda p=path: WriteClient.open(p).validate()
+            )
         if not skip_delta:
             got["delta-rs"] = run_delta(f"{folder}/delta", steps, later, runs, rows_file)
             reads["delta-rs"] = lambda: DeltaTable(f"{folder}/delta").to_pyarrow_table()
             print(f"delta-rs: {got['delta-rs']}", flush=True)
         found = {name: digest(read()) for name, read in reads.items()}
-        return got, {n: "OK" if d == want else f"FAIL {d} != {want}" for n, d in found.items()}
+        checks = {n: "OK" if d == want else f"FAIL {d} != {want}" for n, d in found.items()}
+        for kind, found_problems in problems.items():
+            checks[f"validate {kind}"] = (
+                "OK" if not found_problems else f"FAIL {found_problems[:3]}"
+            )
+        return got, checks
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
