@@ -95,7 +95,7 @@ def compare_index(
     want_hi, want_lo = (np.array(v, np.int64) for v in _ids(owners))
     want_part = pa.array([partition for partition, _ in owners], pa.string())
     owner = current.column(OWNER).to_numpy()
-    wrong: list[tuple[str, int, RecordLocation | None]] = []  # key, owner, what the index says
+    wrong: list[tuple[int, int, RecordLocation | None]] = []  # row, owner, the index's place
     extra: list[str] = []
     for group in range(reader.point.group_counts[str(Partition.RECORD_INDEX)]):
         mine = np.flatnonzero(routed == group)
@@ -115,12 +115,19 @@ def compare_index(
         unused = np.ones(entries.num_rows, dtype=bool)
         unused[rows] = False
         extra += _extra(entries, np.flatnonzero(unused), damaged)
-    problems = sorted((keys[i].as_py(), owners[o], where) for i, o, where in wrong)
+    problems = sorted(((keys[i].as_py(), owners[o], where) for i, o, where in wrong), key=_first)
     out = [
         f"record_index: key {k!r} is in {p} file group {f}, the index says {where}"
         for k, (p, f), where in problems
     ]
+    if extra:  # an entry in a group its key's hash does not route to: reported above only
+        held = pc.is_in(pa.array(extra, pa.string()), value_set=keys).to_numpy(zero_copy_only=False)
+        extra = [k for k, known in zip(extra, held.tolist(), strict=True) if not known]
     return out + [f"record_index: key {k!r} is indexed but in no visible file" for k in extra]
+
+
+def _first(item: tuple[str, Group, RecordLocation | None]) -> str:
+    return item[0]
 
 
 def _ids(owners: list[Group]) -> tuple[list[int], list[int]]:

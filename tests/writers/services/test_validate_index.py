@@ -155,3 +155,38 @@ def test_validate_reports_a_data_file_holding_a_key_twice(tmp_path: Path) -> Non
     key = rows.column("id")[3].as_py()
     file_id = parse_data_file_name(name).file_id
     assert f"record key {key!r} is twice in {partition} file group {file_id}" in client.validate()
+
+
+def test_an_entry_in_a_group_its_key_does_not_route_to_is_reported_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key is looked for where its hash routes it (missing there), and its entry found
+    in another group is not also reported as a key of no file: the key is in a file."""
+    client = WriteClient.create(
+        str(tmp_path / "t"),
+        "id",
+        ["day"],
+        "ts",
+        **{"index.expected.records": 40, "metadata.record_index.records.per.group": 10},
+    )
+    ids = [f"k{i}" for i in range(40)]
+    client.bulk_insert(pa.table({"id": ids, "day": [DAYS[0]] * 40, "ts": [1] * 40}))
+    reader = MetadataTable(client.table).reader()
+    groups = groups_of(client)
+    ((owner, keys),) = groups.items()
+    key = keys.to_pylist()[5]
+    route = type(reader.point).index_groups
+    n = reader.point.group_counts["record_index"]
+    assert n >= 2
+
+    def elsewhere(point, asked):  # the key's entry sits in the group after its own
+        found = route(point, asked)
+        found[pa.array(asked).to_pylist().index(key)] += 1
+        return found % n
+
+    monkeypatch.setattr(type(reader.point), "index_groups", elsewhere)
+    current, owners, repeated = current_keys(groups)
+    assert repeated == []
+    assert compare_index(reader, current, owners) == [
+        f"record_index: key {key!r} is in {owner[0]} file group {owner[1]}, the index says None"
+    ]
