@@ -38,7 +38,8 @@ MIN_GROUPS = cfg.register(
     "metadata.record_index.min.groups",
     int,
     1,
-    "Fewest record-index file groups an estimate may give.",
+    "Fewest record-index file groups: a new table starts with at least this many (with or "
+    "without index.expected.records), and no estimate gives fewer.",
     cfg.at_least(1),
 )
 MAX_GROUPS = cfg.register(

@@ -99,10 +99,7 @@ class WriteClient:
                 check_key_type(record_key, schema.field(record_key).type, table=path)
         given = {k: str(v) for k, v in options.items()}
         opts = cfg.Options(given)
-        expected = opts.get(settings.EXPECTED_RECORDS)
-        groups = 1
-        if expected:
-            groups = estimate_groups(opts, expected)
+        groups = estimate_groups(opts, opts.get(settings.EXPECTED_RECORDS))  # min.groups too
         config = TableConfig(
             format_version=table_config.version_for(table_type, index_scope),
             table_type=table_type,

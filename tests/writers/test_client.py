@@ -308,3 +308,18 @@ def test_the_small_groups_are_looked_up_in_the_inserted_partitions_only(tmp_path
     after = {p.rsplit("/", 1)[1] for p in client.file_paths() if "day=d2" in p}
     assert len(after) == len(before) == 1  # into the small group, rewritten
     assert client.read_arrow().num_rows == 32
+
+
+def test_a_new_table_has_at_least_min_groups_index_groups(tmp_path) -> None:
+    """``metadata.record_index.min.groups`` holds at creation with or without an expected
+    record count (it was ignored without one: one group)."""
+
+    def groups(name: str, **options: object) -> int:
+        client = WriteClient.create(str(tmp_path / name), "id", [], None, **options)
+        return MetadataTable(client.table).reader().point.group_counts["record_index"]
+
+    assert groups("plain") == 1
+    assert groups("min", **{"metadata.record_index.min.groups": 4}) == 4
+    sized = {"index.expected.records": 35, "metadata.record_index.records.per.group": 10}
+    assert groups("sized", **sized) == 4
+    assert groups("both", **sized, **{"metadata.record_index.min.groups": 6}) == 6

@@ -139,8 +139,8 @@ class _Validator:
         self.schema = schema_as_of(table)
         self.stats: dict[tuple[str, str, str], tuple[object, ...]] | None = None  # unread
         self.held: dict[tuple[str, str], list[str]] = {}  # (partition, file) -> stats columns
-        self.current = pa.table({})  # the current files' keys (validate_index)
-        self.owners: list[tuple[str, str]] = []  # their groups: (partition, file id)
+        # the current files' keys and their groups (partition, file id): validate_index
+        self.current, self.owners, _ = current_keys({})
         self.damaged: set[tuple[str, str]] = set()  # (partition, file id) of unreadable files
 
     def attempt(self, what: str, work: Callable[[], None]) -> None:
