@@ -134,6 +134,17 @@ def stable_hashes(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> np.ndarra
     return _hash_array(keys)
 
 
+def shared_hashes(hashes: np.ndarray) -> np.ndarray | None:
+    """Per row of ``hashes``: whether another row has the same hash (None when no two do).
+    One numeric sort; the rows it marks hold the repeated keys (and rare collisions), which
+    callers then compare as text."""
+    ordered = np.sort(hashes)
+    same = ordered[1:] == ordered[:-1]
+    if not same.any():
+        return None
+    return np.isin(hashes, ordered[1:][same])
+
+
 def _hash_array(array: pa.Array) -> np.ndarray:
     if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
         if not pa.types.is_string_view(array.type):

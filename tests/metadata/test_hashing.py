@@ -165,3 +165,14 @@ def test_scoped_groups_keep_each_partition_in_its_span(pairs, n, given) -> None:
     # the same keys route alike one at a time (no dependence on the batch)
     alone = [int(scoped_groups(pa.array([k], pa.string()), n, spans)[0]) for k in keys]
     assert alone == groups.tolist()
+
+
+@FAST
+@given(st.lists(st.integers(0, 6), max_size=40))
+def test_shared_hashes_marks_every_row_whose_hash_repeats(values: list[int]) -> None:
+    hashes = np.array(values, dtype=np.uint64)
+    marked = hashing.shared_hashes(hashes)
+    expected = [values.count(v) > 1 for v in values]
+    assert (marked is None) == (not any(expected))
+    if marked is not None:
+        assert marked.tolist() == expected

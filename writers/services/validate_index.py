@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakebraid.metadata.hashing import stable_hashes
+from lakebraid.metadata.hashing import shared_hashes, stable_hashes
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import (
     Partition,
@@ -69,12 +69,10 @@ def _met_again(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The rows whose key occurs again in a later row, and for each the next such row. Keys
     are compared by their 64-bit hash first (one numeric sort); only rows sharing a hash are
     compared as text."""
-    hashes = stable_hashes(keys)
-    ordered = np.sort(hashes)
-    same = ordered[1:] == ordered[:-1]
-    if not same.any():
+    marked = shared_hashes(stable_hashes(keys))
+    if marked is None:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    rows = np.flatnonzero(np.isin(hashes, ordered[1:][same]))
+    rows = np.flatnonzero(marked)
     shared = pa.table({"k": keys.take(pa.array(rows)), "r": rows})
     order = pc.sort_indices(shared, sort_keys=[("k", "ascending"), ("r", "ascending")])
     by_key = shared.take(order)

@@ -141,10 +141,9 @@ def read_parquet(
     request, no separate footer read)."""
     keep = [f.name for f in dictionaries or [] if pa.types.is_dictionary(f.type)]
     options: dict[str, Any] = dict(read_dictionary=keep or None, **READ_OPTIONS)
+    if columns is None and not is_local(fs):
+        return parquet_in(fs.cat_file(path), path, threads=threads, options=options)[0]
     with guarded(path, CorruptDataFileError):
-        if columns is None and not is_local(fs):
-            with pq.ParquetFile(pa.BufferReader(fs.cat_file(path)), **options) as parquet:
-                return _read_checked(parquet, threads, columns)
         with (
             open_file(fs, path, memory_map=True) as source,
             pq.ParquetFile(source, **options) as parquet,
@@ -152,14 +151,21 @@ def read_parquet(
             return _read_checked(parquet, threads, columns)
 
 
-def parquet_in(data: bytes | memoryview, path: str) -> tuple[pa.Table, pq.FileMetaData]:
+def parquet_in(
+    data: bytes | memoryview,
+    path: str,
+    *,
+    threads: bool = True,
+    options: dict[str, Any] | None = None,
+) -> tuple[pa.Table, pq.FileMetaData]:
     """The rows and the footer of a whole Parquet file held in ``data`` (``path`` names it in
-    errors), checked as :func:`read_parquet` checks a file read from storage."""
+    errors), checked as :func:`read_parquet` checks a file (``options``: the reader's, by
+    default :data:`READ_OPTIONS`)."""
     with (
         guarded(path, CorruptDataFileError),
-        pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)), **READ_OPTIONS) as parquet,
+        pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)), **(options or READ_OPTIONS)) as parquet,
     ):
-        return _read_checked(parquet, True, None), parquet.metadata
+        return _read_checked(parquet, threads, None), parquet.metadata
 
 
 def _read_checked(

@@ -23,7 +23,7 @@ from lakebraid.index.keys import RECORD_KEY, key_text
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.index.scope import index_keys
 from lakebraid.metadata.arrow_records import first_per_key, flat
-from lakebraid.metadata.hashing import group_order, stable_hashes
+from lakebraid.metadata.hashing import group_order, shared_hashes, stable_hashes
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.write.datafile import read_parquet
@@ -65,12 +65,10 @@ def deduplicate(table: pa.Table, precombine: str | None, scoped: bool = False) -
     rows whose hash is unique in the batch are unique; only the rows that share a hash (true
     duplicates, or a rare collision) go through the exact sort by key."""
     keys = row_index_keys(table, scoped)
-    hashes = stable_hashes(keys)
-    ordered = np.sort(hashes)
-    same = ordered[1:] == ordered[:-1]
-    if not same.any():
+    marked = shared_hashes(stable_hashes(keys))
+    if marked is None:
         return table
-    shared = pc.is_in(pa.array(hashes), value_set=pa.array(np.unique(ordered[1:][same])))
+    shared = pa.array(marked)
     exact = table.filter(shared).append_column(SEQ_KEY, keys.filter(shared))
     return pa.concat_tables(
         [table.filter(pc.invert(shared)), _deduplicate_exact(exact, precombine)]
