@@ -238,19 +238,36 @@ class SortedRun(NamedTuple):
         hi = int(np.searchsorted(wanted, view[-1], side="right"))
         if hi <= lo:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        wanted = wanted[lo:hi]  # within the run's first and last key: shares their prefix
+        rows, found = self._search(wanted[lo:hi])
+        return rows, found + lo
+
+    def locate(self, probe: np.ndarray) -> np.ndarray:
+        """Per key of ``probe`` (``S<w>`` of the run's width, any order, repeats allowed): the
+        row of the run holding it, -1 where none does."""
+        view = self.view
+        rows = np.full(len(probe), -1, np.int64)
+        inside = np.flatnonzero((probe >= view[0]) & (probe <= view[-1]))
+        if len(inside):
+            at, found = self._search(probe[inside])
+            rows[inside[found]] = at
+        return rows
+
+    def _search(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of the run equal to some of ``wanted`` (keys within the run's first and last,
+        so sharing their prefix; any order) and which."""
+        view = self.view
         ours, theirs = self.words, _word(wanted, self.skip)
         rows = np.searchsorted(ours, theirs)  # the first row of each word (< len: in range)
         if view.itemsize - self.skip <= 8:  # the word holds every byte after the prefix
             found = np.flatnonzero(ours[rows] == theirs)
-            return rows[found].astype(np.int64), found + lo
+            return rows[found].astype(np.int64), found
         hit = view[rows] == wanted
         tied = np.flatnonzero(~hit & (ours[rows] == theirs))  # rows of one word: search them
         if len(tied):
             rows[tied] = np.searchsorted(view, wanted[tied])
             hit[tied] = view[rows[tied]] == wanted[tied]
         found = np.flatnonzero(hit)
-        return rows[found].astype(np.int64), found + lo
+        return rows[found].astype(np.int64), found
 
 
 def _one_run(keys: pa.Array) -> SortedRun | None:
@@ -262,9 +279,11 @@ def _one_run(keys: pa.Array) -> SortedRun | None:
     if view is None:
         return None
     run = SortedRun.of(view)
-    if 0 < run.skip <= 8:  # the prefix as the top bytes of each key's first word
-        head = _word(view, 0) >> np.uint64(8 * (8 - run.skip))
-        if not bool((head == head[0]).all()):
+    if run.skip and view.itemsize >= 8 and run.skip <= 8:  # the prefix in each key's first 8
+        whole = np.ascontiguousarray(view)
+        first = np.ndarray((len(view),), dtype="<u8", buffer=whole, strides=(view.itemsize,))
+        mask = np.uint64((1 << 8 * run.skip) - 1)  # its bytes, little-endian: no byte swap
+        if not bool(((first & mask) == (first[0] & mask)).all()):
             return None
     elif run.skip:
         head = view.view(np.uint8).reshape(len(view), view.itemsize)[:, : run.skip]
@@ -313,6 +332,25 @@ def match_rows(keys: pa.Array, wanted: pa.Array) -> tuple[np.ndarray, np.ndarray
     parts = [matcher.match(keys.slice(a, b - a)) for a, b in itertools.pairwise(bounds)]
     rows = np.concatenate([r + a for (r, _), a in zip(parts, bounds, strict=False)])
     return rows.astype(np.int64), np.concatenate([f for _, f in parts]).astype(np.int64)
+
+
+def locate(keys: pa.Array, probe: pa.Array) -> np.ndarray:
+    """Per key of ``probe`` (strings, no nulls, any order, repeats allowed): the row of
+    ``keys`` (strings, no nulls, unique: a base file's) holding it, -1 where none does.
+
+    Keys of one width in one strictly ascending run (a base file as written) are searched as
+    :meth:`SortedRun.locate` does, when the probe's keys have that width too; otherwise the
+    distinct probe keys are matched by Arrow's hash join."""
+    run = _one_run(keys)
+    view = fixed_view(probe) if run is not None else None
+    if run is not None and view is not None and view.itemsize == run.view.itemsize:
+        return run.locate(view)
+    distinct = pc.unique(probe)
+    found = pc.index_in(keys, value_set=distinct)
+    rows = np.flatnonzero(pc.is_valid(found).to_numpy(zero_copy_only=False))
+    where = np.full(len(distinct), -1, np.int64)
+    where[found.take(pa.array(rows)).to_numpy(zero_copy_only=False)] = rows
+    return where[pc.index_in(probe, value_set=distinct).to_numpy(zero_copy_only=False)]
 
 
 def _word(view: np.ndarray, skip: int) -> np.ndarray:

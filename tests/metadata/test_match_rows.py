@@ -1,6 +1,8 @@
 """``keyorder.match_rows`` finds exactly the rows whose key is wanted, and which wanted key each
 holds, whatever the order of the keys: one sorted run (a base file as written), a few runs
-(merges), many runs or keys of several widths (a hash join); checked against a dict."""
+(merges), many runs or keys of several widths (a hash join); checked against a dict.
+``keyorder.locate`` gives, per probe key (any order, repeats allowed), the row holding it or
+-1, on the same cases."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakebraid.metadata.keyorder import MAX_RUNS, match_rows
+from lakebraid.metadata.keyorder import MAX_RUNS, locate, match_rows
 
 # bytes that sort low and high, NUL included (numpy's S dtype ignores trailing NULs)
 ALPHABET = st.sampled_from(["\x00", "0", "1", "9", "a", "z", "~"])
@@ -77,3 +79,30 @@ def test_keys_that_only_look_sorted_by_their_words_are_not_one_run(
 ) -> None:
     got, which = match_rows(pa.array(keys, pa.string()), pa.array(sorted(wanted), pa.string()))
     assert got.tolist() == rows and which.tolist() == found
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=cases(), data=st.data())
+def test_each_probe_key_is_found_at_its_row(
+    case: tuple[list[str], list[str]], data: st.DataObject
+) -> None:
+    keys, wanted = case
+    if data.draw(st.booleans()):  # probe keys of the base keys' width only: the search
+        wanted = [k for k in wanted if len(k.encode()) == len(keys[0].encode())]
+    probe = data.draw(st.lists(st.sampled_from(wanted), max_size=40)) if wanted else []
+    got = locate(pa.array(keys, pa.string()), pa.array(probe, pa.string()))
+    where = {k: i for i, k in enumerate(keys)}
+    assert got.tolist() == [where.get(k, -1) for k in probe]
+
+
+def test_probe_keys_of_the_base_width_outside_its_range_are_absent() -> None:
+    keys = pa.array([f"k{i:05d}" for i in range(100, 200)], pa.string())
+    probe = pa.array(["k00199", "k00099", "k00200", "k00150", "k00100", "k00150"], pa.string())
+    assert locate(keys, probe).tolist() == [99, -1, -1, 50, 0, 50]
+
+
+def test_a_base_sorted_but_for_one_key_of_another_prefix_is_not_searched() -> None:
+    # the first and last keys share "aa"; the middle one does not: no binary search may trust it
+    keys = pa.array(["aa00000001", "zz00000005", "aa00000009"], pa.string())
+    probe = pa.array(["aa00000009", "zz00000005", "aa00000001"], pa.string())
+    assert locate(keys, probe).tolist() == [2, 1, 0]

@@ -10,8 +10,9 @@ copy-on-write gives when the same writes rewrite the base one by one: an incomin
 precombine value is below the stored row's does not replace it; a delete always removes.
 
 Order of the result: the base's rows that no log version replaced, in the base's order, then
-the logs' winning versions (of updated and of new keys), sorted by key. So the base's rows are
-copied once, by one filter (none when the logs replaced or deleted none of them).
+the logs' winning versions in the logs' order (block by block, each block's rows by key). So
+the base's rows and the logs' are each copied once at most, by one filter (none when nothing
+was replaced, deleted or written twice).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pyarrow.compute as pc
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.arrow_records import flat
-from lakebraid.metadata.keyorder import match_rows, sort_order
+from lakebraid.metadata.keyorder import locate, sort_order
 from lakebraid.writers.write.datafile import conform, stored_keys
 from lakebraid.writers.write.datalog import BlockType, DataLogBlock
 
@@ -41,10 +42,9 @@ def merge_slice(
     ``schema`` after the merge, so only its kept rows are cast (``derive_key``: as in
     ``datafile.conform``); ``ordering``: the precombine column, None for commit-time ordering.
 
-    Only the logs' versions are sorted (a log holds few rows beside its base): their winner
-    per key is found first, then the base rows holding a winner's key are found
-    (``keyorder.match_rows``: a merge when the base's keys are sorted, as written); base rows
-    no log touches are kept as they are."""
+    Each log version's key is looked up in the base first (``keyorder.locate``: a search of
+    the base's sorted keys, as written), which tells versions of one key apart without
+    sorting the logs (:func:`_log_winners`). Base rows no log touches are kept as they are."""
     stored = base if base is not None else schema.empty_table()
     base_keys = stored_keys(stored, derive_key)
     deleted = _deleted(base_keys, blocks)
@@ -52,26 +52,58 @@ def merge_slice(
     data = [(r, b) for r, b in data if b.rows.num_rows]
     if not data:
         return conform(_kept(stored, ~deleted), schema, derive_key)
-    log = pa.concat_tables([conform(b.rows, schema) for _, b in data]).combine_chunks()
+    log = pa.concat_tables([_conformed(b.rows, schema) for _, b in data]).combine_chunks()
     ranks = np.array([r for r, _ in data], dtype=np.int64)
     rank = np.repeat(ranks, [b.rows.num_rows for _, b in data])
     log_keys = log.column(RECORD_KEY)
-    won = _winners(log_keys, rank, _removed_before(log_keys, blocks), log, ordering)
-    at, slot = match_rows(flat(base_keys), flat(log_keys.take(pa.array(won))))
+    removed = _removed_before(log_keys, blocks)
+    at_row = locate(flat(base_keys), flat(log_keys))
+    wins = _log_winners(at_row, rank, removed, log, ordering)
+    won = np.flatnonzero(wins & (at_row >= 0))  # winners of keys the base holds
+    at = at_row[won]
     keep = ~deleted
     keep[at] = False
     if ordering is not None and ordering in stored.column_names and len(at):
         # an older event does not replace the stored row
         old = stored.column(ordering).take(pa.array(at)).cast(schema.field(ordering).type)
-        new = log.column(ordering).take(pa.array(won[slot]))
+        new = log.column(ordering).take(pa.array(won))
         older = pc.fill_null(pc.greater(old, new), False).to_numpy(zero_copy_only=False)
         older &= ~deleted[at]
         keep[at[older]] = True
-        beaten = np.zeros(len(won), dtype=bool)
-        beaten[slot[older]] = True
-        won = won[~beaten]
+        wins[won[older]] = False
     kept = conform(_kept(stored, keep), schema, derive_key)
-    return pa.concat_tables([kept, log.take(pa.array(won, pa.int64()))])
+    return pa.concat_tables([kept, _kept(log, wins)])
+
+
+def _conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A block's rows in ``schema`` (as they are when the block was written in it)."""
+    return rows if rows.schema.equals(schema) else conform(rows, schema)
+
+
+def _log_winners(
+    at_row: np.ndarray,
+    rank: np.ndarray,
+    deleted_at: np.ndarray,
+    rows: pa.Table,
+    ordering: str | None,
+) -> np.ndarray:
+    """Per log version: whether it wins among the log versions of its key (no version wins
+    for a key a later delete removed). ``at_row``: each version's base row, -1 for a key the
+    base does not hold. Versions of base keys are told apart by base row, an integer: a row
+    with one live version needs no comparison, only those of rows written more than once
+    are ordered; versions of new keys are sorted by key (:func:`_winners`)."""
+    wins = np.zeros(len(rank), dtype=bool)
+    live = np.flatnonzero((at_row >= 0) & (rank > deleted_at))
+    at = at_row[live]
+    once = np.bincount(at)[at] == 1 if len(at) else np.zeros(0, dtype=bool)
+    wins[live[once]] = True
+    again = live[~once]
+    if len(again):
+        wins[_last_versions(at_row[again], again, rank, rows, ordering)[1]] = True
+    never = np.iinfo(np.int64).max  # versions of base keys: not new keys' versions
+    keys = rows.column(RECORD_KEY)
+    wins[_winners(keys, rank, np.where(at_row >= 0, never, deleted_at), rows, ordering)] = True
+    return wins
 
 
 def _kept(base: pa.Table, keep: np.ndarray) -> pa.Table:
@@ -122,16 +154,30 @@ def _winners(
     group = np.cumsum(first) - 1
     sizes = np.bincount(group)
     twice = np.flatnonzero(sizes[group] > 1)  # versions of keys written more than once
-    rows_twice, group_twice = order[twice], group[twice]
-    columns: dict[str, pa.Array | pa.ChunkedArray | np.ndarray] = {"g": group_twice}
+    _, last = _last_versions(group[twice], order[twice], rank, rows, ordering)
+    winners = order[np.flatnonzero(first)]
+    winners[sizes > 1] = last
+    return winners
+
+
+def _last_versions(
+    group: np.ndarray,
+    versions: np.ndarray,
+    rank: np.ndarray,
+    rows: pa.Table,
+    ordering: str | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct ``group`` (ascending), the one of its ``versions`` (rows of ``rows``) of
+    the highest precombine value, a tie going to the latest rank (``ordering`` None: the
+    latest rank); the groups and their winners."""
+    columns: dict[str, pa.Array | pa.ChunkedArray | np.ndarray] = {"g": group}
     by: list[tuple[str, str]] = [("g", "ascending")]
     if ordering is not None:
-        columns["o"] = rows.column(ordering).take(pa.array(rows_twice))
+        columns["o"] = rows.column(ordering).take(pa.array(versions))
         by.append(("o", "ascending"))
-    columns["r"] = rank[rows_twice]
+    columns["r"] = rank[versions]
     by.append(("r", "ascending"))
     sub = pc.sort_indices(pa.table(columns), sort_keys=by).to_numpy()
-    last = np.append(group_twice[sub][1:] != group_twice[sub][:-1], True)  # a key's last
-    winners = order[np.flatnonzero(first)]
-    winners[sizes > 1] = rows_twice[sub][last]
-    return winners
+    ordered = group[sub]
+    last = np.append(ordered[1:] != ordered[:-1], True)  # a group's last version
+    return ordered[last], versions[sub][last]

@@ -1,6 +1,7 @@
 """Merging a file slice's base with its log blocks gives what copy-on-write gives when the same
 writes rewrite the base one at a time (a model of dicts, step by step), in the documented
-order: the base's rows no log replaced, in its order, then the logs' winners sorted by key."""
+order: the base's rows no log replaced, in its order, then the logs' winners in the logs' order
+(block by block, each block's by key)."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def check_against_the_model(
     base: dict[str, tuple[int, int]], writes: list, event_time: bool
 ) -> None:
     state = dict(base)  # the model: key -> (ts, v)
-    from_log: set[str] = set()  # keys whose version is a log's
+    from_log: dict[str, int] = {}  # keys whose version is a log's: the block's number
     blocks, previous = [], None
     for n, (kind, payload) in enumerate(writes, 1):
         where = dict(instant=f"2026112600000{n:04d}", partition="", file_id="g")
@@ -92,13 +93,14 @@ def check_against_the_model(
                 if key in state and event_time and ts < state[key][0]:
                     continue  # an older event does not replace the stored row
                 state[key] = (ts, v)
-                from_log.add(key)
+                from_log[key] = n
         else:
             data, previous = encode_delete_block(
                 pa.array(sorted(payload)), previous=previous, **where
             )
             for key in payload:
                 state.pop(key, None)
+                from_log.pop(key, None)
         blocks.append(decode_block(data, 0, "f.log"))
     merged = merge_slice(
         table_of(base, "20261126000000000"), blocks, SCHEMA, "ts" if event_time else None
@@ -106,4 +108,11 @@ def check_against_the_model(
     got = merged.to_pylist()
     assert {r["id"]: (r["ts"], r["v"]) for r in got} == state
     held = [k for k in base if k in state and k not in from_log]  # the base's, in its order
-    assert [r["id"] for r in got] == held + sorted(from_log & state.keys())
+    logs = [
+        k
+        for n, (kind, payload) in enumerate(writes, 1)
+        if kind == "data"
+        for k in sorted(payload)
+        if from_log.get(k) == n
+    ]
+    assert [r["id"] for r in got] == held + logs
