@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
@@ -17,7 +17,6 @@ from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, Slot
 
 KEY_HASH = "_braid_key_hash"  # metadata.hashing.stable_hashes of the record key, int64 bits
-_U64 = "decimal(20,0)"  # holds every uint64 exactly
 _TASK_KEYS: dict[int, list[int]] = {}  # task_keys by task count, for this process
 
 
@@ -25,12 +24,11 @@ def route_rows(tagged: DataFrame, plan: Mapping[str, list[Slot]]) -> DataFrame:
     """``writers.write.route.route`` in Spark SQL, row for row: a row whose key the partition
     holds goes to its file group; a new one (or one moving in) to the slot of its partition
     whose hash range (:func:`slot_ranges`) holds ``key hash % the partition's slot rows``
-    (the format's key hash as an unsigned 64-bit number, in decimals); a move also leaves a
+    (the format's key hash as an unsigned 64-bit number: its remainder from that of its top
+    63 bits, in long arithmetic, exact for any slot rows below 2**62); a move also leaves a
     delete row for its old group. A new row of a partition without slots keeps no target,
     which the rewrite refuses."""
-    signed = F.col(KEY_HASH).cast(_U64)
-    unsigned = F.when(F.col(KEY_HASH) < 0, signed + F.lit(str(2**64)).cast(_U64)).otherwise(signed)
-    bucket = unsigned % F.col("_slot_total")
+    bucket = unsigned_mod(F.col(KEY_HASH), F.col("_slot_total"))
     new = (F.col(OP) == OP_UPSERT) & (
         F.col(OLD_PARTITION).isNull() | (F.col(OLD_PARTITION) != F.col(PARTITION))
     )
@@ -60,26 +58,30 @@ def route_rows(tagged: DataFrame, plan: Mapping[str, list[Slot]]) -> DataFrame:
     )
 
 
+def unsigned_mod(bits: Column, total: Column) -> Column:
+    """``bits`` (a long) read as an unsigned 64-bit number, modulo ``total`` (a long from 1 to
+    2**62), in long arithmetic: u % t = (2 * ((u >>> 1) % t) + (u & 1)) % t, every step below
+    2**63 (no overflow, so ANSI mode has nothing to refuse)."""
+    half = F.shiftrightunsigned(bits, 1) % total
+    return (half * 2 + bits.bitwiseAND(1)) % total
+
+
 def slot_ranges(spark: Any, plan: Mapping[str, list[Slot]]) -> DataFrame:
     """Per insert slot: its partition, its hash range [low, high) and the partition's slot
     rows (``total``, at least 1), as ``route._choose_slots`` picks slots; the last slot's
-    range runs to 2**64."""
+    range runs to ``total``, past every remainder."""
     rows = []
     for partition, slots in plan.items():
         total, low = sum(s.rows for s in slots), 0
         for i, slot in enumerate(slots):
-            high = 2**64 if i == len(slots) - 1 else low + slot.rows
-            rows.append([partition, str(low), str(high), str(max(total, 1)), slot.file_id])
+            high = max(total, 1) if i == len(slots) - 1 else low + slot.rows
+            rows.append([partition, low, high, max(total, 1), slot.file_id])
             low += slot.rows
     names = ["_slot_partition", "_slot_low", "_slot_high", "_slot_total", "_slot"]
-    text = pa.table(
-        [pa.array(c, pa.string()) for c in zip(*rows, strict=True)]
-        if rows
-        else [pa.array([], pa.string())] * 5,
-        names=names,
-    )
-    numbers = [F.col(n).cast(_U64).alias(n) for n in names[1:4]]
-    return spark.createDataFrame(text).select(names[0], *numbers, names[4])
+    kinds = [pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.string()]
+    columns = list(zip(*rows, strict=True)) if rows else [[]] * 5
+    table = pa.table([pa.array(c, k) for c, k in zip(columns, kinds, strict=True)], names=names)
+    return spark.createDataFrame(table)
 
 
 def task_keys(spark: Any, n: int) -> list[int]:

@@ -19,7 +19,7 @@ from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.hashing import stable_hashes
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine.spark import pipeline
-from lakebraid.writers.engine.spark.routing import KEY_HASH, route_rows, task_keys
+from lakebraid.writers.engine.spark.routing import KEY_HASH, route_rows, task_keys, unsigned_mod
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, Slot, route
 
@@ -92,6 +92,17 @@ def test_a_new_row_of_a_partition_without_slots_keeps_no_target(spark) -> None:
     lost = got.where(F.col(TARGET_FILE_ID).isNull()).toArrow()
     new = [r for r in rows.to_pylist() if r[PARTITION] == "day=1" and r[OLD_PARTITION] != "day=1"]
     assert sorted(lost.column(RECORD_KEY).to_pylist()) == sorted(r[RECORD_KEY] for r in new)
+
+
+def test_a_hash_read_unsigned_modulo_a_total_in_long_arithmetic(spark) -> None:
+    """Every corner of the 64 bits (0, the sign bit, all ones, odd and even) against totals
+    from 1 to 2**62: Python's unsigned remainder, exactly."""
+    bits = [0, 1, 2, 2**63 - 1, -(2**63), -(2**63) + 1, -2, -1, 12345678901234567, -987654321]
+    totals = [1, 2, 3, 7, 1000, 2**31 + 11, 2**62 - 1, 2**62]
+    pairs = [(b, t) for b in bits for t in totals]
+    frame = spark.createDataFrame(pairs, "b long, t long")
+    got = frame.select(unsigned_mod(F.col("b"), F.col("t")).alias("m")).collect()
+    assert [r["m"] for r in got] == [(b % 2**64) % t for b, t in pairs]
 
 
 @pytest.mark.parametrize("n", [1, 7, 60])
