@@ -1,11 +1,13 @@
 """The embedded Spark session lakebraid starts when the user brings none.
 
 Settings: Python workers must run this interpreter (so they can import pyarrow and
-lakebraid), the UI and console progress are off, the session time zone is
-UTC, and the driver gets more than the 1 GiB default heap. Parquet page checksums (which
-lakebraid writes, see ``metadata.integrity``) are verified on every read
-(``parquet.page.verify-checksum.enabled``): a damaged page fails the read, naming the file,
-instead of returning changed values. A user's own session is used as is.
+lakebraid), the UI and console progress are off, the session time zone is UTC, and the
+driver gets more than the 1 GiB default heap. Rows cross between the JVM and the Python
+workers in Arrow batches of up to 100,000 rows (Spark's default is 10,000: fewer, larger
+batches cost less per row, and lakebraid's tagging and rewrite hold a task's rows whole
+anyway). Parquet page checksums (which lakebraid writes, see ``metadata.integrity``) are
+verified on every read (``parquet.page.verify-checksum.enabled``): a damaged page fails the
+read, naming the file, instead of returning changed values. A user's own session is used as is.
 This module registers the ``lakebraid`` data source (``writers.engine.spark.datasource``) on
 either: :func:`embedded_session` on the session it returns, :func:`attach` on a user's.
 """
@@ -28,6 +30,7 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.driver.memory": "4g",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     "spark.hadoop.parquet.page.verify-checksum.enabled": "true",
 }
 
