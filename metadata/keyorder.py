@@ -320,7 +320,13 @@ def match_rows(keys: pa.Array, wanted: pa.Array) -> tuple[np.ndarray, np.ndarray
     (:class:`KeyMatcher`): about half the time of a hash join for 333k keys of one width. One
     sorted run is found from the words its merge needs anyway (:func:`_one_run`), more by one
     exact comparison pass; other keys take Arrow's hash join."""
-    one = _one_run(keys)
+    return _match_rows(keys, wanted, _one_run(keys))
+
+
+def _match_rows(
+    keys: pa.Array, wanted: pa.Array, one: SortedRun | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`match_rows` given ``keys`` as one sorted run already (None: they are not)."""
     if one is not None:
         return KeyMatcher(wanted).match_run(one)
     bounds = _run_bounds(keys)
@@ -340,17 +346,16 @@ def locate(keys: pa.Array, probe: pa.Array) -> np.ndarray:
 
     Keys of one width in one strictly ascending run (a base file as written) are searched as
     :meth:`SortedRun.locate` does, when the probe's keys have that width too; otherwise the
-    distinct probe keys are matched by Arrow's hash join."""
+    distinct probe keys, sorted, are matched as :func:`match_rows` matches them."""
     run = _one_run(keys)
     view = fixed_view(probe) if run is not None else None
     if run is not None and view is not None and view.itemsize == run.view.itemsize:
         return run.locate(view)
-    distinct = pc.unique(probe)
-    found = pc.index_in(keys, value_set=distinct)
-    rows = np.flatnonzero(pc.is_valid(found).to_numpy(zero_copy_only=False))
-    where = np.full(len(distinct), -1, np.int64)
-    where[found.take(pa.array(rows)).to_numpy(zero_copy_only=False)] = rows
-    return where[pc.index_in(probe, value_set=distinct).to_numpy(zero_copy_only=False)]
+    wanted = wanted_keys(probe, pa.string(), unique=False)
+    rows, found = _match_rows(keys, wanted, run)
+    where = np.full(len(wanted), -1, np.int64)
+    where[found] = rows
+    return where[pc.index_in(probe, value_set=wanted).to_numpy(zero_copy_only=False)]
 
 
 def _word(view: np.ndarray, skip: int) -> np.ndarray:

@@ -89,6 +89,8 @@ def conform(table: pa.Table, schema: pa.Schema, derive_key: str | None = None) -
     """Select and cast ``table`` to ``schema``; missing nullable columns become nulls.
     ``derive_key``: the key column of a virtual ``_braid_record_key``, which is derived
     from it (a physical one an older file may hold is equal and ignored)."""
+    if derive_key is None and table.schema.equals(schema, check_metadata=True):
+        return table  # already in it (a log block written in the table's schema)
     columns = []
     for field in schema:
         if field.name == RECORD_KEY and derive_key is not None:

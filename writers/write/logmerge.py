@@ -52,7 +52,7 @@ def merge_slice(
     data = [(r, b) for r, b in data if b.rows.num_rows]
     if not data:
         return conform(_kept(stored, ~deleted), schema, derive_key)
-    log = pa.concat_tables([_conformed(b.rows, schema) for _, b in data]).combine_chunks()
+    log = pa.concat_tables([conform(b.rows, schema) for _, b in data]).combine_chunks()
     ranks = np.array([r for r, _ in data], dtype=np.int64)
     rank = np.repeat(ranks, [b.rows.num_rows for _, b in data])
     log_keys = log.column(RECORD_KEY)
@@ -73,11 +73,6 @@ def merge_slice(
         wins[won[older]] = False
     kept = conform(_kept(stored, keep), schema, derive_key)
     return pa.concat_tables([kept, _kept(log, wins)])
-
-
-def _conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """A block's rows in ``schema`` (as they are when the block was written in it)."""
-    return rows if rows.schema.equals(schema) else conform(rows, schema)
 
 
 def _log_winners(

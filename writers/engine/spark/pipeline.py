@@ -5,9 +5,10 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
     repartition(record key) + mapInArrow(prepare, dedup, tag)   record key, partition path
                                    and op of every row; duplicates merged; each row tagged
                                    with its location (one task per input partition, at
-                                   least one per core, each looking up its keys in every
-                                   group; inserts into an empty table: no lookup) and the
-                                   format's key hash; cached.
+                                   least one per core and at most one per record-index
+                                   group, each looking up its keys in every group; inserts
+                                   into an empty table: no lookup) and the format's key
+                                   hash; cached.
                                    Past ``SINGLE_PASS_GROUPS`` groups: mapInArrow(prepare)
                                    finds each row's group first and the shuffle is by group
     groupBy + collect              inserts per partition and the file groups touched ->
@@ -249,9 +250,10 @@ def _tagged(df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Sche
         prepared = df.mapInArrow(functools.partial(_prepare, packed), from_arrow_schema(with_group))
         work = functools.partial(_dedup_tag, packed, True, True)
         return cache(prepared.repartition(groups, RI_GROUP).mapInArrow(work, tagged_schema))
-    # every task looks up in every group: as few tasks as keep the cores busy and each task's
-    # rows about one input partition's (tasks per group would read the index once per task)
-    tasks = max(2, df.sparkSession.sparkContext.defaultParallelism, df.rdd.getNumPartitions())
+    # every task looks up in every group (tasks x groups lookups): enough tasks for the cores,
+    # and one per input partition up to one per group (inputs of many small partitions)
+    inputs = min(groups, df.rdd.getNumPartitions())
+    tasks = max(2, df.sparkSession.sparkContext.defaultParallelism, inputs)
     shuffled = df.repartition(tasks, ctx.key)  # every row of a key in one task
     work = functools.partial(_dedup_tag, packed, False, tagging)
     return cache(shuffled.mapInArrow(work, tagged_schema))
