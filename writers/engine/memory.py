@@ -67,10 +67,8 @@ def wanted_pool(environ: Mapping[str, str], supported: list[str]) -> str | None:
     return PREFERRED if PREFERRED in supported else None
 
 
-def choose_pool() -> str:
-    """Make the pool :func:`wanted_pool` names pyarrow's default (see the module doc);
-    returns the backend in use afterwards."""
+def choose_pool() -> None:
+    """Make the pool :func:`wanted_pool` names pyarrow's default (see the module doc)."""
     name = wanted_pool(os.environ, pa.supported_memory_backends())
     if name is not None and pa.default_memory_pool().backend_name != name:
         pa.set_memory_pool(POOLS[name]())
-    return pa.default_memory_pool().backend_name
