@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Generic, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
@@ -126,6 +127,44 @@ def check_decoded(data: pa.Table | pa.RecordBatch) -> None:
     for column in data.columns:
         if pa.types.is_dictionary(column.type):
             column.validate(full=True)
+
+
+_OFFSETS = {
+    pa.string(): np.int32,
+    pa.binary(): np.int32,
+    pa.large_string(): np.int64,
+    pa.large_binary(): np.int64,
+}
+
+
+def check_structure(data: pa.Table) -> None:
+    """Raise ``pa.ArrowInvalid`` unless every buffer access ``data`` allows stays inside its
+    buffers (the checks that make decoded bytes safe to read; an Arrow IPC body whose CRC32
+    matched). Arrow's cheap validation (buffer sizes, first and last offsets), then each text
+    or binary chunk's offsets non-decreasing, dictionaries and nested columns fully validated;
+    what the full validation adds beyond this (UTF-8 of text) is left to ``validate()``, which
+    calls ``validate(full=True)``."""
+    data.validate()
+    for column in data.columns:
+        kind = _OFFSETS.get(column.type)
+        if kind is None:
+            if not (pa.types.is_primitive(column.type) or pa.types.is_decimal(column.type)):
+                column.validate(full=True)
+            continue
+        for chunk in column.chunks:
+            if len(chunk):
+                _check_offsets(chunk, kind)
+
+
+def _check_offsets(chunk: pa.Array, kind: type[np.signedinteger]) -> None:
+    size = np.dtype(kind).itemsize
+    offsets = np.frombuffer(
+        chunk.buffers()[1], dtype=kind, count=len(chunk) + 1, offset=chunk.offset * size
+    )
+    data = chunk.buffers()[2]
+    end = 0 if data is None else data.size
+    if offsets[0] < 0 or offsets[-1] > end or bool((offsets[1:] < offsets[:-1]).any()):
+        raise pa.ArrowInvalid(f"offsets of a {chunk.type} column run outside its data")
 
 
 class Crc32Writer(io.RawIOBase):

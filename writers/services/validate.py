@@ -222,7 +222,8 @@ class _Validator:
         rows); returns the columns it has statistics for."""
         path = self.table.layout.data_file(partition, name)
         data = self.checked_bytes(partition, name, path)
-        blocks = [b for b in blocks_in(data, path) if b.block_type is BlockType.DATA]
+        blocks = blocks_in(data, path, thorough=True)
+        blocks = [b for b in blocks if b.block_type is BlockType.DATA]
         if not blocks:
             return []
         rows = pa.concat_tables([b.rows for b in blocks])

@@ -22,10 +22,8 @@ Integers are big-endian; CRC32 is zlib's (IEEE). The header holds ``block_type``
 byte 6), ``instant`` (the commit that wrote the block), ``partition`` (the data partition
 path), ``file_id`` (the file group), ``record_count``, ``body_length`` (copy of B) and
 ``footer_length`` (copy of F); readers ignore keys they do not know. The body's buffers are
-zstd-compressed or not compressed at all, as the writer chose (the stream names its codec, so
-readers need not be told): writers to object stores compress (bytes cost more there than
-decoding), writers to local disks do not (an uncompressed body decodes about five times
-faster, which merge-on-read snapshot reads pay for every block). The body of a data
+zstd-compressed (writers to object stores) or not (local disks: five times faster to decode),
+as the stream itself says. The body of a data
 block holds rows of the table (its columns as written, then ``_braid_commit_time`` and
 ``_braid_record_key``), one per key, sorted by ``_braid_record_key``; a delete block's body
 holds the one column ``_braid_record_key``, the keys deleted, sorted and unique.
@@ -38,11 +36,10 @@ footer of a slice's last block alone rules the slice's logs out for a key outsid
 ``min_key``..``max_key`` or absent from ``bloom`` (:func:`read_last_footer` reads just it:
 the last 20 bytes of the file, then the footer, checked by its own CRC).
 
-Corruption is never silent: magic, version, the block type's copy, both lengths' copies and
-the trailer are compared, both CRCs checked, and a body's keys must be sorted and unique and
-match the footer's range and the header's count. Any failure raises
-:class:`~lakebraid.writers.errors.CorruptDataLogError` naming the file and the offset where
-the block starts.
+Corruption is never silent: magic, version, the copies of type and lengths and the trailer
+compared, both CRCs, the body's buffers safe to read, its keys matching the footer's range and
+the header's count (``validate()``: also UTF-8 text, keys sorted and unique). Any failure
+raises :class:`~lakebraid.writers.errors.CorruptDataLogError` naming file and block offset.
 """
 
 from __future__ import annotations
@@ -63,6 +60,7 @@ from lakebraid.index.errors import BloomFormatError
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.files import whole_file
+from lakebraid.metadata.integrity import check_structure
 from lakebraid.metadata.keyorder import sort_order
 from lakebraid.writers.errors import CorruptDataLogError
 
@@ -127,7 +125,12 @@ class KeyFooter(msgspec.Struct, frozen=True):
     def slice_may_hold(self, key: str) -> bool:
         """Whether any block of the slice's logs so far may hold ``key``."""
         s = self.slice
-        return s.min_key <= key <= s.max_key and (s.bloom is None or _bloom_has(s.bloom, key))
+        if not s.min_key <= key <= s.max_key:
+            return False
+        try:
+            return s.bloom is None or bool(KeyBloom.decode(s.bloom).may_contain(pa.array([key]))[0])
+        except BloomFormatError:
+            return True  # the CRC held: a filter this lakebraid cannot read rules nothing out
 
 
 class DataLogBlock(msgspec.Struct, frozen=True):
@@ -255,13 +258,16 @@ def _encode(
 
 
 # -- reading -------------------------------------------------------------------------------
-def decode_block(data: bytes | memoryview, offset: int, path: str) -> DataLogBlock:
-    """The block starting at ``offset`` of ``data`` (a whole log file), checked."""
+def decode_block(
+    data: bytes | memoryview, offset: int, path: str, *, thorough: bool = False
+) -> DataLogBlock:
+    """The block starting at ``offset`` of ``data`` (a whole log file), checked as the
+    module doc says (``thorough``: as ``validate()`` checks it)."""
     frame = _frame(memoryview(data), offset, path)
     if crc32(frame.body, crc32(frame.header_bytes)) != frame.crc:
         raise frame.bad("a CRC32 does not match")
-    rows = _rows(frame.body, frame.bad)
-    _check_keys(rows, frame.header, frame.footer, frame.bad)
+    rows = _rows(frame.body, frame.bad, thorough)
+    _check_keys(rows, frame.header, frame.footer, frame.bad, thorough)
     return DataLogBlock(path, offset, frame.size, frame.header, frame.footer, rows)
 
 
@@ -318,10 +324,10 @@ def iter_blocks(
 
 
 def blocks_in(
-    data: bytes | memoryview, path: str, keys: pa.Array | None = None
+    data: bytes | memoryview, path: str, keys: pa.Array | None = None, *, thorough: bool = False
 ) -> Iterator[DataLogBlock]:
     """:func:`iter_blocks` of a log file's bytes already in hand (``path`` names it in
-    errors)."""
+    errors; ``thorough``: as :func:`decode_block` says)."""
     offset = 0
     while offset < len(data):
         if keys is not None:
@@ -329,7 +335,7 @@ def blocks_in(
             if not frame.footer.may_hold_any(keys):
                 offset += frame.size
                 continue
-        block = decode_block(data, offset, path)
+        block = decode_block(data, offset, path, thorough=thorough)
         yield block
         offset += block.size
 
@@ -361,31 +367,33 @@ def _decoded(
         raise bad(f"the {what} does not decode: {exc}") from None
 
 
-def _rows(body: memoryview, bad: Bad) -> pa.Table:
+def _rows(body: memoryview, bad: Bad, thorough: bool) -> pa.Table:
     try:
         with pa.ipc.open_stream(pa.py_buffer(body)) as reader:
             table = reader.read_all()
-        table.validate(full=True)
+        if thorough:
+            table.validate(full=True)
+        else:
+            check_structure(table)
     except (pa.ArrowException, ValueError) as exc:
         raise bad(f"the body is not an Arrow stream: {exc}") from None
     return table
 
 
-def _check_keys(rows: pa.Table, header: DataLogHeader, footer: KeyFooter, bad: Bad) -> None:
+def _check_keys(
+    rows: pa.Table, header: DataLogHeader, footer: KeyFooter, bad: Bad, thorough: bool
+) -> None:
     if RECORD_KEY not in rows.column_names or rows.num_rows != header.record_count:
         raise bad(f"the body has no {RECORD_KEY} column or not {header.record_count} rows")
     keys = rows.column(RECORD_KEY).combine_chunks()
     if not pa.types.is_string(keys.type) or keys.null_count or not len(keys):
         raise bad(f"the body's {RECORD_KEY} column is not non-null text")
-    ordered = len(keys) == 1 or pc.all(pc.less(keys[:-1], keys[1:])).as_py()
+    ordered = not thorough or len(keys) == 1 or pc.all(pc.less(keys[:-1], keys[1:])).as_py()
     if not ordered:
         raise bad("the body's keys are not sorted and unique")
-    if (keys[0].as_py(), keys[-1].as_py()) != (footer.min_key, footer.max_key):
-        raise bad("the footer's key range differs from the body's keys")
-
-
-def _bloom_has(encoded: bytes, key: str) -> bool:
     try:
-        return bool(KeyBloom.decode(encoded).may_contain(pa.array([key]))[0])
-    except BloomFormatError:
-        return True  # the CRC held: a filter this lakebraid cannot read rules nothing out
+        ends = (keys[0].as_py(), keys[-1].as_py())
+    except UnicodeDecodeError:
+        raise bad(f"the body's {RECORD_KEY} column is not UTF-8 text") from None
+    if ends != (footer.min_key, footer.max_key):
+        raise bad("the footer's key range differs from the body's keys")

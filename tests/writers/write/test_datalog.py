@@ -5,9 +5,11 @@ and the hex sample of docs/format.md decodes to what the text says."""
 from __future__ import annotations
 
 import re
+import zlib
 from pathlib import Path
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -16,8 +18,11 @@ from hypothesis import strategies as st
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.writers.errors import CorruptDataLogError
 from lakebraid.writers.write.datalog import (
+    BODY_LENGTH,
     OVERHEAD,
+    PREFIX,
     BlockType,
+    _encode,
     decode_block,
     encode_data_block,
     encode_delete_block,
@@ -182,3 +187,48 @@ def test_the_slice_filter_grows_from_earlier_keys_or_is_dropped(reread: bool) ->
         assert previous.bloom is not None and len(previous.bloom) == 1 + 128 // 8
     else:
         assert previous.bloom is None
+
+
+def crafted(rows: pa.Table) -> bytes:
+    """A block of ``rows`` as given (not sorted, not checked), with valid CRC32s: what only a
+    faulty or hostile writer produces."""
+    block, _ = _encode(BlockType.DATA, rows, "20261126000000001", "", "g", None, None, None)
+    return block
+
+
+def test_a_body_unsafe_to_read_is_refused_despite_its_crc() -> None:
+    note = pa.Array.from_buffers(
+        pa.string(),
+        3,
+        [None, pa.py_buffer(np.array([0, 2, 1, 3], np.int32).tobytes()), pa.py_buffer(b"abc")],
+    )
+    rows = pa.table({"note": note, RECORD_KEY: ["a", "b", "c"]})
+    for thorough in (False, True):
+        with pytest.raises(CorruptDataLogError, match="not an Arrow stream"):
+            decode_block(crafted(rows), 0, "f.log", thorough=thorough)
+
+
+def test_unsorted_keys_are_read_and_refused_by_a_thorough_check() -> None:
+    rows = pa.table({"id": ["b", "a"], RECORD_KEY: ["b", "a"]})
+    block = decode_block(crafted(rows), 0, "f.log")  # a read: the merge sorts what it compares
+    assert block.rows.column(RECORD_KEY).to_pylist() == ["b", "a"]
+    with pytest.raises(CorruptDataLogError, match="not sorted and unique"):
+        decode_block(crafted(rows), 0, "f.log", thorough=True)
+    offsets = pa.py_buffer(np.array([0, 1], np.int32).tobytes())
+    text = pa.Array.from_buffers(pa.string(), 1, [None, offsets, pa.py_buffer(b"\xff")])
+    bad_text = pa.table({"note": text, RECORD_KEY: ["a"]})
+    decode_block(crafted(bad_text), 0, "f.log")
+    with pytest.raises(CorruptDataLogError, match="not an Arrow stream"):
+        decode_block(crafted(bad_text), 0, "f.log", thorough=True)
+    block = crafted(pa.table({RECORD_KEY: ["QQQQ"]})).replace(b"QQQQ", b"\xff\xfe\xfd\xfc", 1)
+    with pytest.raises(CorruptDataLogError, match="not UTF-8"):
+        decode_block(recrc(block), 0, "f.log")  # the footer's copy of the key left as it was
+
+
+def recrc(block: bytes) -> bytes:
+    """``block`` with its header-and-body CRC32 computed afresh."""
+    h = PREFIX.unpack_from(block, 0)[3]
+    (b,) = BODY_LENGTH.unpack_from(block, PREFIX.size + h)
+    start = PREFIX.size + h + BODY_LENGTH.size
+    crc = zlib.crc32(block[start : start + b], zlib.crc32(block[PREFIX.size : PREFIX.size + h]))
+    return block[:-12] + crc.to_bytes(4, "big") + block[-8:]
