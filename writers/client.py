@@ -366,10 +366,12 @@ class WriteClient:
     def file_paths(self, as_of: object = None, where: Any = None) -> list[str]:
         """Paths of the data files of the table as of a read point (from the metadata table),
         minus those ``where`` (SQL text or a Spark Column) rules out by their statistics."""
-        point = self.table.read_point(as_of)
-        if where is None:
-            return plan.plan_paths(self.table, point)
-        return plan.selected_paths(self.table, reading_session(self._spark, where), point, where)
+        with self.table.store.load_scope():  # one listing per timeline for the whole plan
+            point = self.table.read_point(as_of)
+            if where is None:
+                return plan.plan_paths(self.table, point)
+            session = reading_session(self._spark, where)
+            return plan.selected_paths(self.table, session, point, where)
 
     def read_arrow(self, as_of: object = None, mode: str = "snapshot") -> pa.Table:
         """The table as a pyarrow Table (in-process; small tables and tests). ``mode``:
@@ -377,9 +379,10 @@ class WriteClient:
         merge-on-read table's rows as of each group's last compaction, faster)."""
         logs = plan.merges_logs(mode, self.path)
         with self._reading(as_of):
-            point = self.table.read_point(as_of)  # checked once; the calls below take it as is
-            units = plan.plan_units(self.table, point, logs=logs)
-            return plan.read_arrow_units(self.table, point, units)
+            with self.table.store.load_scope():  # one listing per timeline (the check after
+                point = self.table.read_point(as_of)  # the read lists afresh: ``_reading``)
+                units = plan.plan_units(self.table, point, logs=logs)
+                return plan.read_arrow_units(self.table, point, units)
 
     def read(self, as_of: object = None, where: Any = None, mode: str = "snapshot") -> Any:
         """A Spark DataFrame of the table now or as of an instant (``mode``: see
