@@ -81,9 +81,9 @@ def test_a_key_read_plans_its_group_alone_and_skips_log_blocks_without_it(
     decoded: list[str] = []
     real = datalog.decode_block
 
-    def counting(data, offset, path):
+    def counting(data, offset, path, **checks):
         decoded.append(path)
-        return real(data, offset, path)
+        return real(data, offset, path, **checks)
 
     monkeypatch.setattr(datalog, "decode_block", counting)
     fields = schema_as_of(table.table, point)
