@@ -1,5 +1,6 @@
-"""``datafile.cast_column`` (what ``conform`` casts with) gives exactly Arrow's cast: the
-decoding of one-value string dictionaries built from the value, and every other column."""
+"""``datafile.cast_column`` (what ``conform`` casts with) gives exactly Arrow's cast: text
+dictionaries decoded by numpy (one value, values of one width in bytes, others; nulls,
+slices), and every other column."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ texts = st.text(max_size=20)
 
 @st.composite
 def dictionary_chunks(draw: st.DrawFn) -> pa.Array:
-    values = draw(st.lists(texts, min_size=1, max_size=3, unique=True))
+    width = draw(st.none() | st.integers(1, 17))  # values of one width: the numpy gather
+    text = texts if width is None else st.text("abc", min_size=width, max_size=width)
+    values = draw(st.lists(text, min_size=1, max_size=3, unique=True))
     count = draw(st.integers(0, 40))
     nullable = draw(st.booleans())
     index = st.integers(0, len(values) - 1)
