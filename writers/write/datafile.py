@@ -118,7 +118,7 @@ def _decoded(chunk: pa.DictionaryArray) -> pa.Array:
     fits :data:`REPEAT_BYTES`: a chunk whose every row holds a one-value dictionary's value
     is built from that value; a dictionary of values of one width in bytes (commit times,
     codes) by a numpy gather of fixed-width items (a 333k-row chunk: 0.6 ms against Arrow's
-    2.6 for one byte, 1.1 against 2.2 for 17); else Arrow's cast."""
+    2.6 for one byte, 1.8 against 2.4 for 17); else Arrow's cast."""
     dictionary, count = chunk.dictionary, len(chunk)
     if chunk.null_count or dictionary.null_count or not count or not len(dictionary):
         return chunk.cast(pa.string())
@@ -135,6 +135,8 @@ def _decoded(chunk: pa.DictionaryArray) -> pa.Array:
     indices = chunk.indices.to_numpy()
     if len(dictionary) == 1 and not indices.any():
         data = pa.py_buffer(text.tobytes() * count)
+    elif indices.min() < 0:  # invalid (numpy would count from the end): Arrow's error
+        return chunk.cast(pa.string())
     else:
         data = pa.py_buffer(np.take(text.view(f"V{width}"), indices))
     ends = np.arange(count + 1, dtype=np.int32) * np.int32(width)

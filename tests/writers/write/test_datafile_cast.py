@@ -5,6 +5,7 @@ slices), and every other column."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -52,3 +53,15 @@ def test_other_casts_are_arrows() -> None:
     assert cast_column(numbers, pa.int64()).equals(numbers.cast(pa.int64()))
     binary = pa.chunked_array([pa.DictionaryArray.from_arrays([0, 0], pa.array([b"x"]))])
     assert cast_column(binary, pa.binary()).to_pylist() == [b"x", b"x"]
+
+
+def test_a_negative_index_is_arrows_error_not_a_value_from_the_end() -> None:
+    indices = pa.array([0, -1], pa.int32())
+    chunk = pa.DictionaryArray.from_buffers(
+        pa.dictionary(pa.int32(), pa.string()),
+        2,
+        indices.buffers(),
+        dictionary=pa.array(["ab", "cd"]),
+    )
+    with pytest.raises(pa.ArrowException):
+        cast_column(pa.chunked_array([chunk]), pa.string())
