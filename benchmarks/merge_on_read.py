@@ -4,25 +4,19 @@ same run (issue 15).
 Workload: a table of N rows (default 10,000,000) over 30 day partitions (``upsert.py``'s rows);
 1. bulk insert of the N rows;
 2. upsert of N/10 rows, half updates of random keys, half new keys;
-3. upsert of 1,000 updates in one day; then the same upsert again (the table does not change)
-   by a new Python process that times the write alone (imports, reading its rows and
-   pyarrow's first-call import of pandas not counted): a batch job's first write, with no
-   cache of the table (delta-rs the same way);
+3. upsert of 1,000 updates in one day; then again by a new Python process timing the write
+   alone (not imports, its rows' read, pyarrow's first call): a batch job's first write;
 4. upsert of 1,000 updates of random keys (spread over every partition);
 5. delete of 10,000 random keys;
 6. the merge-on-read table compacted (every file group with a log), timed;
 7. ten upserts of 100,000 random keys on every table, then full reads of each (the
    merge-on-read table uncompacted: every group holds up to ten logs), then its compaction.
-   The reads are timed twice: in this process (which wrote the tables), and by a new process
-   that reads each table once, then ``--runs`` times in turn (this process's state moved the
-   copy-on-write read by a third);
-8. ``validate()`` of each table read (every file read and checked, the metadata table and the
-   record index compared with them), timed; it must find no problem.
+   The reads are timed in this process (which wrote the tables) and by a new process that
+   reads each table once, then ``--runs`` times in turn (wall and CPU seconds);
+8. ``validate()`` of each table read (every file checked), timed; it must find no problem.
 lakebraid's tables are opened afresh inside each timing (``WriteClient.open``) and written by
 the in-process engine with inline data compaction off (step 6 and 7 compact by hand); the
-small steps 3-5 (tenths of a second) run ``--runs`` times, the table put back before each
-but the first, and their median is reported (one sample of them varied by up to 2x
-between runs);
+small steps 3-5 run ``--runs`` times, the table put back before each but the first: medians;
 delta-rs merges on ``t.id = s.id`` as in ``upsert.py``. At the end every table is read whole
 and compared with the expected rows. Ratios are delta-rs / lakebraid (> 1: lakebraid faster).
 
@@ -38,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from functools import partial
 
@@ -59,6 +54,7 @@ AS_READ = "-as-read"  # the copy of a table after the 10 upserts whose reads are
 SMALL = ("one day", "spread", "delete")  # steps timed --runs times, the median reported
 FRESH = "one day, new process"  # step 3's rows again, by a new process: nothing cached
 FRESH_READ = "read, new process"  # the reads of step 7 again, by a new process
+FRESH_CPU = "read CPU, new process"  # their CPU seconds (every thread's)
 
 
 def workload(n: int, seed: int = 5) -> tuple[Steps, list[pa.Table]]:
@@ -183,28 +179,35 @@ def run_lakebraid(
     return seconds
 
 
-def time_reads(paths: dict[str, str], runs: int) -> dict[str, float]:
-    """The median seconds of ``runs`` full reads of each table, the tables read in turn
-    (a drift of the machine's speed touches them alike)."""
-    samples: dict[str, list[float]] = {kind: [] for kind in paths}
+def timed_reads(paths: dict[str, str], runs: int) -> dict[str, tuple[float, float]]:
+    """The median seconds of ``runs`` full reads of each table, the tables read in turn (a
+    drift of the machine's speed touches them alike), and the median CPU seconds of the
+    process for each (every thread's: the work, less swayed than the wall by a busy host)."""
+    samples: dict[str, list[tuple[float, float]]] = {kind: [] for kind in paths}
     for _ in range(runs):
         for kind, path in paths.items():
-            samples[kind].append(timed(lambda p=path: WriteClient.open(p).read_arrow())[1])
-    return {kind: statistics.median(times) for kind, times in samples.items()}
+            cpu = time.process_time()
+            elapsed = timed(lambda p=path: WriteClient.open(p).read_arrow())[1]
+            samples[kind].append((elapsed, time.process_time() - cpu))
+    return {
+        kind: (statistics.median(t for t, _ in got), statistics.median(c for _, c in got))
+        for kind, got in samples.items()
+    }
 
 
-def new_process_reads(paths: dict[str, str], runs: int) -> dict[str, float]:
-    """:func:`time_reads` in a new Python process, after one untimed read of each table."""
-    seconds = [float(x) for x in in_new_process("--read-child", str(runs), *paths.values()).split()]
-    return dict(zip(paths, seconds, strict=True))
+def new_process_reads(paths: dict[str, str], runs: int) -> dict[str, tuple[float, float]]:
+    """:func:`timed_reads` in a new Python process, after one untimed read of each table."""
+    found = [float(x) for x in in_new_process("--read-child", str(runs), *paths.values()).split()]
+    return {kind: (found[2 * i], found[2 * i + 1]) for i, kind in enumerate(paths)}
 
 
 def child_reads(runs: int, paths: list[str]) -> int:
-    """In the new process: each table read once, then the timed reads; prints the medians."""
+    """In the new process: each table read once, then the timed reads; prints the medians
+    (seconds, CPU seconds) of each table."""
     for path in paths:
         WriteClient.open(path).read_arrow()
-    found = time_reads({str(i): path for i, path in enumerate(paths)}, runs)
-    print(" ".join(str(found[str(i)]) for i in range(len(paths))))
+    found = timed_reads({str(i): path for i, path in enumerate(paths)}, runs)
+    print(" ".join(f"{found[str(i)][0]} {found[str(i)][1]}" for i in range(len(paths))))
     return 0
 
 
@@ -263,6 +266,7 @@ def report(steps: Steps, got: dict[str, dict[str, float]], checks: dict[str, str
         ("upserts", f"{READS} upserts of {READ_KEYS:,} keys"),
         ("read", "read after"),
         (FRESH_READ, "read after, by a new process"),
+        (FRESH_CPU, "read after, by a new process, CPU seconds of its threads"),
     ):
         for kind in KINDS:
             values = {"lakebraid": got[kind][key], "delta-rs": delta.get(key, NA)}
@@ -274,7 +278,11 @@ def report(steps: Steps, got: dict[str, dict[str, float]], checks: dict[str, str
         out.add(
             f"validate() of the table read ({kind.replace('_', '-')})", "s", {"lakebraid": seconds}
         )
-    for key, label in (("read", "read after"), (FRESH_READ, "read after by a new process")):
+    for key, label in (
+        ("read", "read after"),
+        (FRESH_READ, "read after by a new process"),
+        (FRESH_CPU, "CPU seconds of the read after by a new process"),
+    ):
         ratio = got[KINDS[1]][key] / got[KINDS[0]][key]
         out.notes.append(f"merge_on_read: {label}, merge-on-read / copy-on-write = {ratio:.2f}x")
     out.add("final tables = expected", "check", checks, verdict)  # type: ignore[arg-type]
@@ -299,10 +307,10 @@ def measure(
             reads[kind] = lambda p=path: WriteClient.open(p).read_arrow()
             print(f"lakebraid {kind}: {got[kind]}", flush=True)
         read_paths = {kind: f"{folder}/{kind}{AS_READ}" for kind in KINDS}
-        for kind, seconds in time_reads(read_paths, runs).items():
+        for kind, (seconds, _) in timed_reads(read_paths, runs).items():
             got[kind]["read"] = seconds
-        for kind, seconds in new_process_reads(read_paths, runs).items():
-            got[kind][FRESH_READ] = seconds
+        for kind, (seconds, cpu) in new_process_reads(read_paths, runs).items():
+            got[kind][FRESH_READ], got[kind][FRESH_CPU] = seconds, cpu
         problems: dict[str, list[str]] = {}
         for kind, path in read_paths.items():  # the tables read are checked too
             reads[f"{kind}{AS_READ}"] = lambda p=path: WriteClient.open(p).read_arrow()
