@@ -135,8 +135,8 @@ def _decoded(chunk: pa.DictionaryArray) -> pa.Array:
     indices = chunk.indices.to_numpy()
     if len(dictionary) == 1 and not indices.any():
         data = pa.py_buffer(text.tobytes() * count)
-    elif indices.min() < 0:  # invalid (numpy would count from the end): Arrow's error
-        return chunk.cast(pa.string())
+    elif not 0 <= indices.min() <= indices.max() < len(dictionary):  # invalid: Arrow's error
+        return chunk.cast(pa.string())  # (numpy would count a negative one from the end)
     else:
         data = pa.py_buffer(np.take(text.view(f"V{width}"), indices))
     ends = np.arange(count + 1, dtype=np.int32) * np.int32(width)

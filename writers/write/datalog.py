@@ -115,22 +115,21 @@ class KeyFooter(msgspec.Struct, frozen=True):
         """Whether this block may hold any of ``keys`` (False: surely none)."""
         inside = pc.and_(pc.greater_equal(keys, self.min_key), pc.less_equal(keys, self.max_key))
         candidates = keys.filter(pc.fill_null(inside, False))
-        if len(candidates) == 0:
-            return False
-        try:
-            return bool(KeyBloom.decode(self.bloom).may_contain(candidates).any())
-        except BloomFormatError:
-            return True  # the CRC held: a filter this lakebraid cannot read rules nothing out
+        return len(candidates) > 0 and _bloom_may_hold(self.bloom, candidates)
 
     def slice_may_hold(self, key: str) -> bool:
         """Whether any block of the slice's logs so far may hold ``key``."""
         s = self.slice
-        if not s.min_key <= key <= s.max_key:
-            return False
-        try:
-            return s.bloom is None or bool(KeyBloom.decode(s.bloom).may_contain(pa.array([key]))[0])
-        except BloomFormatError:
-            return True  # the CRC held: a filter this lakebraid cannot read rules nothing out
+        in_range = s.min_key <= key <= s.max_key
+        return in_range and (s.bloom is None or _bloom_may_hold(s.bloom, pa.array([key])))
+
+
+def _bloom_may_hold(encoded: bytes, keys: pa.Array) -> bool:
+    """Whether the filter ``encoded`` may hold any of ``keys``."""
+    try:
+        return bool(KeyBloom.decode(encoded).may_contain(keys).any())
+    except BloomFormatError:
+        return True  # the CRC held: a filter this lakebraid cannot read rules nothing out
 
 
 class DataLogBlock(msgspec.Struct, frozen=True):

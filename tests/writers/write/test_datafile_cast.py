@@ -55,13 +55,11 @@ def test_other_casts_are_arrows() -> None:
     assert cast_column(binary, pa.binary()).to_pylist() == [b"x", b"x"]
 
 
-def test_a_negative_index_is_arrows_error_not_a_value_from_the_end() -> None:
-    indices = pa.array([0, -1], pa.int32())
-    chunk = pa.DictionaryArray.from_buffers(
-        pa.dictionary(pa.int32(), pa.string()),
-        2,
-        indices.buffers(),
-        dictionary=pa.array(["ab", "cd"]),
-    )
+@pytest.mark.parametrize("bad", [-1, 2])
+def test_an_index_outside_the_dictionary_is_arrows_error_not_a_value(bad: int) -> None:
+    indices = pa.array([0, bad], pa.int32())
+    kind = pa.dictionary(pa.int32(), pa.string())
+    words = pa.array(["ab", "cd"])
+    chunk = pa.DictionaryArray.from_buffers(kind, 2, indices.buffers(), dictionary=words)
     with pytest.raises(pa.ArrowException):
         cast_column(pa.chunked_array([chunk]), pa.string())
