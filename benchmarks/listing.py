@@ -6,7 +6,7 @@ written in one write per system, so one small Parquet file per partition; the wr
 in ``--write-runs`` rounds (default 3, the median reported), each round writing every system
 into a fresh folder, a different system first each round. Then, each run
 opening the table afresh with lakebraid's and pyiceberg's in-process caches cleared (the OS
-page cache stays warm; the median of ``--runs`` runs):
+page cache stays warm; the median of ``--runs`` runs after one untimed run):
 
 * lakebraid from metadata: ``WriteClient.open(path).files()`` (opens the table, reads the
   timelines and the ``files`` partition of the metadata table);

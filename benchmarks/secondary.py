@@ -6,7 +6,7 @@ The table: ``--rows`` rows (default 10,000,000) in 30 day partitions, bulk-inser
 random integer in ``[0, rows)``, so every file's ``user`` range spans almost everything and
 column statistics prune nothing) and ``amount``. ``create_index("user")`` builds the index on
 the live table (timed). Then ``user = v`` for a present value, in process (pyarrow), caches
-cleared before every run (OS page cache warm), median of ``--runs``:
+cleared before every run (OS page cache warm), median of ``--runs`` after one untimed run:
 
 * with the index: the files the read plan keeps (value -> record keys -> record index -> file
   groups, then column statistics), read with ``read_arrow_files`` and filtered;

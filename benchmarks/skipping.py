@@ -6,7 +6,8 @@ appends of equal batches in ``event_time`` order (as events arrive), so each app
 file holding one ``event_time`` range -- lakebraid with ``write.target.file.rows`` = batch
 size, so every append opens a new file group. The filter ``event_time >= a and event_time < b``
 matches exactly one batch: 1% of the rows and of the files. Each run opens the table afresh
-with in-process caches cleared (OS page cache warm); the median of ``--runs`` runs:
+with in-process caches cleared (OS page cache warm); the median of ``--runs`` runs after one
+untimed run of each (``benchlib.measure``):
 
 * lakebraid, in-process (pyarrow, like the peers): the files ``read(where=...)`` would read
   (``WriteClient.file_paths(where=)``: the ``files`` listing pruned with ``column_stats``), read
