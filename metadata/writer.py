@@ -211,6 +211,7 @@ def _write_index(
         return []
     rows = rows.combine_chunks()
     all_keys = flat(rows.column("key"))
+    rest = rows.drop_columns(["key"])
     groups = router(all_keys)
     order = group_order(groups, n)
     groups = groups[order]
@@ -219,10 +220,12 @@ def _write_index(
 
     def one(span: tuple[int, int]) -> WrittenLog:
         start, end = span
-        mine = order[start:end]  # the group's rows, then by key: one take of the rows
-        mine = mine[sort_order(all_keys.take(pa.array(mine))).to_numpy()]
-        part = rows.take(pa.array(mine))
-        keys = part.column("key").combine_chunks()
+        mine = order[start:end]  # the group's rows; its keys taken once from the whole
+        keys = all_keys.take(pa.array(mine))
+        by_key = sort_order(keys)
+        keys = flat(keys.take(by_key))  # sorted within the group's own (smaller) array
+        columns = rest.take(pa.array(mine[by_key.to_numpy()]))  # no text: numbers, codes
+        part = columns.add_column(0, rows.schema.field("key"), keys)
         if len(keys) > 1 and pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
             raise MetadataValueError(f"{partition}: a key appears twice in one instant's changes")
         group = file_group_id(str(partition), int(groups[start]))
