@@ -136,13 +136,23 @@ def stable_hashes(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> np.ndarra
 
 def shared_hashes(hashes: np.ndarray) -> np.ndarray | None:
     """Per row of ``hashes``: whether another row has the same hash (None when no two do).
-    One numeric sort; the rows it marks hold the repeated keys (and rare collisions), which
-    callers then compare as text."""
+    A numeric sort; the rows it marks hold the repeated keys (and rare collisions), which
+    callers then compare as text. From ``_CHUNK`` rows the hashes are split by their top bit
+    (equal hashes share it) and the two halves sorted on two threads (numpy's sort releases
+    the GIL): 10M hashes 0.45 s against 0.73."""
+    if len(hashes) < _CHUNK or (os.cpu_count() or 1) < 2:
+        repeated = _repeated(hashes)
+    else:
+        high = hashes >= np.uint64(1 << 63)
+        with ThreadPoolExecutor(2) as pool:
+            repeated = np.concatenate(list(pool.map(_repeated, (hashes[~high], hashes[high]))))
+    return np.isin(hashes, repeated) if len(repeated) else None
+
+
+def _repeated(hashes: np.ndarray) -> np.ndarray:
+    """The values that occur more than once in ``hashes`` (some repeated)."""
     ordered = np.sort(hashes)
-    same = ordered[1:] == ordered[:-1]
-    if not same.any():
-        return None
-    return np.isin(hashes, ordered[1:][same])
+    return ordered[1:][ordered[1:] == ordered[:-1]]
 
 
 def _hash_array(array: pa.Array) -> np.ndarray:

@@ -176,3 +176,23 @@ def test_shared_hashes_marks_every_row_whose_hash_repeats(values: list[int]) -> 
     assert (marked is None) == (not any(expected))
     if marked is not None:
         assert marked.tolist() == expected
+
+
+@pytest.mark.parametrize("repeats", [0, 1, 50])
+def test_shared_hashes_of_many_rows_split_by_the_top_bit_mark_the_same_rows(repeats: int) -> None:
+    """From ``_CHUNK`` rows the two halves (top bit clear, set) are searched apart: repeats
+    planted in both halves, at the two extremes of the range, are all marked, and no other."""
+    rng = np.random.default_rng(repeats)
+    hashes = rng.integers(0, np.iinfo(np.uint64).max, hashing._CHUNK + 1000, dtype=np.uint64)
+    hashes = np.unique(hashes)  # no accidental repeat
+    rng.shuffle(hashes)
+    extremes = np.array([0, 2**63 - 1, 2**63, 2**64 - 1], dtype=np.uint64)
+    hashes[:4] = extremes
+    planted = rng.choice(np.arange(4, len(hashes)), repeats, replace=False)
+    hashes = np.concatenate([hashes, hashes[planted], extremes[: 4 if repeats else 0]])
+    values, counts = np.unique(hashes, return_counts=True)
+    expected = np.isin(hashes, values[counts > 1])
+    marked = hashing.shared_hashes(hashes)
+    assert (marked is None) == (not expected.any())
+    if marked is not None:
+        assert marked.tolist() == expected.tolist()
