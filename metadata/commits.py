@@ -104,12 +104,13 @@ def pack_keys(keys: pa.Array) -> bytes:
     """Record keys as the bytes of an Arrow IPC stream (compact, no Python strings); no
     keys are empty bytes. The stream is its schema message, one record batch message and
     the end-of-stream marker, put together without a stream writer (a tenth of the time
-    for a file's few keys; the same bytes)."""
+    for a file's few keys; the same bytes) by one join: the message is copied once (333k
+    keys: 0.5 ms; adding the three as bytes took 12 ms, each sum a fresh 5 MB copy)."""
     if len(keys) == 0:
         return b""
     text = keys if keys.type == pa.string() else keys.cast(pa.string())
     batch = pa.RecordBatch.from_arrays([text], schema=_KEYS_SCHEMA)
-    return _KEYS_STREAM_HEAD + batch.serialize().to_pybytes() + _STREAM_END
+    return b"".join((_KEYS_STREAM_HEAD, batch.serialize(), _STREAM_END))
 
 
 def unpack_keys(blob: bytes) -> pa.Array:
