@@ -31,7 +31,6 @@ from lakebraid.index.scope import index_keys, is_scoped, split_keys
 from lakebraid.metadata.arrow_records import empty_table
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.hashing import group_order
-from lakebraid.metadata.keyorder import sort_order
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import progress
@@ -48,7 +47,7 @@ from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers import settings
 from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
-from lakebraid.writers.write.datafile import spec_of
+from lakebraid.writers.write.datafile import spec_of, virtual_key
 from lakebraid.writers.write.filegroup import (
     OP,
     OP_DELETE,
@@ -74,11 +73,13 @@ from lakebraid.writers.write.route import (
     codes,
     deduplicate,
     insert_counts,
+    key_copies,
     plan_slots,
     prepare,
     route,
     row_index_keys,
     stale_moves,
+    taken_by_key,
 )
 from lakebraid.writers.write.slices import slice_rows
 
@@ -94,6 +95,7 @@ class Work(NamedTuple):
     task: RewriteTask | AppendTask
     rows: pa.Table
     positions: np.ndarray | None = None
+    copies: tuple[str, ...] = ()  # columns of ``rows`` holding the record keys themselves
 
     def size(self) -> int:
         return self.rows.num_rows if self.positions is None else len(self.positions)
@@ -104,11 +106,13 @@ class Work(NamedTuple):
 
     def run(self, sync: bool = True, marked: bool = False) -> WriteStatus:
         positions = self.positions
-        if positions is not None and isinstance(self.task, RewriteTask) and not self.rewrites():
-            # a new group's rows sorted by key in the one take: its file is written as taken
-            keys = self.rows.column(RECORD_KEY).take(pa.array(positions))
-            positions = positions[sort_order(keys).to_numpy()]
-        rows = self.rows if positions is None else self.rows.take(pa.array(positions))
+        if positions is None:
+            rows = self.rows
+        elif isinstance(self.task, RewriteTask) and not self.rewrites():
+            # a new group's rows sorted by key as taken: its file is written as taken
+            rows = taken_by_key(self.rows, positions, self.copies)
+        else:
+            rows = self.rows.take(pa.array(positions))
         if isinstance(self.task, AppendTask):
             return append_to_file_group(self.task, rows, sync=sync, marked=marked)
         return rewrite_file_group(self.task, rows, sync=sync, marked=marked)
@@ -340,7 +344,9 @@ def tasks_of(
         np.concatenate([[True], (ids[1:] != ids[:-1]) | (parts[1:] != parts[:-1])])
     )
     payload = routed.drop_columns([c for c in WORK_COLUMNS if c in routed.column_names])
-    payload = payload.combine_chunks()
+    virtual = virtual_key(spec_of(schema), table.config.record_key) is not None
+    copies = key_copies(payload, table.config.record_key, virtual)
+    payload = _combined(payload, copies)
     text = names.to_pylist()
     targets = [(text[parts[i]], text[ids[i]]) for i in starts.tolist()]
     tasks = layout.tasks(
@@ -354,6 +360,17 @@ def tasks_of(
     )
     ends = [*starts.tolist()[1:], len(order)]
     return [
-        Work(task, payload, order[start:end])
+        Work(task, payload, order[start:end], copies)
         for task, start, end in zip(tasks, starts.tolist(), ends, strict=True)
     ]
+
+
+def _combined(payload: pa.Table, copies: Sequence[str]) -> pa.Table:
+    """``payload`` in one chunk per column; the record keys, when ``copies`` holds the same
+    values, are that column itself (copied once, not twice)."""
+    if not copies:
+        return payload.combine_chunks()
+    at = payload.schema.get_field_index(RECORD_KEY)
+    field = payload.schema.field(RECORD_KEY)
+    combined = payload.remove_column(at).combine_chunks()
+    return combined.add_column(at, field, combined.column(copies[0]))

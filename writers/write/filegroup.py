@@ -119,7 +119,7 @@ def rewrite_file_group(
         inserts=len(fresh),
         updates=int(updated.sum()),
         deletes=len(removed_at),
-        keys_added=pack_keys(new_keys.take(pa.array(np.flatnonzero(~known)))),
+        keys_added=pack_keys(new_keys.filter(pa.array(~known)) if known.any() else new_keys),
         keys_removed=pack_keys(deletes.filter(pa.array(del_at >= 0))),
     )
     if result.num_rows == 0:

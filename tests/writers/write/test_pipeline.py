@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import tempfile
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +22,7 @@ from lakebraid.writers.write.filegroup import (
     RewriteTask,
     rewrite_file_group,
 )
-from lakebraid.writers.write.route import deduplicate
+from lakebraid.writers.write.route import deduplicate, key_copies, taken_by_key
 
 SCHEMA = [("id", "string", False), ("v", "int64", True)]
 KEYS = st.text(alphabet="abcé", min_size=1, max_size=4)
@@ -128,3 +130,32 @@ def test_deduplicate_keeps_the_highest_precombine_then_the_last_row(
             got[RECORD_KEY].to_pylist(), got["ts"].to_pylist(), got["seq"].to_pylist(), strict=True
         )
     } == model
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    keys=st.lists(KEYS, min_size=1, max_size=30, unique=True),
+    data=st.data(),
+    copied=st.booleans(),
+    chunked=st.booleans(),
+)
+def test_a_new_groups_rows_taken_by_key_equal_a_take_then_a_sort(
+    keys: list[str], data: st.DataObject, copied: bool, chunked: bool
+) -> None:
+    """``taken_by_key`` against Arrow's own: the rows at the positions, stably sorted by
+    key; a key copy column (the virtual key's text column) holds the same sorted keys."""
+    values = data.draw(
+        st.lists(st.integers(-9, 9) | st.none(), min_size=len(keys), max_size=len(keys))
+    )
+    rows = _rows(keys, values, [OP_UPSERT] * len(keys))
+    if chunked:  # a payload of two chunks per column
+        rows = pa.concat_tables([rows.slice(0, len(keys) // 2), rows.slice(len(keys) // 2)])
+    picked = data.draw(st.lists(st.integers(0, len(keys) - 1), unique=True))
+    positions = np.array(picked, dtype=np.int64)
+    copies = key_copies(rows, "id", virtual=copied)
+    assert copies == (("id",) if copied else ())
+    got = taken_by_key(rows, positions, copies)
+    taken = rows.take(pa.array(positions, pa.int64()))
+    expected = taken.take(pc.sort_indices(taken, sort_keys=[(RECORD_KEY, "ascending")]))
+    assert got.schema == rows.schema
+    assert got.to_pylist() == expected.to_pylist()
