@@ -42,21 +42,29 @@ def lookup(
     return _lookup(reader, _as_array(keys), positions=False, unique=unique)[0]
 
 
-def locate(reader: MetadataReader, keys: pa.Array | pa.ChunkedArray) -> tuple[pa.Table, pa.Array]:
+def locate(
+    reader: MetadataReader, keys: pa.Array | pa.ChunkedArray, hashes: np.ndarray | None = None
+) -> tuple[pa.Table, pa.Array]:
     """:func:`lookup` of unique ``keys``, and for every key the row of the result that
     holds it (int64, null when absent): each file group's task also matches its keys
-    against its rows, so the caller needs no join of its own."""
-    return _lookup(reader, _as_array(keys), positions=True, unique=True)
+    against its rows, so the caller needs no join of its own. ``hashes``: the keys' format
+    hashes when the caller has them (``metadata.hashing.stable_hashes``; not hashed again)."""
+    return _lookup(reader, _as_array(keys), positions=True, unique=True, hashes=hashes)
 
 
 def _lookup(
-    reader: MetadataReader, wanted: pa.Array, *, positions: bool, unique: bool
+    reader: MetadataReader,
+    wanted: pa.Array,
+    *,
+    positions: bool,
+    unique: bool,
+    hashes: np.ndarray | None = None,
 ) -> tuple[pa.Table, pa.Array]:
     partition = Partition.RECORD_INDEX
     n = reader.group_count(partition)
     if len(wanted) == 0:
         return empty_table(partition), pa.array([], pa.int64())
-    groups = reader.point.index_groups(wanted)
+    groups = reader.point.index_groups(wanted, hashes)
     order = group_order(groups, n)  # each group's task sorts its keys (``slice_table``)
     wanted, groups = wanted.take(pa.array(order)), groups[order]
     bounds = _run_bounds(groups)

@@ -82,10 +82,19 @@ def file_group_of(key: str, n_groups: int) -> int:
     return stable_hash(key) % n_groups
 
 
-def file_groups_of(keys: pa.Array | pa.ChunkedArray | Sequence[str], n_groups: int) -> np.ndarray:
-    """:func:`file_group_of` of every key, as an int64 numpy array (nulls are refused)."""
+def file_groups_of(
+    keys: pa.Array | pa.ChunkedArray | Sequence[str],
+    n_groups: int,
+    hashes: np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`file_group_of` of every key, as an int64 numpy array (nulls are refused);
+    ``hashes``: the keys' :func:`stable_hashes` when the caller has them."""
     _check_groups(n_groups)
-    return (stable_hashes(keys) % np.uint64(n_groups)).astype(np.int64)
+    if hashes is None:
+        hashes = stable_hashes(keys)
+    elif len(hashes) != len(keys):
+        raise MetadataValueError(f"{len(hashes)} hashes given for {len(keys)} keys")
+    return (hashes % np.uint64(n_groups)).astype(np.int64)
 
 
 def scoped_groups(

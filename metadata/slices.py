@@ -51,11 +51,17 @@ class ReadPoint(msgspec.Struct, frozen=True, weakref=True):
     scoped: bool = False  # the record index is partition-scoped (``index.scope``)
     spans: dict[str, list[int]] = {}  # scoped: data partition -> [first group, group count]
 
-    def index_groups(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    def index_groups(
+        self, keys: pa.Array | pa.ChunkedArray, hashes: np.ndarray | None = None
+    ) -> np.ndarray:
         """The record-index file group of each index key in this layout
-        (``metadata.hashing``: by hash, or by partition spans when scoped)."""
+        (``metadata.hashing``: by hash, or by partition spans when scoped). ``hashes``: the
+        keys' format hashes, when known (unscoped only: a scoped key's group also needs its
+        partition's)."""
         n = self.group_counts["record_index"]
-        return scoped_groups(keys, n, self.spans) if self.scoped else file_groups_of(keys, n)
+        if self.scoped:
+            return scoped_groups(keys, n, self.spans)
+        return file_groups_of(keys, n, hashes)
 
 
 class MetadataFile(msgspec.Struct, frozen=True):

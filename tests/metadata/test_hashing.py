@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.metadata import hashing
+from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import (
     file_group_id,
     file_group_of,
@@ -196,3 +197,17 @@ def test_shared_hashes_of_many_rows_split_by_the_top_bit_mark_the_same_rows(repe
     assert (marked is None) == (not expected.any())
     if marked is not None:
         assert marked.tolist() == expected.tolist()
+
+
+@FAST
+@given(st.lists(st.text(max_size=6), max_size=30), st.integers(1, 9))
+def test_file_groups_from_given_hashes_equal_those_from_the_keys(keys: list[str], n: int) -> None:
+    array = pa.array(keys, pa.string())
+    given_hashes = hashing.file_groups_of(array, n, hashing.stable_hashes(array))
+    assert given_hashes.tolist() == hashing.file_groups_of(array, n).tolist()
+
+
+def test_hashes_of_another_length_than_the_keys_are_refused() -> None:
+    array = pa.array(["a", "b"], pa.string())
+    with pytest.raises(MetadataValueError, match="1 hashes given for 2 keys"):
+        hashing.file_groups_of(array, 4, hashing.stable_hashes(pa.array(["a"])))

@@ -74,12 +74,14 @@ from lakebraid.writers.write.route import (
     deduplicate,
     insert_counts,
     key_copies,
+    key_hashes,
     plan_slots,
     prepare,
     route,
     row_index_keys,
     stale_moves,
     taken_by_key,
+    with_key_hashes,
 )
 from lakebraid.writers.write.slices import slice_rows
 
@@ -221,7 +223,7 @@ def write_rows(
     incoming = normalize_input(incoming, table=table.path)
     schema = check_input(incoming, config, schema_as_of(table), table=table.path)
     scoped = is_scoped(config)
-    prepared = prepare(incoming, config.record_key, config.partition_fields)
+    prepared = with_key_hashes(prepare(incoming, config.record_key, config.partition_fields))
     prepared = deduplicate(prepared, config.precombine_field, scoped)
     prepared = prepared.append_column(
         OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), prepared.num_rows)
@@ -230,7 +232,8 @@ def write_rows(
     files = reader.files()
     listing = current_files(files)
     if listing:  # an empty table holds no key: no lookup
-        found, at = locate(reader, row_index_keys(prepared, scoped))  # de-duplicated above
+        keys, hashes = row_index_keys(prepared, scoped), key_hashes(prepared, scoped)
+        found, at = locate(reader, keys, hashes)  # de-duplicated above
         tagged = tag(prepared, found, at)
         tagged, operation = apply_duplicates(tagged, operation, policy, table.path)
         field = ordering(table)

@@ -35,7 +35,8 @@ PARTITION = "_braid_partition"
 TARGET_FILE_ID = "_braid_target_file_id"
 SEQ = "_braid_seq"
 SEQ_KEY = "_braid_seq_key"  # the index key of rows being de-duplicated
-WORK_COLUMNS = (PARTITION, OLD_PARTITION, OLD_FILE_ID, TARGET_FILE_ID, SEQ)
+KEY_HASH = "_braid_key_hash"  # metadata.hashing.stable_hashes of the record key, int64 bits
+WORK_COLUMNS = (PARTITION, OLD_PARTITION, OLD_FILE_ID, TARGET_FILE_ID, SEQ, KEY_HASH)
 
 
 class Slot(msgspec.Struct, frozen=True, array_like=True):
@@ -52,6 +53,21 @@ def prepare(table: pa.Table, key: str, partition_fields: Sequence[str]) -> pa.Ta
     return table.append_column(PARTITION, partition_paths(table, partition_fields))
 
 
+def with_key_hashes(table: pa.Table) -> pa.Table:
+    """Prepared rows with :data:`KEY_HASH`: the record key hashed once for the write's steps
+    (de-duplication, the record-index lookup, insert routing; :func:`key_hashes`)."""
+    hashes = stable_hashes(table.column(RECORD_KEY)).view(np.int64)
+    return table.append_column(pa.field(KEY_HASH, pa.int64()), pa.array(hashes))
+
+
+def key_hashes(table: pa.Table, scoped: bool = False) -> np.ndarray | None:
+    """The format hash (uint64) of each row's index key, from :data:`KEY_HASH` (None when the
+    rows lack it, or the index is partition-scoped: its keys are not the record keys)."""
+    if scoped or KEY_HASH not in table.column_names:
+        return None
+    return flat(table.column(KEY_HASH)).to_numpy().view(np.uint64)
+
+
 def row_index_keys(table: pa.Table, scoped: bool) -> pa.Array:
     """The record-index key of every prepared row (``index.scope``): its record key, or
     (partition-scoped) its partition path and record key."""
@@ -66,7 +82,8 @@ def deduplicate(table: pa.Table, precombine: str | None, scoped: bool = False) -
     rows whose hash is unique in the batch are unique; only the rows that share a hash (true
     duplicates, or a rare collision) go through the exact sort by key."""
     keys = row_index_keys(table, scoped)
-    marked = shared_hashes(stable_hashes(keys))
+    hashes = key_hashes(table, scoped)
+    marked = shared_hashes(stable_hashes(keys) if hashes is None else hashes)
     if marked is None:
         return table
     shared = pa.array(marked)
@@ -132,7 +149,8 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
     the format's key hash, so every engine routes the same key to the same slot."""
     new = _new_in_partition(tagged)
     (old_ids,), known = codes([tagged.column(OLD_FILE_ID)])
-    inserts = tagged.select([RECORD_KEY, PARTITION]).filter(new)
+    carried = [c for c in (RECORD_KEY, PARTITION, KEY_HASH) if c in tagged.column_names]
+    inserts = tagged.select(carried).filter(new)
     slots, names = _choose_slots(inserts, plan)
     picked = old_ids.copy()  # -1 where the key has no old group
     picked[new.to_numpy(zero_copy_only=False)] = len(known) + slots
@@ -183,7 +201,9 @@ def _choose_slots(
         chosen[:] = slot_of[parts]
         names.extend(plans[int(c)][0].file_id for c in present)
         return chosen, pa.array(names, pa.string())
-    hashes = stable_hashes(inserts.column(RECORD_KEY))
+    hashes = key_hashes(inserts)
+    if hashes is None:
+        hashes = stable_hashes(inserts.column(RECORD_KEY))
     order = group_order(parts, len(partitions))
     edges = np.flatnonzero(np.diff(parts[order])) + 1
     for rows in np.split(order, edges):

@@ -22,7 +22,13 @@ from lakebraid.writers.write.filegroup import (
     RewriteTask,
     rewrite_file_group,
 )
-from lakebraid.writers.write.route import deduplicate, key_copies, taken_by_key
+from lakebraid.writers.write.route import (
+    KEY_HASH,
+    deduplicate,
+    key_copies,
+    taken_by_key,
+    with_key_hashes,
+)
 
 SCHEMA = [("id", "string", False), ("v", "int64", True)]
 KEYS = st.text(alphabet="abcé", min_size=1, max_size=4)
@@ -107,10 +113,11 @@ def test_rewrite_matches_a_dict_model(
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(KEYS, st.integers(0, 3)), max_size=30))
+@given(st.lists(st.tuples(KEYS, st.integers(0, 3)), max_size=30), st.booleans())
 def test_deduplicate_keeps_the_highest_precombine_then_the_last_row(
-    rows: list[tuple[str, int]],
+    rows: list[tuple[str, int]], hashed: bool
 ) -> None:
+    """With or without the key hashes carried as a column (``with_key_hashes``)."""
     table = pa.table(
         {
             RECORD_KEY: pa.array([k for k, _ in rows], pa.string()),
@@ -118,6 +125,8 @@ def test_deduplicate_keeps_the_highest_precombine_then_the_last_row(
             "seq": pa.array(range(len(rows)), pa.int64()),
         }
     )
+    if hashed:
+        table = with_key_hashes(table)
     model: dict[str, tuple[int, int]] = {}
     for seq, (key, ts) in enumerate(rows):
         if key not in model or ts >= model[key][0]:
@@ -130,6 +139,11 @@ def test_deduplicate_keeps_the_highest_precombine_then_the_last_row(
             got[RECORD_KEY].to_pylist(), got["ts"].to_pylist(), got["seq"].to_pylist(), strict=True
         )
     } == model
+    if hashed:  # the hashes still belong to their rows
+        assert (
+            got[KEY_HASH].to_pylist()
+            == with_key_hashes(got.drop_columns([KEY_HASH]))[KEY_HASH].to_pylist()
+        )
 
 
 @settings(max_examples=80, deadline=None)

@@ -14,9 +14,9 @@ from pyspark.sql import functions as F
 
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT
-from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, Slot
+from lakebraid.writers.write.route import KEY_HASH, PARTITION, TARGET_FILE_ID, Slot
 
-KEY_HASH = "_braid_key_hash"  # metadata.hashing.stable_hashes of the record key, int64 bits
+__all__ = ["KEY_HASH", "route_rows", "task_keys", "unsigned_mod"]
 _TASK_KEYS: dict[int, list[int]] = {}  # task_keys by task count, for this process
 
 

@@ -75,6 +75,19 @@ def routed_set(table: pa.Table) -> Counter:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_in_process_route_reads_the_carried_hashes_as_its_own(seed: int) -> None:
+    """``route`` of rows carrying ``KEY_HASH`` (``with_key_hashes``) equals hashing anew;
+    hashes of other keys route elsewhere (the carried column is the one read)."""
+    rows, plan = tagged_rows(seed), plan_for(seed)
+    anew = routed_set(route(rows.drop_columns([KEY_HASH]), plan))
+    assert routed_set(route(rows, plan)) == anew
+    others = stable_hashes(pa.array([f"other-{k}" for k in rows[RECORD_KEY].to_pylist()]))
+    at = rows.schema.get_field_index(KEY_HASH)
+    shifted = rows.set_column(at, KEY_HASH, pa.array(others.view("int64")))
+    assert routed_set(route(shifted, plan)) != anew
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
 def test_spark_sql_routing_equals_the_in_process_route(spark, seed: int) -> None:
     rows, plan = tagged_rows(seed), plan_for(seed)
     assert (rows.column(KEY_HASH).to_numpy() < 0).any()  # hashes past 2**63 are covered
