@@ -332,7 +332,7 @@ def rewrite_frame(
             F.col(OLD_PARTITION) == F.col(PARTITION)
         )
         frame = frame.withColumn(IN_GROUP, F.coalesce(held, F.lit(False)))
-    routing = (*WORK_COLUMNS, RI_GROUP, KEY_HASH, "_task_partition", "_task_file_id")
+    routing = (*WORK_COLUMNS, RI_GROUP, "_task_partition", "_task_file_id")  # KEY_HASH among them
     frame = frame.drop(*[c for c in routing if c in frame.columns])
     names = [f"{partition}\x00{file_id}" for partition, file_id in targets]
     statuses = (
