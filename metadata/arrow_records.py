@@ -198,6 +198,23 @@ def flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return column
 
 
+def taken_by_key(
+    rows: pa.Table, key: str, positions: np.ndarray, copies: Sequence[str] = ()
+) -> pa.Table:
+    """Rows ``positions`` of ``rows`` sorted by the column ``key`` (for unique keys: equal
+    keys come in no promised order). The keys are taken once and ordered within the taken ones;
+    the columns named in ``copies`` hold the same values as ``key`` and get those ordered keys
+    too; the other columns are taken once, in key order (no text taken twice)."""
+    keys = flat(rows.column(key).take(pa.array(positions)))
+    by_key = sort_order(keys)
+    ordered = flat(keys.take(by_key))
+    same = {key, *copies}
+    rest = rows.select([n for n in rows.column_names if n not in same])
+    rest = rest.take(pa.array(positions[by_key.to_numpy()]))
+    columns = [ordered if n in same else rest.column(n) for n in rows.column_names]
+    return pa.Table.from_arrays(columns, schema=rows.schema)
+
+
 def first_per_key(table: pa.Table, key: str, order: Sequence[tuple[str, str]]) -> pa.Table:
     """One row per value of ``key``: the first after sorting by ``order`` (pairs of column
     and ``"ascending"``/``"descending"``) within each key, e.g. the newest by a rank column.

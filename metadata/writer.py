@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from lakebraid.metadata.arrow_records import SCHEMAS, flat, index_table
-from lakebraid.metadata.basefile import sort_order, write_base
+from lakebraid.metadata.arrow_records import SCHEMAS, flat, index_table, taken_by_key
+from lakebraid.metadata.basefile import write_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
 from lakebraid.metadata.logblock import BlockType
@@ -210,9 +210,7 @@ def _write_index(
     if rows.num_rows == 0:
         return []
     rows = rows.combine_chunks()
-    all_keys = flat(rows.column("key"))
-    rest = rows.drop_columns(["key"])
-    groups = router(all_keys)
+    groups = router(flat(rows.column("key")))
     order = group_order(groups, n)
     groups = groups[order]
     edges = np.flatnonzero(np.diff(groups)) + 1
@@ -220,12 +218,8 @@ def _write_index(
 
     def one(span: tuple[int, int]) -> WrittenLog:
         start, end = span
-        mine = order[start:end]  # the group's rows; its keys taken once from the whole
-        keys = all_keys.take(pa.array(mine))
-        by_key = sort_order(keys)
-        keys = flat(keys.take(by_key))  # sorted within the group's own (smaller) array
-        columns = rest.take(pa.array(mine[by_key.to_numpy()]))  # no text: numbers, codes
-        part = columns.add_column(0, rows.schema.field("key"), keys)
+        part = taken_by_key(rows, "key", order[start:end])  # the group's rows, by key
+        keys = part.column("key")
         if len(keys) > 1 and pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
             raise MetadataValueError(f"{partition}: a key appears twice in one instant's changes")
         group = file_group_id(str(partition), int(groups[start]))

@@ -28,7 +28,7 @@ from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.index.scope import index_keys, is_scoped, split_keys
-from lakebraid.metadata.arrow_records import empty_table
+from lakebraid.metadata.arrow_records import empty_table, taken_by_key
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.hashing import group_order
 from lakebraid.metadata.records import Partition
@@ -80,7 +80,6 @@ from lakebraid.writers.write.route import (
     route,
     row_index_keys,
     stale_moves,
-    taken_by_key,
     with_key_hashes,
 )
 from lakebraid.writers.write.slices import slice_rows
@@ -112,7 +111,7 @@ class Work(NamedTuple):
             rows = self.rows
         elif isinstance(self.task, RewriteTask) and not self.rewrites():
             # a new group's rows sorted by key as taken: its file is written as taken
-            rows = taken_by_key(self.rows, positions, self.copies)
+            rows = taken_by_key(self.rows, RECORD_KEY, positions, self.copies)
         else:
             rows = self.rows.take(pa.array(positions))
         if isinstance(self.task, AppendTask):

@@ -24,7 +24,6 @@ from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.index.scope import index_keys
 from lakebraid.metadata.arrow_records import first_per_key, flat
 from lakebraid.metadata.hashing import group_order, shared_hashes, stable_hashes
-from lakebraid.metadata.keyorder import sort_order
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.write.datafile import read_parquet
@@ -221,21 +220,6 @@ def key_copies(rows: pa.Table, record_key: str, virtual: bool) -> tuple[str, ...
     if not virtual or record_key not in rows.column_names or RECORD_KEY not in rows.column_names:
         return ()
     return (record_key,) if rows.schema.field(record_key).type == pa.string() else ()
-
-
-def taken_by_key(rows: pa.Table, positions: np.ndarray, copies: Sequence[str] = ()) -> pa.Table:
-    """Rows ``positions`` of ``rows`` sorted by ``RECORD_KEY`` (a new file group's rows).
-    The keys are taken once from ``rows`` and ordered within the taken ones; the columns
-    ``copies`` (:func:`key_copies`) are those ordered keys too; the others are taken in key
-    order (numbers and codes: no text taken twice)."""
-    keys = flat(rows.column(RECORD_KEY).take(pa.array(positions)))
-    by_key = sort_order(keys)
-    ordered = flat(keys.take(by_key))
-    same = {RECORD_KEY, *copies}
-    rest = rows.select([n for n in rows.column_names if n not in same])
-    rest = rest.take(pa.array(positions[by_key.to_numpy()]))
-    columns = [ordered if n in same else rest.column(n) for n in rows.column_names]
-    return pa.Table.from_arrays(columns, schema=rows.schema)
 
 
 def plain(table: pa.Table) -> pa.Table:

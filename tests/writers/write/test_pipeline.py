@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.metadata.arrow_records import taken_by_key
 from lakebraid.metadata.commits import unpack_keys
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.write.datafile import COMMIT_TIME
@@ -26,7 +27,6 @@ from lakebraid.writers.write.route import (
     KEY_HASH,
     deduplicate,
     key_copies,
-    taken_by_key,
     with_key_hashes,
 )
 
@@ -168,7 +168,7 @@ def test_a_new_groups_rows_taken_by_key_equal_a_take_then_a_sort(
     positions = np.array(picked, dtype=np.int64)
     copies = key_copies(rows, "id", virtual=copied)
     assert copies == (("id",) if copied else ())
-    got = taken_by_key(rows, positions, copies)
+    got = taken_by_key(rows, RECORD_KEY, positions, copies)
     taken = rows.take(pa.array(positions, pa.int64()))
     expected = taken.take(pc.sort_indices(taken, sort_keys=[(RECORD_KEY, "ascending")]))
     assert got.schema == rows.schema
