@@ -336,21 +336,11 @@ def tasks_of(
     if routed.num_rows == 0:
         return []
     (parts, ids), names = codes([routed.column(PARTITION), routed.column(TARGET_FILE_ID)])
-    order = group_order(ids, len(names))  # rows by file id (radix sort of small codes)
-    parts, ids = parts[order], ids[order]
-    if np.any((ids[1:] == ids[:-1]) & (parts[1:] != parts[:-1])):  # one id, two partitions
-        pairs = parts.astype(np.int64) * len(names) + ids
-        again = np.argsort(pairs, kind="stable")
-        order, parts, ids = order[again], parts[again], ids[again]
-    starts = np.flatnonzero(
-        np.concatenate([[True], (ids[1:] != ids[:-1]) | (parts[1:] != parts[:-1])])
-    )
+    order, starts, targets = _grouped(parts, ids, names.to_pylist())
     payload = routed.drop_columns([c for c in WORK_COLUMNS if c in routed.column_names])
     virtual = virtual_key(spec_of(schema), table.config.record_key) is not None
     copies = key_copies(payload, table.config.record_key, virtual)
     payload = _combined(payload, copies)
-    text = names.to_pylist()
-    targets = [(text[parts[i]], text[ids[i]]) for i in starts.tolist()]
     tasks = layout.tasks(
         targets,  # type: ignore[arg-type]
         root=table.fs.unstrip_protocol(table.layout.root),
@@ -360,11 +350,33 @@ def tasks_of(
         record_key=table.config.record_key,
         ordering=ordering(table),
     )
-    ends = [*starts.tolist()[1:], len(order)]
+    ends = [*starts[1:], len(order)]
     return [
         Work(task, payload, order[start:end], copies)
-        for task, start, end in zip(tasks, starts.tolist(), ends, strict=True)
+        for task, start, end in zip(tasks, starts, ends, strict=True)
     ]
+
+
+def _grouped(
+    parts: np.ndarray, ids: np.ndarray, text: list[str]
+) -> tuple[np.ndarray, list[int], list[tuple[str, str]]]:
+    """The rows ordered by target file group (codes of ``text``: ``parts`` the partitions,
+    ``ids`` the file ids), where each group starts in that order, and its (partition, file
+    id). A file id lives in one partition, so its rows are counted, not compared in order;
+    an id met in two partitions (never written so) is two groups, by a sort of the pairs."""
+    order = group_order(ids, len(text))  # rows by file id (radix sort of small codes)
+    home = np.zeros(len(text), dtype=parts.dtype)
+    home[ids] = parts  # a partition of each id (the last row's)
+    if not np.any(home[ids] != parts):
+        counts = np.bincount(ids, minlength=len(text))
+        present = np.flatnonzero(counts)
+        starts = [0, *np.cumsum(counts[present])[:-1].tolist()]
+        return order, starts, [(text[home[i]], text[i]) for i in present.tolist()]
+    pairs = parts.astype(np.int64) * len(text) + ids
+    order = order[np.argsort(pairs[order], kind="stable")]
+    pairs = pairs[order]
+    first = np.flatnonzero(np.concatenate([[True], pairs[1:] != pairs[:-1]]))
+    return order, first.tolist(), [(text[parts[i]], text[ids[i]]) for i in order[first].tolist()]
 
 
 def _combined(payload: pa.Table, copies: Sequence[str]) -> pa.Table:

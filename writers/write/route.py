@@ -80,13 +80,15 @@ def deduplicate(table: pa.Table, precombine: str | None, scoped: bool = False) -
     Keys are compared by their 64-bit format hash first (a numeric sort, no string sort):
     rows whose hash is unique in the batch are unique; only the rows that share a hash (true
     duplicates, or a rare collision) go through the exact sort by key."""
-    keys = row_index_keys(table, scoped)
     hashes = key_hashes(table, scoped)
-    marked = shared_hashes(stable_hashes(keys) if hashes is None else hashes)
+    if hashes is None:
+        hashes = stable_hashes(row_index_keys(table, scoped))
+    marked = shared_hashes(hashes)
     if marked is None:
         return table
     shared = pa.array(marked)
-    exact = table.filter(shared).append_column(SEQ_KEY, keys.filter(shared))
+    exact = table.filter(shared)
+    exact = exact.append_column(SEQ_KEY, row_index_keys(exact, scoped))
     return pa.concat_tables(
         [table.filter(pc.invert(shared)), _deduplicate_exact(exact, precombine)]
     )
@@ -102,14 +104,21 @@ def _deduplicate_exact(table: pa.Table, precombine: str | None) -> pa.Table:
 def insert_counts(tagged: pa.Table) -> dict[str, int]:
     """New rows per partition: keys not in the index, or moving in from another partition."""
     moving = _new_in_partition(tagged)
-    counts = pc.value_counts(tagged.column(PARTITION).filter(moving))
+    partitions = tagged.column(PARTITION)
+    every = moving.true_count == len(moving)  # a bulk load: no filtered copy of the rows
+    counts = pc.value_counts(partitions if every else partitions.filter(moving))
     return {c["values"]: c["counts"] for c in counts.to_pylist()}
 
 
-def _new_in_partition(tagged: pa.Table) -> pa.Array:
-    """Upserts of keys the partition does not hold yet (absent, or moving in)."""
-    old, now = codes([tagged.column(OLD_PARTITION), tagged.column(PARTITION)])[0]
+def _new_in_partition(tagged: pa.Table) -> pa.BooleanArray:
+    """Upserts of keys the partition does not hold yet (absent, or moving in). When no row
+    has an old partition (a first load, keys all new) that is every upsert, found without
+    encoding the partitions."""
     upsert = tagged.column(OP).to_numpy() == OP_UPSERT
+    held = tagged.column(OLD_PARTITION)
+    if held.null_count == len(held):
+        return pa.array(upsert)
+    old, now = codes([held, tagged.column(PARTITION)])[0]
     return pa.array(upsert & (old != now))
 
 
@@ -147,9 +156,11 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
     old group. Inserts are spread over the partition's slots in proportion to their room by
     the format's key hash, so every engine routes the same key to the same slot."""
     new = _new_in_partition(tagged)
-    (old_ids,), known = codes([tagged.column(OLD_FILE_ID)])
+    (old_ids,), known = _old_groups(tagged.column(OLD_FILE_ID))
     carried = [c for c in (RECORD_KEY, PARTITION, KEY_HASH) if c in tagged.column_names]
-    inserts = tagged.select(carried).filter(new)
+    inserts = tagged.select(carried)
+    if new.true_count < len(new):  # else a first load: every row, no filtered copy
+        inserts = inserts.filter(new)
     slots, names = _choose_slots(inserts, plan)
     picked = old_ids.copy()  # -1 where the key has no old group
     picked[new.to_numpy(zero_copy_only=False)] = len(known) + slots
@@ -180,6 +191,14 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
     if not pc.any(unknown).as_py():
         return routed
     return routed.filter(pc.invert(unknown))  # deletes of keys the table does not hold
+
+
+def _old_groups(column: pa.ChunkedArray) -> tuple[list[np.ndarray], pa.Array]:
+    """:func:`codes` of the rows' old file ids (-1 where none), those of keys all new made
+    directly (no encoding of a column of nulls)."""
+    if column.null_count == len(column):
+        return [np.full(len(column), -1, np.int32)], pa.array([], pa.string())
+    return codes([column])
 
 
 def _choose_slots(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.arrow_records import taken_by_key
 from lakebraid.metadata.commits import unpack_keys
 from lakebraid.timeline.layout import TableLayout
@@ -25,7 +27,11 @@ from lakebraid.writers.write.filegroup import (
 )
 from lakebraid.writers.write.route import (
     KEY_HASH,
+    PARTITION,
+    _new_in_partition,
+    _old_groups,
     deduplicate,
+    insert_counts,
     key_copies,
     with_key_hashes,
 )
@@ -113,32 +119,36 @@ def test_rewrite_matches_a_dict_model(
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(KEYS, st.integers(0, 3)), max_size=30), st.booleans())
+@given(
+    st.lists(st.tuples(KEYS, st.integers(0, 3), st.sampled_from(["a", "b"])), max_size=30),
+    st.booleans(),
+    st.booleans(),
+)
 def test_deduplicate_keeps_the_highest_precombine_then_the_last_row(
-    rows: list[tuple[str, int]], hashed: bool
+    rows: list[tuple[str, int, str]], hashed: bool, scoped: bool
 ) -> None:
-    """With or without the key hashes carried as a column (``with_key_hashes``)."""
+    """With or without the key hashes carried as a column (``with_key_hashes``); ``scoped``:
+    one row per partition and key (a partition-scoped index), else per key."""
     table = pa.table(
         {
-            RECORD_KEY: pa.array([k for k, _ in rows], pa.string()),
-            "ts": pa.array([t for _, t in rows], pa.int64()),
+            RECORD_KEY: pa.array([k for k, _, _ in rows], pa.string()),
+            PARTITION: pa.array([p for _, _, p in rows], pa.string()),
+            "ts": pa.array([t for _, t, _ in rows], pa.int64()),
             "seq": pa.array(range(len(rows)), pa.int64()),
         }
     )
     if hashed:
         table = with_key_hashes(table)
-    model: dict[str, tuple[int, int]] = {}
-    for seq, (key, ts) in enumerate(rows):
-        if key not in model or ts >= model[key][0]:
-            model[key] = (ts, seq)
-    got = deduplicate(table, "ts")
+    model: dict[tuple[str, str], tuple[int, int]] = {}
+    for seq, (key, ts, partition) in enumerate(rows):
+        at = (partition if scoped else "", key)
+        if at not in model or ts >= model[at][0]:
+            model[at] = (ts, seq)
+    got = deduplicate(table, "ts", scoped)
     assert got.num_rows == len(model)
-    assert {
-        k: (t, s)
-        for k, t, s in zip(
-            got[RECORD_KEY].to_pylist(), got["ts"].to_pylist(), got["seq"].to_pylist(), strict=True
-        )
-    } == model
+    columns = (got[RECORD_KEY].to_pylist(), got["ts"].to_pylist(), got["seq"].to_pylist())
+    kept = zip(*columns, strict=True)
+    assert {((rows[s][2] if scoped else ""), k): (t, s) for k, t, s in kept} == model
     if hashed:  # the hashes still belong to their rows
         assert (
             got[KEY_HASH].to_pylist()
@@ -173,3 +183,46 @@ def test_a_new_groups_rows_taken_by_key_equal_a_take_then_a_sort(
     expected = taken.take(pc.sort_indices(taken, sort_keys=[(RECORD_KEY, "ascending")]))
     assert got.schema == rows.schema
     assert got.to_pylist() == expected.to_pylist()
+
+
+def _texts(values: list[str | None], encoded: bool) -> pa.Array:
+    """Text as the tagged work columns hold it (dictionary<int32, string>) or plain."""
+    plain = pa.array(values, pa.string())
+    return plain.dictionary_encode() if encoded else plain
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["day=1", "day=2", ""]),
+            st.none() | st.sampled_from(["day=1", "day=2"]),
+            st.sampled_from([OP_UPSERT, OP_DELETE]),
+        ),
+        max_size=40,
+    ),
+    all_new=st.booleans(),
+    encoded=st.booleans(),
+)
+def test_new_rows_and_insert_counts_equal_a_python_model(
+    rows: list[tuple[str, str | None, int]], all_new: bool, encoded: bool
+) -> None:
+    """A row is new to its partition when it is an upsert whose key was held nowhere or in
+    another partition; a first load (no old partition anywhere) takes the short way and must
+    agree. Old file ids: -1 where none, else an index of the id itself."""
+    olds = [None if all_new else old for _, old, _ in rows]
+    ids = [None if old is None else f"f{old}" for old in olds]
+    tagged = pa.table(
+        {
+            PARTITION: _texts([p for p, _, _ in rows], True),
+            OLD_PARTITION: _texts(olds, encoded),
+            OLD_FILE_ID: _texts(ids, encoded),
+            OP: pa.array([op for _, _, op in rows], pa.int8()),
+        }
+    )
+    expected = [op == OP_UPSERT and old != p for (p, _, op), old in zip(rows, olds, strict=True)]
+    assert _new_in_partition(tagged).to_pylist() == expected
+    counted = Counter(p for (p, _, _), new in zip(rows, expected, strict=True) if new)
+    assert insert_counts(tagged) == dict(counted)
+    (found,), known = _old_groups(tagged.column(OLD_FILE_ID))
+    assert [None if c < 0 else known[int(c)].as_py() for c in found] == ids
