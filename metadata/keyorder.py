@@ -36,7 +36,7 @@ def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks() if keys.num_chunks else pa.array([], pa.string())
     n = len(keys)
-    if _ascending(keys):
+    if ascending(keys):
         return pa.array(np.arange(n, dtype=np.int64))
     offsets = _offsets(keys)
     if n < ARROW_SORT_BELOW or offsets is None:
@@ -75,7 +75,7 @@ def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pa.array(order)
 
 
-def _ascending(keys: pa.Array, look: int = 1024) -> bool:
+def ascending(keys: pa.Array, look: int = 1024) -> bool:
     """Whether ``keys`` (no nulls) are already in ascending order, ties allowed (then the
     identity is the stable sort). The first ``look`` keys are compared first, so keys out of
     order cost next to nothing."""
@@ -100,7 +100,7 @@ def wanted_keys(keys: pa.Array | pa.ChunkedArray, kind: pa.DataType, *, unique: 
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
     keys = keys if keys.type == kind else keys.cast(kind)
-    if not _ascending(keys):  # keys sorted already (a caller's, or repeats) need no copy
+    if not ascending(keys):  # keys sorted already (a caller's, or repeats) need no copy
         keys = keys.take(sort_order(keys))
     if not unique and len(keys) > 1:  # a key asked twice is still one row
         keys = keys.filter(pa.concat_arrays([pa.array([True]), pc.not_equal(keys[1:], keys[:-1])]))

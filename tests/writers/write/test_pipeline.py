@@ -175,6 +175,8 @@ def test_a_new_groups_rows_taken_by_key_equal_a_take_then_a_sort(
     if chunked:  # a payload of two chunks per column
         rows = pa.concat_tables([rows.slice(0, len(keys) // 2), rows.slice(len(keys) // 2)])
     picked = data.draw(st.lists(st.integers(0, len(keys) - 1), unique=True))
+    if data.draw(st.booleans()):  # positions in key order: the keys are taken as they are
+        picked.sort(key=lambda at: keys[at].encode())
     positions = np.array(picked, dtype=np.int64)
     copies = key_copies(rows, "id", virtual=copied)
     assert copies == (("id",) if copied else ())
