@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakebraid.metadata.keyorder import ascending, fixed_view, sort_order
+from lakebraid.metadata.keyorder import fixed_view, order_unless_sorted, sort_order
 from lakebraid.metadata.records import (
     ColumnStatsRecord,
     FilesRecord,
@@ -206,10 +206,10 @@ def taken_by_key(
     the columns named in ``copies`` hold the same values as ``key`` and get those ordered keys
     too; the other columns are taken once, in key order (no text taken twice)."""
     keys = flat(rows.column(key).take(pa.array(positions)))
-    if ascending(keys):  # rows given in key order (sorted input): taken as they are
+    by_key = order_unless_sorted(keys)
+    if by_key is None:  # rows given in key order (sorted input): taken as they are
         ordered, taken = keys, positions
     else:
-        by_key = sort_order(keys)
         ordered, taken = flat(keys.take(by_key)), positions[by_key.to_numpy()]
     same = {key, *copies}
     rest = rows.select([n for n in rows.column_names if n not in same])

@@ -20,6 +20,13 @@ MAX_RUNS = 8  # sorted runs :func:`match_rows` merges; keys in more take a hash 
 
 
 def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Indices that sort ``keys`` (:func:`order_unless_sorted`; the identity for keys in
+    order already)."""
+    order = order_unless_sorted(keys)
+    return pa.array(np.arange(len(keys), dtype=np.int64)) if order is None else order
+
+
+def order_unless_sorted(keys: pa.Array | pa.ChunkedArray) -> pa.Array | None:
     """Indices that sort ``keys`` (strings) ascending by their UTF-8 bytes, as Arrow sorts.
 
     A numpy sort of 8 bytes as big-endian integers -- the 8 after the prefix every key shares
@@ -31,13 +38,14 @@ def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     three times faster than Arrow's string sort; when more than a quarter of the keys tie
     (long shared prefixes) Arrow sorts them all, as it does fewer than ``ARROW_SORT_BELOW``
     keys (its sort is faster than the numpy steps' fixed costs there). Keys already in order
-    (ids that grow, rows written sorted) are found so by one comparison pass and not sorted;
-    sorted runs one after another (log blocks) fail a sampled pass first."""
+    (ids that grow, rows written sorted) are found so by one comparison pass and not sorted
+    (None: no order to apply); sorted runs one after another (log blocks) fail a sampled
+    pass first."""
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks() if keys.num_chunks else pa.array([], pa.string())
     n = len(keys)
-    if ascending(keys):
-        return pa.array(np.arange(n, dtype=np.int64))
+    if _ascending(keys):
+        return None
     offsets = _offsets(keys)
     if n < ARROW_SORT_BELOW or offsets is None:
         return pc.sort_indices(keys)
@@ -75,7 +83,7 @@ def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pa.array(order)
 
 
-def ascending(keys: pa.Array, look: int = 1024) -> bool:
+def _ascending(keys: pa.Array, look: int = 1024) -> bool:
     """Whether ``keys`` (no nulls) are already in ascending order, ties allowed (then the
     identity is the stable sort). The first ``look`` keys are compared first, so keys out of
     order cost next to nothing."""
@@ -100,7 +108,7 @@ def wanted_keys(keys: pa.Array | pa.ChunkedArray, kind: pa.DataType, *, unique: 
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
     keys = keys if keys.type == kind else keys.cast(kind)
-    if not ascending(keys):  # keys sorted already (a caller's, or repeats) need no copy
+    if not _ascending(keys):  # keys sorted already (a caller's, or repeats) need no copy
         keys = keys.take(sort_order(keys))
     if not unique and len(keys) > 1:  # a key asked twice is still one row
         keys = keys.filter(pa.concat_arrays([pa.array([True]), pc.not_equal(keys[1:], keys[:-1])]))

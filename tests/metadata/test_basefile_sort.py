@@ -54,7 +54,7 @@ def test_keys_already_in_order_or_out_of_order_past_the_first_look(
     sorted but for one pair past the first ``look`` are still sorted in full."""
     ordered = sorted(tails, key=str.encode)
     keys = pa.array(ordered, pa.string())
-    with mock.patch.object(keyorder.ascending, "__defaults__", (look,)):
+    with mock.patch.object(keyorder._ascending, "__defaults__", (look,)):
         assert sort_order(keys).to_pylist() == pc.sort_indices(keys).to_pylist()
         at = swap % len(ordered)
         if at + 1 < len(ordered) and ordered[at] != ordered[at + 1]:

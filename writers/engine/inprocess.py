@@ -75,6 +75,7 @@ from lakebraid.writers.write.route import (
     insert_counts,
     key_copies,
     key_hashes,
+    new_in_partition,
     plan_slots,
     prepare,
     route,
@@ -241,10 +242,11 @@ def write_rows(
             tagged = stale_moves(tagged, stored_rows(table, listing, files), field, key)
     else:
         tagged = tag(prepared, empty_table(Partition.RECORD_INDEX))
-    counts = insert_counts(tagged)
+    new = new_in_partition(tagged)
+    counts = insert_counts(tagged, new)
     target, small = insert_room(table, reader, listing, operation, counts.keys())
     plan = plan_slots(counts, listing, target_rows=target, small_rows=small)
-    routed = route(tagged, plan)
+    routed = route(tagged, plan, new)
     read_at = reader.point.read_at
     layout = Layout(listing, files, table.config.merge_on_read)
     return _commit(table, metadata, operation, routed, schema, layout, read_at, started)

@@ -89,20 +89,25 @@ def _unified(chunks: Sequence[pa.Array]) -> tuple[np.ndarray, pa.Array]:
 
 def codes(columns: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarray], pa.Array]:
     """The values of string or dictionary columns as indices into one shared dictionary
-    (int32 numpy arrays, -1 for null), and that dictionary: equal values, equal codes."""
+    (int32 numpy arrays, -1 for null), and that dictionary: equal values, equal codes. A
+    column of nulls only (old locations of keys all new) is not encoded."""
     chunks: list[pa.Array] = []
-    lengths = []
+    lengths, empty = [], []  # per column: its rows, and whether every one is null
     for column in columns:
         parts = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
         lengths.append(sum(len(p) for p in parts))
-        for part in parts:
+        empty.append(column.null_count == lengths[-1])  # all -1: nothing to encode
+        for part in [] if empty[-1] else parts:
             if not pa.types.is_dictionary(part.type):
                 part = pc.dictionary_encode(part.cast(pa.string()))
             chunks.append(part.cast(pa.dictionary(pa.int32(), pa.string())))
     if not chunks:
-        return [np.empty(0, np.int32) for _ in columns], pa.array([], pa.string())
+        return [np.full(n, -1, np.int32) for n in lengths], pa.array([], pa.string())
     indices, dictionary = _unified(chunks)
-    return np.split(indices, np.cumsum(lengths)[:-1]), dictionary
+    sizes = [n for n, none in zip(lengths, empty, strict=True) if not none]
+    encoded = iter(np.split(indices, np.cumsum(sizes)[:-1]))
+    pairs = zip(lengths, empty, strict=True)
+    return [np.full(n, -1, np.int32) if none else next(encoded) for n, none in pairs], dictionary
 
 
 def _repeat_text(text: str, n: int) -> pa.DictionaryArray:

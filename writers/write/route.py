@@ -101,16 +101,20 @@ def _deduplicate_exact(table: pa.Table, precombine: str | None) -> pa.Table:
     return first.drop_columns([SEQ, SEQ_KEY])
 
 
-def insert_counts(tagged: pa.Table) -> dict[str, int]:
-    """New rows per partition: keys not in the index, or moving in from another partition."""
-    moving = _new_in_partition(tagged)
-    partitions = tagged.column(PARTITION)
-    every = moving.true_count == len(moving)  # a bulk load: no filtered copy of the rows
-    counts = pc.value_counts(partitions if every else partitions.filter(moving))
+def insert_counts(tagged: pa.Table, new: pa.BooleanArray) -> dict[str, int]:
+    """New rows per partition (``new``: :func:`new_in_partition`): keys not in the index, or
+    moving in from another partition."""
+    counts = pc.value_counts(_rows_where(tagged.column(PARTITION), new))
     return {c["values"]: c["counts"] for c in counts.to_pylist()}
 
 
-def _new_in_partition(tagged: pa.Table) -> pa.BooleanArray:
+def _rows_where(rows: pa.Table | pa.ChunkedArray, mask: pa.BooleanArray) -> Any:
+    """``rows`` filtered by ``mask``; ``rows`` themselves when it keeps every one (a first
+    load's inserts: no filtered copy)."""
+    return rows if mask.true_count == len(mask) else rows.filter(mask)
+
+
+def new_in_partition(tagged: pa.Table) -> pa.BooleanArray:
     """Upserts of keys the partition does not hold yet (absent, or moving in). When no row
     has an old partition (a first load, keys all new) that is every upsert, found without
     encoding the partitions."""
@@ -151,16 +155,14 @@ def plan_slots(
     return plan
 
 
-def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
+def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]], new: pa.BooleanArray) -> pa.Table:
     """Give every row its target file group; moved keys also yield a delete row for their
     old group. Inserts are spread over the partition's slots in proportion to their room by
-    the format's key hash, so every engine routes the same key to the same slot."""
-    new = _new_in_partition(tagged)
-    (old_ids,), known = _old_groups(tagged.column(OLD_FILE_ID))
+    the format's key hash, so every engine routes the same key to the same slot. ``new``:
+    :func:`new_in_partition` of ``tagged``."""
+    (old_ids,), known = codes([tagged.column(OLD_FILE_ID)])
     carried = [c for c in (RECORD_KEY, PARTITION, KEY_HASH) if c in tagged.column_names]
-    inserts = tagged.select(carried)
-    if new.true_count < len(new):  # else a first load: every row, no filtered copy
-        inserts = inserts.filter(new)
+    inserts = _rows_where(tagged.select(carried), new)
     slots, names = _choose_slots(inserts, plan)
     picked = old_ids.copy()  # -1 where the key has no old group
     picked[new.to_numpy(zero_copy_only=False)] = len(known) + slots
@@ -191,14 +193,6 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]]) -> pa.Table:
     if not pc.any(unknown).as_py():
         return routed
     return routed.filter(pc.invert(unknown))  # deletes of keys the table does not hold
-
-
-def _old_groups(column: pa.ChunkedArray) -> tuple[list[np.ndarray], pa.Array]:
-    """:func:`codes` of the rows' old file ids (-1 where none), those of keys all new made
-    directly (no encoding of a column of nulls)."""
-    if column.null_count == len(column):
-        return [np.full(len(column), -1, np.int32)], pa.array([], pa.string())
-    return codes([column])
 
 
 def _choose_slots(

@@ -25,14 +25,14 @@ from lakebraid.writers.write.filegroup import (
     RewriteTask,
     rewrite_file_group,
 )
+from lakebraid.writers.write.partition_codes import codes
 from lakebraid.writers.write.route import (
     KEY_HASH,
     PARTITION,
-    _new_in_partition,
-    _old_groups,
     deduplicate,
     insert_counts,
     key_copies,
+    new_in_partition,
     with_key_hashes,
 )
 
@@ -223,8 +223,12 @@ def test_new_rows_and_insert_counts_equal_a_python_model(
         }
     )
     expected = [op == OP_UPSERT and old != p for (p, _, op), old in zip(rows, olds, strict=True)]
-    assert _new_in_partition(tagged).to_pylist() == expected
+    new = new_in_partition(tagged)
+    assert new.to_pylist() == expected
     counted = Counter(p for (p, _, _), new in zip(rows, expected, strict=True) if new)
-    assert insert_counts(tagged) == dict(counted)
-    (found,), known = _old_groups(tagged.column(OLD_FILE_ID))
+    assert insert_counts(tagged, new) == dict(counted)
+    (found,), known = codes([tagged.column(OLD_FILE_ID)])
     assert [None if c < 0 else known[int(c)].as_py() for c in found] == ids
+    (old, now), known = codes([tagged.column(OLD_PARTITION), tagged.column(PARTITION)])
+    assert [None if c < 0 else known[int(c)].as_py() for c in old] == olds
+    assert [known[int(c)].as_py() for c in now] == [p for p, _, _ in rows]

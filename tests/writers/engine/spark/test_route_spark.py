@@ -21,7 +21,18 @@ from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine.spark import pipeline
 from lakebraid.writers.engine.spark.routing import KEY_HASH, route_rows, task_keys, unsigned_mod
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
-from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, Slot, route
+from lakebraid.writers.write.route import (
+    PARTITION,
+    TARGET_FILE_ID,
+    Slot,
+    new_in_partition,
+    route,
+)
+
+
+def _in_process_route(rows: pa.Table, plan: dict[str, list[Slot]]) -> pa.Table:
+    return route(rows, plan, new_in_partition(rows))
+
 
 pytestmark = pytest.mark.xdist_group("spark")
 PARTITIONS = ["day=1", "day=2", "day=3", "d=ünï"]
@@ -79,19 +90,19 @@ def test_the_in_process_route_reads_the_carried_hashes_as_its_own(seed: int) -> 
     """``route`` of rows carrying ``KEY_HASH`` (``with_key_hashes``) equals hashing anew;
     hashes of other keys route elsewhere (the carried column is the one read)."""
     rows, plan = tagged_rows(seed), plan_for(seed)
-    anew = routed_set(route(rows.drop_columns([KEY_HASH]), plan))
-    assert routed_set(route(rows, plan)) == anew
+    anew = routed_set(_in_process_route(rows.drop_columns([KEY_HASH]), plan))
+    assert routed_set(_in_process_route(rows, plan)) == anew
     others = stable_hashes(pa.array([f"other-{k}" for k in rows[RECORD_KEY].to_pylist()]))
     at = rows.schema.get_field_index(KEY_HASH)
     shifted = rows.set_column(at, KEY_HASH, pa.array(others.view("int64")))
-    assert routed_set(route(shifted, plan)) != anew
+    assert routed_set(_in_process_route(shifted, plan)) != anew
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_spark_sql_routing_equals_the_in_process_route(spark, seed: int) -> None:
     rows, plan = tagged_rows(seed), plan_for(seed)
     assert (rows.column(KEY_HASH).to_numpy() < 0).any()  # hashes past 2**63 are covered
-    expected = route(rows.drop_columns([KEY_HASH]), plan)
+    expected = _in_process_route(rows.drop_columns([KEY_HASH]), plan)
     got = route_rows(spark.createDataFrame(rows), plan).toArrow()
     assert routed_set(got) == routed_set(expected)
     targets = {t for t in expected.column(TARGET_FILE_ID).to_pylist() if "slot" in t}
