@@ -218,6 +218,30 @@ def taken_by_key(
     return pa.Table.from_arrays(columns, schema=rows.schema)
 
 
+def filtered(table: pa.Table, keep: np.ndarray) -> pa.Table:
+    """The rows of ``table`` where ``keep`` (numpy booleans, one per row) is true. A chunk
+    with no nulls that still carries a validity bitmap (as Parquet decodes a nullable column)
+    is filtered without it: Arrow's filter takes its slower null-aware path for any bitmap
+    (333k int64: 0.93 ms against 0.40), and an all-valid bitmap changes no value."""
+    mask = pa.array(keep, pa.bool_())
+    columns = [pa.chunked_array([_dense(c) for c in col.chunks], col.type) for col in table.columns]
+    return pa.Table.from_arrays([c.filter(mask) for c in columns], schema=table.schema)
+
+
+def _dense(chunk: pa.Array) -> pa.Array:
+    """``chunk`` without its validity bitmap when it has no nulls and its type is one of flat
+    buffers (numbers, booleans, text, binary); any other chunk as it is."""
+    kind = chunk.type
+    if chunk.null_count or kind.num_fields or isinstance(kind, pa.BaseExtensionType):
+        return chunk
+    if pa.types.is_dictionary(kind) or pa.types.is_null(kind):
+        return chunk
+    buffers = chunk.buffers()
+    if buffers[0] is None:
+        return chunk
+    return pa.Array.from_buffers(kind, len(chunk), [None, *buffers[1:]], 0, chunk.offset)
+
+
 def first_per_key(table: pa.Table, key: str, order: Sequence[tuple[str, str]]) -> pa.Table:
     """One row per value of ``key``: the first after sorting by ``order`` (pairs of column
     and ``"ascending"``/``"descending"``) within each key, e.g. the newest by a rank column.

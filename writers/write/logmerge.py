@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.arrow_records import filtered, flat
 from lakebraid.metadata.keyorder import locate, sort_order
 from lakebraid.writers.write.datafile import conform, stored_keys
 from lakebraid.writers.write.datalog import BlockType, DataLogBlock
@@ -103,7 +103,7 @@ def _log_winners(
 
 def _kept(base: pa.Table, keep: np.ndarray) -> pa.Table:
     """``base`` filtered by ``keep`` (the same table, no copy, when it keeps every row)."""
-    return base if keep.all() else base.filter(pa.array(keep))
+    return base if keep.all() else filtered(base, keep)
 
 
 def _deleted(keys: pa.ChunkedArray, blocks: Sequence[DataLogBlock]) -> np.ndarray:
