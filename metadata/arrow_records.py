@@ -160,9 +160,24 @@ def index_table(
     partitions: pa.Array | pa.ChunkedArray,
     file_ids: pa.Array | pa.ChunkedArray,
     instant: str,
+    *,
+    coded: bool = False,
 ) -> pa.Table:
     """Record-index rows for ``keys`` at one instant, vectorised: file ids (canonical UUID
-    strings) are converted once per distinct value."""
+    strings) are converted once per distinct value. ``coded``: when ``partitions`` and
+    ``file_ids`` are dictionaries of one index array (a write's statuses), the four location
+    columns are dictionaries of that array (:func:`_coded_locations`: no int64 per row; the
+    base writer's ``metadata.locations.encode`` reads the codes)."""
+    if coded:
+        located = _coded_locations(partitions, file_ids, instant)
+        if located is not None:
+            schema = SCHEMAS[Partition.RECORD_INDEX]
+            for at, column in enumerate(located, 1):
+                schema = schema.set(at, schema.field(at).with_type(column.type))
+            key_column = (
+                pa.array(keys, pa.string()) if not isinstance(keys, pa.ChunkedArray) else keys
+            )
+            return pa.Table.from_arrays([key_column, *located], schema=schema)
     encoded = pc.dictionary_encode(file_ids)
     if isinstance(encoded, pa.ChunkedArray):
         encoded = encoded.combine_chunks() if encoded.num_chunks else pa.array([], pa.string())
@@ -186,6 +201,28 @@ def index_table(
         ],
         schema=schema,
     )
+
+
+def _coded_locations(
+    partitions: pa.Array | pa.ChunkedArray, file_ids: pa.Array | pa.ChunkedArray, instant: str
+) -> list[pa.DictionaryArray] | None:
+    """``partition, file_id_hi, file_id_lo, instant`` as dictionaries sharing the int32 index
+    array of ``partitions`` and ``file_ids`` (each dictionary one entry per code); None unless
+    both are such dictionaries, without nulls."""
+    parts, ids = flat(partitions), flat(file_ids)
+    if not (pa.types.is_dictionary(parts.type) and pa.types.is_dictionary(ids.type)):
+        return None
+    codes = parts.indices
+    if codes.type != pa.int32() or codes.null_count or not codes.equals(ids.indices):
+        return None
+    pairs = [file_id_to_ints(f) for f in ids.dictionary.to_pylist()]
+    at = instant_to_int(instant)
+    columns = [
+        pa.array([p[0] for p in pairs], pa.int64()),
+        pa.array([p[1] for p in pairs], pa.int64()),
+        pa.array([at] * len(pairs), pa.int64()),
+    ]
+    return [parts, *(pa.DictionaryArray.from_arrays(codes, c) for c in columns)]
 
 
 def flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:

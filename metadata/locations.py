@@ -53,9 +53,14 @@ def encode(table: pa.Table) -> tuple[pa.Table, bytes] | None:
     """``table`` with :data:`COLUMNS` replaced by the :data:`LOCATION` column (in the place
     of the first), and the ``lakebraid.locations`` entry; None when ``table`` lacks one of
     :data:`COLUMNS` or holds more than :data:`MAX_LOCATIONS` locations. A dictionary
-    ``partition`` column (as writers build it) is compared by its codes: no string per row."""
+    ``partition`` column (as writers build it) is compared by its codes: no string per row;
+    four dictionary columns of one index array (a write's statuses) are numbered from that
+    array and their few entries (:func:`_shared_codes`): no integer per row either."""
     if not set(COLUMNS) <= set(table.column_names):
         return None
+    coded = _shared_codes([flat(table.column(name)) for name in COLUMNS])
+    if coded is not None:
+        return _encoded(table, *coded)
     codes, texts = _partition_codes(flat(table.column(COLUMNS[0])))
     ints = [
         _plain(table.column(name), kind) for name, kind in zip(COLUMNS[1:], TYPES[1:], strict=True)
@@ -66,24 +71,59 @@ def encode(table: pa.Table) -> tuple[pa.Table, bytes] | None:
     location, first = found
     chosen = pa.array(first, pa.int64())
     partitions = texts.take(pa.array(codes[first])).to_pylist()
-    note = msgspec.json.encode([partitions, *(v.take(chosen).to_pylist() for v in ints)])
+    return _encoded(table, location, [partitions, *(v.take(chosen).to_pylist() for v in ints)])
+
+
+def _encoded(table: pa.Table, location: pa.Array, note: list[list]) -> tuple[pa.Table, bytes]:
     at = table.column_names.index(COLUMNS[0])
     kept = table.drop_columns(list(COLUMNS))
     field = pa.field(LOCATION, pa.int32(), nullable=False)
-    return kept.add_column(at, field, location), note
+    return kept.add_column(at, field, location), msgspec.json.encode(note)
 
 
-def plain_locations(table: pa.Table) -> pa.Table:
-    """``table`` with a dictionary ``partition`` column decoded to text (the stored type of
-    the four-column layout)."""
-    if COLUMNS[0] not in table.column_names:
-        return table
-    at = table.column_names.index(COLUMNS[0])
-    if not pa.types.is_dictionary(table.schema.field(at).type):
-        return table
-    return table.set_column(
-        at, table.schema.field(at).with_type(TYPES[0]), table.column(at).cast(TYPES[0])
-    )
+def _shared_codes(columns: list[pa.Array]) -> tuple[pa.Array, list[list]] | None:
+    """:func:`encode`'s location column and table for four dictionary columns of one index
+    array (the writer's codes, ``arrow_records.index_table(coded=True)``): equal entries of
+    the dictionaries are one location, numbered in first-use order as :func:`_distinct`
+    numbers them. None for any other columns (or nulls, or over :data:`MAX_LOCATIONS`)."""
+    if not all(pa.types.is_dictionary(c.type) for c in columns):
+        return None
+    codes = columns[0].indices
+    if codes.null_count or not all(c.indices.equals(codes) for c in columns[1:]):
+        return None
+    values = [c.dictionary.cast(kind) for c, kind in zip(columns, TYPES, strict=True)]
+    if any(v.null_count or len(v) != len(values[0]) for v in values):
+        return None
+    entries = list(zip(*(v.to_pylist() for v in values), strict=True))  # one per code
+    first_code: dict[tuple, int] = {}
+    same = np.array([first_code.setdefault(e, i) for i, e in enumerate(entries)], np.int64)
+    n = len(codes)
+    if not n:
+        return pa.array([], pa.int32()), [[], [], [], []]
+    ids = same[codes.to_numpy()]  # each row's location as the first code of its entry
+    first = np.full(len(entries), n, np.int64)
+    first[ids[::-1]] = np.arange(n - 1, -1, -1)  # the last write wins: the first row
+    used = np.flatnonzero(first < n)
+    if len(used) > MAX_LOCATIONS:
+        return None
+    used = used[np.argsort(first[used], kind="stable")]  # in first-use order
+    rank = np.zeros(len(entries), np.int32)
+    rank[used] = np.arange(len(used), dtype=np.int32)
+    chosen = [entries[i] for i in used.tolist()]  # n > 0: at least one
+    return pa.array(rank[ids], pa.int32()), [list(c) for c in zip(*chosen, strict=True)]
+
+
+def plain_locations(table: pa.Table, *, partition_too: bool = True) -> pa.Table:
+    """``table`` with its dictionary location columns decoded (the stored types of the
+    four-column layout); ``partition_too`` False: a dictionary ``partition`` column kept."""
+    for name, kind in zip(COLUMNS, TYPES, strict=True):
+        if name not in table.column_names or (name == COLUMNS[0] and not partition_too):
+            continue
+        at = table.column_names.index(name)
+        if pa.types.is_dictionary(table.schema.field(at).type):
+            column = table.column(at).cast(kind)
+            table = table.set_column(at, table.schema.field(at).with_type(kind), column)
+    return table
 
 
 def table_of(note: bytes) -> pa.Table:

@@ -23,6 +23,8 @@ from lakebraid.metadata.arrow_records import SCHEMAS, flat, index_table, taken_b
 from lakebraid.metadata.basefile import write_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
+from lakebraid.metadata.locations import COLUMNS as LOCATION_COLUMNS
+from lakebraid.metadata.locations import plain_locations
 from lakebraid.metadata.logblock import BlockType
 from lakebraid.metadata.logcache import LOGS
 from lakebraid.metadata.logwrite import append_blocks, encode_block
@@ -113,11 +115,16 @@ def index_rows(changes: InstantChanges, instant: str) -> pa.Table:
     if n and pc.any(pc.is_in(upserts.column("key"), value_set=deletes)).as_py():
         raise MetadataValueError(f"instant {instant}: a key is both upserted and deleted")
     live = index_table(
-        upserts.column("key"), upserts.column("partition"), upserts.column("file_id"), instant
+        upserts.column("key"),
+        upserts.column("partition"),
+        upserts.column("file_id"),
+        instant,
+        coded=not n,  # no deletes: the location columns stay codes of the statuses
     )
     live = live.append_column("deleted", pa.repeat(pa.scalar(False), live.num_rows))
-    live = live.cast(gone.schema)  # partitions stay dictionaries
-    return pa.concat_tables([gone, live]) if n else live  # no deletes: no second chunk
+    if not n:
+        return live
+    return pa.concat_tables([gone, live.cast(gone.schema)])  # partitions stay dictionaries
 
 
 def route(
@@ -225,6 +232,7 @@ def _write_index(
         group = file_group_id(str(partition), int(groups[start]))
         if int(groups[start]) in direct[0]:
             return _commit_base(fs, layout, instant, group, part, direct[1])
+        part = plain_locations(part, partition_too=False)  # a log block stores the integers
         blob = encode_block(
             BlockType.DATA,
             instant=instant,
@@ -258,8 +266,9 @@ def _commit_base(
     deleted = rows.column("deleted")
     live = rows.filter(pc.invert(deleted)) if pc.any(deleted).as_py() else rows
     schema = SCHEMAS[Partition.RECORD_INDEX]
-    at = schema.get_field_index("partition")  # a dictionary stays one: locations encodes codes
-    schema = schema.set(at, schema.field(at).with_type(live.schema.field("partition").type))
+    for name in LOCATION_COLUMNS:  # dictionaries stay so: locations encodes their codes
+        at = schema.get_field_index(name)
+        schema = schema.set(at, schema.field(at).with_type(live.schema.field(name).type))
     path = layout.metadata_base_file(partition, group, instant)
     size = write_base(
         fs,

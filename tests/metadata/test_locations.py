@@ -15,9 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from index_base_fixtures import write_index_base as write
 
 from lakebraid.metadata import basefile, locations
-from lakebraid.metadata.basefile import base_info, read_base, write_base
+from lakebraid.metadata.basefile import base_info, read_base
 from lakebraid.metadata.baselookup import lookup_base
 from lakebraid.metadata.errors import CorruptBaseFileError
 from lakebraid.metadata.locations import LOCATION, LOCATIONS_KEY
@@ -25,21 +26,6 @@ from lakebraid.metadata.locations import LOCATION, LOCATIONS_KEY
 FS = fsspec.filesystem("file")
 INT64 = st.integers(-(2**63), 2**63 - 1)
 PLACES = st.tuples(st.sampled_from(["", "day=1", "day=2", "ünï/ç=ödé"]), INT64, INT64, INT64)
-
-
-def write(path: Path, rows: pa.Table, row_group_rows: int = 4) -> str:
-    write_base(
-        FS,
-        str(path),
-        rows,
-        partition="record_index",
-        file_group="record_index-0000",
-        instant="20260101000000001",
-        folded=[],
-        row_group_rows=row_group_rows,
-    )
-    basefile.FOOTERS.clear()
-    return str(path)
 
 
 def index_rows(keys: list[str], places: list[tuple[str, int, int, int]]) -> pa.Table:
