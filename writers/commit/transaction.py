@@ -19,6 +19,7 @@ milliseconds per phase).
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable, Collection, Sequence
 
 import msgspec
@@ -321,9 +322,24 @@ def run_write(
         _finish(tx, statuses, schema)
     except BaseException as exc:
         _abandon(tx, exc)
+        if isinstance(exc, FileNotFoundError) and _replaced(metadata, exc):
+            raise WriteConflictError(
+                f"{exc.filename}, which this write read, was replaced by a concurrent commit "
+                "and cleaned meanwhile; this write was rolled back: retry it",
+                table=table.path,
+                instant=time,
+            ) from exc
         raise
     run_inline(metadata)  # never fails the write: a failed service is logged, retried later
     return time
+
+
+def _replaced(metadata: MetadataTable, missing: FileNotFoundError) -> bool:
+    """Whether a file a write found missing has left the table (a concurrent commit replaced
+    it and a clean removed it since the write planned), not a file the table still lists."""
+    name = posixpath.basename(str(missing.filename or ""))
+    listing = metadata.reader().files() if name else {}
+    return bool(name) and all(name not in files for files in listing.values())
 
 
 def _finish(tx: Transaction, statuses: list[WriteStatus], schema: Sequence[FieldSpec]) -> None:
