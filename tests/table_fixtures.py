@@ -59,3 +59,12 @@ def wait_for_commits(client: Any, more: int, seconds: float = 120.0) -> None:
     count, deadline = standing_commits(client), time.monotonic() + seconds
     while standing_commits(client) < count + more and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+RETAIN_ONE = {"clean.inline": False, "clean.retain.commits": 1}  # a clean keeps one commit
+
+
+def four_keys(value: int) -> pa.Table:
+    """Keys k0..k3 of day d0, their ``ts`` and ``v`` both ``value`` (newer values win)."""
+    keys = [f"k{i}" for i in range(4)]
+    return pa.table({"id": keys, "day": ["d0"] * 4, "ts": [value] * 4, "v": [value] * 4})

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-import pyarrow as pa
 import pytest
+from table_fixtures import RETAIN_ONE, four_keys
 
 from lakebraid.timeline.errors import RetryableError
 from lakebraid.timeline.visibility import undone_times
@@ -15,12 +15,8 @@ from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine import inprocess
 from lakebraid.writers.errors import WriteConflictError
 
-OPTIONS = {"clean.inline": False, "clean.retain.commits": 1}
-
-
-def rows(value: int) -> pa.Table:
-    keys = [f"k{i}" for i in range(4)]
-    return pa.table({"id": keys, "day": ["d0"] * 4, "ts": [value] * 4, "v": [value] * 4})
+OPTIONS = RETAIN_ONE
+rows = four_keys
 
 
 @pytest.fixture
