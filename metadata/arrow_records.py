@@ -164,65 +164,34 @@ def index_table(
     coded: bool = False,
 ) -> pa.Table:
     """Record-index rows for ``keys`` at one instant, vectorised: file ids (canonical UUID
-    strings) are converted once per distinct value. ``coded``: when ``partitions`` and
-    ``file_ids`` are dictionaries of one index array (a write's statuses), the four location
-    columns are dictionaries of that array (:func:`_coded_locations`: no int64 per row; the
-    base writer's ``metadata.locations.encode`` reads the codes)."""
-    if coded:
-        located = _coded_locations(partitions, file_ids, instant)
-        if located is not None:
-            schema = SCHEMAS[Partition.RECORD_INDEX]
-            for at, column in enumerate(located, 1):
-                schema = schema.set(at, schema.field(at).with_type(column.type))
-            key_column = (
-                pa.array(keys, pa.string()) if not isinstance(keys, pa.ChunkedArray) else keys
-            )
-            return pa.Table.from_arrays([key_column, *located], schema=schema)
-    encoded = pc.dictionary_encode(file_ids)
+    strings) are converted once per distinct value. ``coded``: when ``partitions`` is a
+    dictionary of the file ids' own index array (a write's statuses), the four location
+    columns stay dictionaries of that array (no int64 per row; the base writer's
+    ``metadata.locations.encode`` reads the codes); else the integers are written out."""
+    encoded = pc.dictionary_encode(file_ids)  # a dictionary passes through as it is
     if isinstance(encoded, pa.ChunkedArray):
         encoded = encoded.combine_chunks() if encoded.num_chunks else pa.array([], pa.string())
     if not isinstance(encoded, pa.DictionaryArray):
         encoded = pc.dictionary_encode(encoded)
     pairs = [file_id_to_ints(f) for f in encoded.dictionary.to_pylist()]
-    indices = encoded.indices.to_numpy(zero_copy_only=False)
-    hi = np.array([p[0] for p in pairs], dtype=np.int64)[indices] if pairs else np.empty(0, "i8")
-    lo = np.array([p[1] for p in pairs], dtype=np.int64)[indices] if pairs else np.empty(0, "i8")
+    entries = ([p[0] for p in pairs], [p[1] for p in pairs], [instant_to_int(instant)] * len(pairs))
+    codes = encoded.indices
+    located = [pa.DictionaryArray.from_arrays(codes, pa.array(e, pa.int64())) for e in entries]
+    parts = flat(partitions)
+    shared = pa.types.is_dictionary(parts.type) and parts.indices.equals(codes)
+    if not (coded and shared and not codes.null_count):
+        located = [column.cast(pa.int64()) for column in located]
     schema = SCHEMAS[Partition.RECORD_INDEX]
-    if pa.types.is_dictionary(partitions.type):  # kept so: no string per row until encoded
-        at = schema.get_field_index("partition")
-        schema = schema.set(at, schema.field(at).with_type(partitions.type))
+    for at, column in enumerate([partitions, *located], 1):  # a dictionary partition kept so
+        schema = schema.set(at, schema.field(at).with_type(column.type))
     return pa.Table.from_arrays(
         [
             pa.array(keys, pa.string()) if not isinstance(keys, pa.ChunkedArray) else keys,
             partitions,
-            pa.array(hi),
-            pa.array(lo),
-            pa.array(np.full(len(hi), instant_to_int(instant), dtype=np.int64)),
+            *located,
         ],
         schema=schema,
     )
-
-
-def _coded_locations(
-    partitions: pa.Array | pa.ChunkedArray, file_ids: pa.Array | pa.ChunkedArray, instant: str
-) -> list[pa.DictionaryArray] | None:
-    """``partition, file_id_hi, file_id_lo, instant`` as dictionaries sharing the int32 index
-    array of ``partitions`` and ``file_ids`` (each dictionary one entry per code); None unless
-    both are such dictionaries, without nulls."""
-    parts, ids = flat(partitions), flat(file_ids)
-    if not (pa.types.is_dictionary(parts.type) and pa.types.is_dictionary(ids.type)):
-        return None
-    codes = parts.indices
-    if codes.type != pa.int32() or codes.null_count or not codes.equals(ids.indices):
-        return None
-    pairs = [file_id_to_ints(f) for f in ids.dictionary.to_pylist()]
-    at = instant_to_int(instant)
-    columns = [
-        pa.array([p[0] for p in pairs], pa.int64()),
-        pa.array([p[1] for p in pairs], pa.int64()),
-        pa.array([at] * len(pairs), pa.int64()),
-    ]
-    return [parts, *(pa.DictionaryArray.from_arrays(codes, c) for c in columns)]
 
 
 def flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:

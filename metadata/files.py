@@ -4,7 +4,9 @@ no Python file object crosses into Arrow's I/O threads), elsewhere through fsspe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import errno
+import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO, Literal
 
@@ -42,10 +44,10 @@ def open_file(
                 handle.details = {"name": path, "size": size, "type": "file"}
             yield handle
     elif memory_map and mode == "rb":
-        with pa.memory_map(local, "r") as mapped:
+        with _native(pa.memory_map, local, "r") as mapped:
             yield mapped
     else:
-        with pa.OSFile(local, mode) as native:
+        with _native(pa.OSFile, local, mode) as native:
             yield native
 
 
@@ -56,5 +58,14 @@ def whole_file(fs: AbstractFileSystem, path: str) -> memoryview:
     local = local_path(fs, path)
     if local is None:
         return memoryview(read_bytes(fs, path))
-    with pa.memory_map(local, "r") as mapped:  # its buffers keep the mapping alive
+    with _native(pa.memory_map, local, "r") as mapped:  # its buffers keep the mapping alive
         return memoryview(mapped.read_buffer())
+
+
+def _native(kind: Callable[[str, str], pa.NativeFile], local: str, mode: str) -> pa.NativeFile:
+    """Arrow's native file ``kind`` of ``local``; a missing file raises ``FileNotFoundError``
+    with its path (Arrow's own carries none), which callers tell apart by it."""
+    try:
+        return kind(local, mode)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), local) from exc

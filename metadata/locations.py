@@ -97,20 +97,15 @@ def _shared_codes(columns: list[pa.Array]) -> tuple[pa.Array, list[list]] | None
     entries = list(zip(*(v.to_pylist() for v in values), strict=True))  # one per code
     first_code: dict[tuple, int] = {}
     same = np.array([first_code.setdefault(e, i) for i, e in enumerate(entries)], np.int64)
-    n = len(codes)
-    if not n:
+    if not len(codes):
         return pa.array([], pa.int32()), [[], [], [], []]
     ids = same[codes.to_numpy()]  # each row's location as the first code of its entry
-    first = np.full(len(entries), n, np.int64)
-    first[ids[::-1]] = np.arange(n - 1, -1, -1)  # the last write wins: the first row
-    used = np.flatnonzero(first < n)
-    if len(used) > MAX_LOCATIONS:
+    found = _group(pa.array(ids))  # numbered in first-use order
+    if found is None:
         return None
-    used = used[np.argsort(first[used], kind="stable")]  # in first-use order
-    rank = np.zeros(len(entries), np.int32)
-    rank[used] = np.arange(len(used), dtype=np.int32)
-    chosen = [entries[i] for i in used.tolist()]  # n > 0: at least one
-    return pa.array(rank[ids], pa.int32()), [list(c) for c in zip(*chosen, strict=True)]
+    location, first = found
+    chosen = [entries[i] for i in ids[first].tolist()]
+    return location, [list(c) for c in zip(*chosen, strict=True)]
 
 
 def plain_locations(table: pa.Table, *, partition_too: bool = True) -> pa.Table:

@@ -18,7 +18,6 @@ commits written before this field have ``None``: nothing to check).
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 from typing import Any
@@ -148,12 +147,7 @@ def _stored_rows(
         return schema.empty_table(), schema, key_column
     # one thread: engines run several rewrites at once (Arrow's pool would oversubscribe)
     path = f"{layout.partition_dir(task.partition)}/{task.old_file}"
-    try:
-        old = read_parquet(fs, path, threads=False, dictionaries=schema)
-    except FileNotFoundError as exc:  # with its path: the envelope tells a clean's race by it
-        raise FileNotFoundError(
-            errno.ENOENT, f"the stored file of file group {task.file_id} is missing", path
-        ) from exc
+    old = read_parquet(fs, path, threads=False, dictionaries=schema)
     schema = _dictionaries_kept(schema, old.schema)
     return conform(old, schema), schema, key_column
 
