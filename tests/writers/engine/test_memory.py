@@ -1,8 +1,10 @@
-"""The Arrow memory pool lakebraid chooses for its process (``writers.engine.memory``)."""
+"""The allocators lakebraid chooses for its process (``writers.engine.memory``): glibc's malloc
+thresholds and the Arrow memory pool."""
 
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -10,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from lakebraid.timeline.errors import ConfigError
-from lakebraid.writers.engine.memory import wanted_pool
+from lakebraid.writers.engine.memory import wanted_pool, wants_tuning
 
 ALL = ["mimalloc", "jemalloc", "system"]
 
@@ -38,6 +40,31 @@ def test_wanted_pool(environ: dict[str, str], supported: list[str], expected: st
 
 
 @pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, True),
+        ({"LAKEBRAID_MALLOC": "tune"}, True),
+        ({"LAKEBRAID_MALLOC": " KEEP "}, False),
+        ({"MALLOC_TRIM_THRESHOLD_": "65536"}, False),  # the user's (or Dask's) own choice
+        ({"MALLOC_MMAP_THRESHOLD_": "1000000"}, False),
+        ({"MALLOC_TOP_PAD_": "0"}, False),
+        ({"MALLOC_TRIM_THRESHOLD_": ""}, True),  # set but empty: not a choice
+        ({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"}, False),
+        ({"GLIBC_TUNABLES": "glibc.rtld.nns=8"}, True),  # tunables of something else
+    ],
+)
+def test_wants_tuning(environ: dict[str, str], expected: bool) -> None:
+    assert wants_tuning(environ) is expected
+
+
+def test_a_bad_malloc_choice_is_an_error_naming_the_variable() -> None:
+    with pytest.raises(ConfigError) as caught:
+        wants_tuning({"LAKEBRAID_MALLOC": "fast"})
+    assert "LAKEBRAID_MALLOC='fast'" in str(caught.value)
+    assert "tune" in str(caught.value) and "keep" in str(caught.value)
+
+
+@pytest.mark.parametrize(
     ("value", "supported", "words"),
     [
         ("jemaloc", ALL, ["LAKEBRAID_ARROW_POOL", "'jemaloc'", "jemalloc, mimalloc, system, keep"]),
@@ -53,18 +80,24 @@ def test_a_bad_pool_name_is_an_error_naming_the_variable(
         assert word in str(caught.value)
 
 
+GLIBC = platform.libc_ver()[0] == "glibc"
+CHOSEN = ("LAKEBRAID_ARROW_POOL", "ARROW_DEFAULT_MEMORY_POOL", "LAKEBRAID_MALLOC", "GLIBC_TUNABLES")
+
+
 def _pool_in_new_process(**variables: str) -> subprocess.CompletedProcess[str]:
-    environ = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("LAKEBRAID_ARROW_POOL", "ARROW_DEFAULT_MEMORY_POOL")
-    }
     code = (
         "import pyarrow as pa\n"
         "before = pa.default_memory_pool().backend_name\n"
         "import lakebraid\n"
         "print(before, pa.default_memory_pool().backend_name)\n"
     )
+    return _new_process(code, variables)
+
+
+def _new_process(code: str, variables: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    environ = {
+        k: v for k, v in os.environ.items() if k not in CHOSEN and not k.startswith("MALLOC_")
+    }
     return subprocess.run(
         [sys.executable, "-c", code],
         env={**environ, **variables},
@@ -79,6 +112,7 @@ def _pool_in_new_process(**variables: str) -> subprocess.CompletedProcess[str]:
     ("variables", "expected"),
     [
         ({}, "mimalloc jemalloc"),
+        ({"LAKEBRAID_MALLOC": "keep"}, "mimalloc jemalloc"),  # malloc's choice apart
         ({"ARROW_DEFAULT_MEMORY_POOL": "system"}, "system system"),
         ({"LAKEBRAID_ARROW_POOL": "keep"}, "mimalloc mimalloc"),
         ({"LAKEBRAID_ARROW_POOL": "system"}, "mimalloc system"),
@@ -96,3 +130,32 @@ def test_importing_lakebraid_with_a_bad_pool_fails_loudly() -> None:
     done = _pool_in_new_process(LAKEBRAID_ARROW_POOL="fast")
     assert done.returncode != 0
     assert "LAKEBRAID_ARROW_POOL='fast' names no Arrow memory pool" in done.stderr
+
+
+FAULTS = """
+import resource, sys
+import numpy as np
+if sys.argv[1] == "import":
+    import lakebraid
+base = np.arange(400_000, dtype=np.int64)  # 3.2 MB
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(100):  # two arrays at a time, as a merge of one file slice allocates them
+    a = base + 1
+    b = a * 2
+    del a, b
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc only")
+def test_tuned_malloc_reuses_freed_arrays_instead_of_faulting_new_pages() -> None:
+    """Measured by page faults, not time: glibc's own thresholds return the freed arrays'
+    memory at every round (each of the 200 arrays faults its ~780 pages in again); tuned,
+    the heap keeps it."""
+    faults = {}
+    for mode, variables in (("import", {}), ("import", {"LAKEBRAID_MALLOC": "keep"})):
+        done = _new_process(FAULTS.replace("sys.argv[1]", repr(mode)), variables)
+        assert done.returncode == 0, done.stderr
+        faults[variables.get("LAKEBRAID_MALLOC", "tune")] = int(done.stdout)
+    assert faults["keep"] > 50 * 780  # glibc's own thresholds: fresh pages round after round
+    assert faults["tune"] < 3 * 780  # tuned: the first round's two arrays, then none
