@@ -229,9 +229,16 @@ def filtered(table: pa.Table, keep: np.ndarray) -> pa.Table:
     with no nulls that still carries a validity bitmap (as Parquet decodes a nullable column)
     is filtered without it: Arrow's filter takes its slower null-aware path for any bitmap
     (333k int64: 0.93 ms against 0.40), and an all-valid bitmap changes no value."""
-    mask = pa.array(keep, pa.bool_())
+    mask = bool_array(keep)
     columns = [pa.chunked_array([_dense(c) for c in col.chunks], col.type) for col in table.columns]
     return pa.Table.from_arrays([c.filter(mask) for c in columns], schema=table.schema)
+
+
+def bool_array(values: np.ndarray) -> pa.BooleanArray:
+    """numpy booleans as an Arrow boolean array (no nulls), their bits packed by numpy: 333k
+    values in 0.05 ms, where ``pa.array`` takes 0.35-0.8."""
+    bits = np.packbits(np.asarray(values, dtype=bool), bitorder="little")
+    return pa.BooleanArray.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
 
 
 def _dense(chunk: pa.Array) -> pa.Array:

@@ -29,6 +29,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import (
     KEY,
+    bool_array,
     empty_table,
     first_per_key,
     flat,
@@ -198,7 +199,7 @@ def _drop_keys(rows: pa.Table, gone: pa.ChunkedArray) -> pa.Table:
         return rows
     keep = np.ones(rows.num_rows, dtype=bool)
     keep[at] = False
-    return rows.filter(pa.array(keep))
+    return rows.filter(bool_array(keep))
 
 
 def slice_records(

@@ -11,7 +11,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakebraid.metadata.arrow_records import filtered
+from lakebraid.metadata.arrow_records import bool_array, filtered
 
 KINDS = {
     "int64": (pa.int64(), st.integers(-(2**63), 2**63 - 1)),
@@ -78,3 +78,13 @@ def test_an_all_valid_bitmap_is_dropped_and_a_null_is_kept() -> None:
     got = filtered(pa.table({"a": valid, "b": with_null}), np.array([True, True, False]))
     assert got.column("a").chunk(0).buffers()[0] is None
     assert got.to_pylist() == [{"a": 1, "b": 4}, {"a": 2, "b": None}]
+
+
+@given(st.lists(st.booleans(), max_size=70))
+def test_bool_array_holds_the_numpy_booleans_in_order(values: list[bool]) -> None:
+    """Packed little-endian, any length (a last byte partly used): equal to Arrow's own."""
+    got = bool_array(np.array(values, dtype=bool))
+    got.validate(full=True)
+    assert got.null_count == 0
+    assert got.to_pylist() == values
+    assert got.equals(pa.array(values, pa.bool_()))

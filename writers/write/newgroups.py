@@ -33,7 +33,7 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.index.file_stats import GroupBounds
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.arrow_records import bool_array, flat
 from lakebraid.metadata.commits import WriteStatus, pack_keys
 from lakebraid.metadata.integrity import WRITE_OPTIONS
 from lakebraid.timeline.durable import filesystem, is_local, make_durable, make_folder
@@ -146,7 +146,7 @@ class _Batch:
         group = np.repeat(np.arange(count, dtype=np.int32), [len(p) for p in positions])
         upsert = pc.equal(taken.column(OP), OP_UPSERT).to_numpy(zero_copy_only=False)
         if not upsert.all():  # a delete of a key no new group holds removes nothing
-            taken, group = taken.filter(pa.array(upsert)), group[upsert]
+            taken, group = taken.filter(bool_array(upsert)), group[upsert]
         keys = flat(taken.column(RECORD_KEY))
         self.rows: list[int] = np.bincount(group, minlength=count).tolist()
         self.starts: list[int] = np.concatenate([[0], np.cumsum(self.rows)]).tolist()
