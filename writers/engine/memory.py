@@ -1,5 +1,5 @@
 """The memory allocators of a process that runs lakebraid: the C library's ``malloc`` (glibc's
-thresholds) and pyarrow's default memory pool, chosen once by :func:`choose_pool` when
+thresholds) and pyarrow's default memory pool, chosen once by :func:`choose_allocators` when
 ``lakebraid.writers.engine`` is first imported (every process that uses lakebraid imports it
 through the client, Spark's Python workers included).
 
@@ -20,7 +20,7 @@ when ``LAKEBRAID_MALLOC=keep`` or glibc's own variables (``MALLOC_TRIM_THRESHOLD
 are set, and where the C library is not glibc.
 
 **pyarrow's pool.** pyarrow allocates every buffer from its default pool, mimalloc unless the
-environment variable ``ARROW_DEFAULT_MEMORY_POOL`` names another. :func:`choose_pool` makes it
+environment variable ``ARROW_DEFAULT_MEMORY_POOL`` names another. :func:`choose_allocators` makes it
 jemalloc: mimalloc's first touch of new memory costs several times jemalloc's (a 10M-row bulk
 insert 9.9-10.4 s against 7.6-8.2, peak RSS 2.5 against 2.0 GB). The system pool (glibc's
 malloc, tuned as above) reads faster still (the eight reads: 15-17% less time than jemalloc,
@@ -124,7 +124,7 @@ def wanted_pool(environ: Mapping[str, str], supported: list[str]) -> str | None:
     return PREFERRED if PREFERRED in supported else None
 
 
-def choose_pool() -> None:
+def choose_allocators() -> None:
     """Tune glibc's malloc (:func:`tune_malloc`) and make the pool :func:`wanted_pool` names
     pyarrow's default (see the module doc)."""
     tune_malloc()
