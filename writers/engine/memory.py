@@ -9,15 +9,17 @@ low and follow the largest block freed so far (at most 32 MiB and twice that). A
 allocates and frees numpy arrays of a few MB per file slice, two or three at a time: with
 glibc's defaults the heap's top passes the trim threshold at every file slice and each new
 array is fresh memory, every 4 KiB page a fault. :func:`tune_malloc` fixes the mmap threshold
-at 32 MiB (the largest glibc would reach by itself) and the trim threshold at 64 MiB: the heap
-keeps up to 64 MiB of free memory for the next array instead of faulting it in again. Eight
-reads of a 10M-row table on one thread (60 file slices each; copy-on-write and merge-on-read,
-alternated runs): 1.28-1.45M faults and 3.4-4.1 s of system time with glibc's defaults,
-0.58-0.67M faults and 1.8-2.2 s tuned (the rest are jemalloc's, below); the copy-on-write reads
-29% faster, the merge-on-read ones 17%, peak RSS the same (230 MB). Skipped, as the user chose,
-when ``LAKEBRAID_MALLOC=keep`` or glibc's own variables (``MALLOC_TRIM_THRESHOLD_``,
-``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TOP_PAD_``, ``GLIBC_TUNABLES`` naming ``glibc.malloc``)
-are set, and where the C library is not glibc.
+at 8 MiB and the trim threshold at 16 MiB: an array of a file slice comes from the heap and the
+heap keeps up to 16 MiB of free memory (per arena) for the next one instead of faulting it in
+again. Eight reads of a 10M-row table on one thread (60 file slices each; copy-on-write and
+merge-on-read, alternated runs): 1.28-1.45M faults and 3.4-4.1 s of system time with glibc's
+defaults; with thresholds of 32 and 64 MiB 0.58-0.78M faults (the rest are jemalloc's, below),
+the copy-on-write reads 29% faster, the merge-on-read ones 17%, peak RSS the same (230 MB); 8
+and 16 MiB fault as little (0.77M) and keep less: with 32 and 64 MiB the largest Spark Python
+worker of ``make bench`` held 586-606 MiB between steps, against 373-380 untuned. Skipped, as
+the user chose, when ``LAKEBRAID_MALLOC=keep`` or glibc's own variables
+(``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TOP_PAD_``,
+``GLIBC_TUNABLES`` naming ``glibc.malloc``) are set, and where the C library is not glibc.
 
 **pyarrow's pool.** pyarrow allocates every buffer from its default pool, mimalloc unless the
 environment variable ``ARROW_DEFAULT_MEMORY_POOL`` names another. :func:`choose_allocators` makes it
@@ -64,8 +66,8 @@ PREFERRED = "jemalloc"
 KEEP = "keep"
 TUNE = "tune"
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
-MMAP_THRESHOLD = 32 << 20
-TRIM_THRESHOLD = 64 << 20
+MMAP_THRESHOLD = 8 << 20
+TRIM_THRESHOLD = 16 << 20
 
 
 def wants_tuning(environ: Mapping[str, str]) -> bool:
