@@ -85,21 +85,20 @@ def wants_tuning(environ: Mapping[str, str]) -> bool:
     return "glibc.malloc." not in environ.get("GLIBC_TUNABLES", "")
 
 
-def tune_malloc() -> bool:
+def tune_malloc() -> None:
     """Set glibc's mmap and trim thresholds (see the module doc) unless :func:`wants_tuning`
-    says no or the C library is not glibc; whether they are set."""
+    says no or the C library is not glibc."""
     if not wants_tuning(os.environ):
-        return False
+        return
     try:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 (glibc only: musl and macOS lack it)
         mallopt = libc.mallopt
     except (OSError, AttributeError):
-        return False
+        return
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-    )
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
 
 
 def wanted_pool(environ: Mapping[str, str], supported: list[str]) -> str | None:
