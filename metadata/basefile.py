@@ -56,7 +56,7 @@ from lakebraid.metadata.errors import (
     MetadataValueError,
     MissingMetadataFileError,
 )
-from lakebraid.metadata.files import open_file
+from lakebraid.metadata.files import decode_threaded, open_file
 from lakebraid.metadata.hexkeys import (
     HexKeys,
     check_key_type,
@@ -256,7 +256,8 @@ def _footer(fs: AbstractFileSystem, path: str) -> Footer:
         if version > 1 and CRC_KEY not in kv:
             raise MetadataValueError(f"a version {version} base file without {CRC_KEY.decode()}")
         codec = msgspec.json.decode(kv[KEY_HEX], type=HexKeys) if KEY_HEX in kv else None
-        check_key_type(meta.schema.to_arrow_schema().field(KEY).type, codec, version)
+        arrow_schema = meta.schema.to_arrow_schema()
+        check_key_type(arrow_schema.field(KEY).type, codec, version)
         _, mins, maxs = _bounds(meta, kv)
         info = BaseInfo(
             path=path,
@@ -270,7 +271,7 @@ def _footer(fs: AbstractFileSystem, path: str) -> Footer:
             row_group_max=tuple(maxs),
             key_hex=codec,
         )
-        stored = string_key_schema(meta.schema.to_arrow_schema(), KEY)
+        stored = string_key_schema(arrow_schema, KEY)
         counts = tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
         locations = _locations(meta, kv, version)
         return Footer(meta, info, locations, stored, logical_schema(stored), counts)
@@ -314,7 +315,7 @@ def read_base(fs: AbstractFileSystem, path: str, columns: list[str] | None = Non
         stored = [c for c in columns if c not in wanted] + ([LOCATION] if wanted else [])
     with guarded(path, CorruptBaseFileError), open_file(fs, path, size=SIZES.get(path)) as handle:
         parquet = pq.ParquetFile(handle, metadata=meta, pre_buffer=remote(fs), **READ_OPTIONS)
-        table = parquet.read(columns=stored)
+        table = parquet.read(columns=stored, use_threads=decode_threaded(meta))
         if table.num_rows != info.num_rows:
             raise MetadataValueError(f"read {table.num_rows} rows, the footer says {info.num_rows}")
         check_decoded(table)

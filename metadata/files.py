@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import BinaryIO, Literal
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.spec import AbstractBufferedFile
 
@@ -69,3 +70,19 @@ def _native(kind: Callable[[str, str], pa.NativeFile], local: str, mode: str) ->
         return kind(local, mode)
     except FileNotFoundError as exc:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), local) from exc
+
+
+THREADED_READ_BYTES = 512 * 1024
+"""Decoded size (the row groups' uncompressed bytes) from which a Parquet read decodes columns
+on Arrow's threads. Below it the hand-off costs more than it saves (2 cores, a 9-column file,
+median of 200 reads: 500 rows 0.91 ms on the calling thread against 1.15 threaded, 2,000 rows
+1.29 against 1.57; 5,000 rows (650 KB) 2.31 against 2.17, 60,000 rows 16.9 against 10.6)."""
+
+
+def decode_threaded(meta: pq.FileMetaData, wanted: bool = True) -> bool:
+    """Whether a read of the Parquet file of footer ``meta`` should use Arrow's threads
+    (``wanted``: the caller allows them; a file of at least :data:`THREADED_READ_BYTES`)."""
+    if not wanted:
+        return False
+    size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    return size >= THREADED_READ_BYTES

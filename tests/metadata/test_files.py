@@ -1,5 +1,6 @@
-"""``metadata.files.whole_file``: a whole file's bytes, mapped on local disk, fetched
-elsewhere; the same bytes either way, and the mapped ones outlive the file's name."""
+"""``metadata.files``: ``whole_file`` (a whole file's bytes, mapped on local disk, fetched
+elsewhere; the same bytes either way, and the mapped ones outlive the file's name) and
+``decode_threaded`` (which Parquet reads decode on Arrow's threads)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import os
 from pathlib import Path
 
 import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from lakebraid.metadata.files import whole_file
+from lakebraid.metadata.files import THREADED_READ_BYTES, decode_threaded, whole_file
 
 
 @pytest.mark.parametrize("data", [b"", b"x", bytes(range(256)) * 1000])
@@ -35,3 +39,19 @@ def test_a_missing_file_is_file_not_found(tmp_path: Path) -> None:
     for fs in (fsspec.filesystem("file"), fsspec.filesystem("memory")):
         with pytest.raises(FileNotFoundError):
             whole_file(fs, str(tmp_path / "gone.log"))
+
+
+@pytest.mark.parametrize(("rows", "threaded"), [(0, False), (10, False), (200_000, True)])
+def test_only_files_past_the_threshold_decode_on_threads(
+    tmp_path: Path, rows: int, threaded: bool
+) -> None:
+    """The decision follows the row groups' decoded bytes (200,000 int64 values in seven
+    row groups are 1.6 MB, summed), and a caller's ``wanted=False`` always wins."""
+    path = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"v": np.arange(rows, dtype=np.int64)}), path, row_group_size=30_000)
+    meta = pq.read_metadata(path)
+    assert all(
+        meta.row_group(i).total_byte_size < THREADED_READ_BYTES for i in range(meta.num_row_groups)
+    )
+    assert decode_threaded(meta) is threaded
+    assert decode_threaded(meta, wanted=False) is False

@@ -26,7 +26,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.index.file_stats import column_stats as column_stats  # re-exported
 from lakebraid.index.file_stats import stats_columns as stats_columns  # re-exported
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.metadata.files import open_file
+from lakebraid.metadata.files import decode_threaded, open_file
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, check_footer, guarded
 from lakebraid.timeline.durable import is_local
 from lakebraid.timeline.table_config import FieldSpec, text_to_type
@@ -192,7 +192,7 @@ def _read_checked(
     check_footer(parquet.metadata)
     if columns is not None:
         columns = [c for c in columns if c in parquet.schema_arrow.names]
-    table = parquet.read(columns=columns, use_threads=threads)
+    table = parquet.read(columns=columns, use_threads=decode_threaded(parquet.metadata, threads))
     check_decoded(table)
     return table
 
