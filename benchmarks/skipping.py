@@ -6,8 +6,9 @@ appends of equal batches in ``event_time`` order (as events arrive), so each app
 file holding one ``event_time`` range -- lakebraid with ``write.target.file.rows`` = batch
 size, so every append opens a new file group. The filter ``event_time >= a and event_time < b``
 matches exactly one batch: 1% of the rows and of the files. Each run opens the table afresh
-with in-process caches cleared (OS page cache warm); the median of ``--runs`` runs after one
-untimed run of each (``benchlib.measure``):
+with in-process caches cleared (OS page cache warm); the median of ``--runs`` runs (default 7:
+a filtered read of 10-40 ms varies by a few ms from run to run on 2 cores, for every system)
+after one untimed run of each (``benchlib.measure``):
 
 * lakebraid, in-process (pyarrow, like the peers): the files ``read(where=...)`` would read
   (``WriteClient.file_paths(where=)``: the ``files`` listing pruned with ``column_stats``), read
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--files", type=int, default=100)
-    parser.add_argument("--runs", type=int, default=3, help="runs per read (median)")
+    parser.add_argument("--runs", type=int, default=7, help="runs per read (median)")
     parser.add_argument("--no-spark", action="store_true", help="leave out the Spark reads")
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     args = parser.parse_args(argv)
