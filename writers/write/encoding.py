@@ -10,9 +10,15 @@ although its Parquet data is dictionary-encoded anyway.
 
 :func:`choose` decides per column from a sample of rows (fixed seed, so every engine decides
 alike for the same rows): the number of distinct values among ``SAMPLE`` rows drawn with
-replacement is compared with what a column whose dictionary just reaches the limit would show
-(``d (1 - exp(-s / d))`` distinct values for ``d`` equally common values). A column expected
-to overflow is written without a dictionary; a string column of few distinct values becomes an
+replacement is compared with what a column of ``d`` equally common values would show
+(``d (1 - exp(-s / d))``), for the ``d`` whose dictionary just reaches the limit and for
+``d`` = ``MOSTLY_DISTINCT`` of the rows; a file of at most ``SAMPLE`` rows counts its distinct
+values exactly. A column expected to overflow, or whose values are mostly distinct, is written
+without a dictionary: a dictionary that cannot shrink the values much only adds work (20,000
+distinct int64 on 2 cores: write 1.60 ms with one against 1.00 plain, read 0.45 against 0.37,
+198 KB against 161; strings 3.24 / 1.21 ms against 2.17 / 0.71; a column of half as many
+values as rows: dictionary 105 KB against 142 plain, ties in time). Files under
+``SMALL_ROWS`` keep Arrow's defaults. A string column of few distinct values becomes an
 Arrow dictionary, so the file's ``ARROW:schema`` note says so and the next rewrite reads its
 indices, not its strings (:func:`writers.write.filegroup.rewrite_file_group`). Arrow
 dictionaries that grew past the limit are decoded again. The Parquet data is the standard
@@ -31,7 +37,9 @@ import pyarrow.compute as pc
 DICTIONARY_LIMIT = 1 << 20  # bytes: pyarrow's default dictionary_pagesize_limit
 ROW_GROUP_ROWS = 1 << 20  # pyarrow's default row group size: one dictionary per chunk
 SAMPLE = 8192  # rows drawn per column (with replacement)
-MIN_ROWS = 4 * SAMPLE  # smaller files keep Arrow's defaults: nothing to win
+MIN_ROWS = 4 * SAMPLE  # a file of more rows counts as large (``writers.write.newgroups``)
+SMALL_ROWS = 1024  # smaller files keep Arrow's defaults: nothing to win
+MOSTLY_DISTINCT = 0.75  # a column of at least this many distinct values per row: no dictionary
 FEW = SAMPLE // 8  # a string column with at most this many distinct sampled values is "few"
 _PICKS: dict[int, pa.Array] = {}
 
@@ -64,17 +72,28 @@ def _choose_one(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray, bo
         if values * width <= DICTIONARY_LIMIT:
             return column, True
         return column.cast(kind.value_type), False
-    if rows < MIN_ROWS or not _dictionary_candidate(kind):
+    if rows < SMALL_ROWS or not _dictionary_candidate(kind):
         return column, True  # Arrow's default
-    sample = column.take(_picks(rows))
+    sample = column.take(_picks(rows)) if rows > SAMPLE else column
     distinct = pc.count_distinct(sample).as_py()
     limit = DICTIONARY_LIMIT / _width(kind, sample)
     chunk = min(rows, ROW_GROUP_ROWS)
-    if chunk > limit and distinct > limit * -math.expm1(-SAMPLE / limit):
+    if chunk > limit and distinct > _drawn(limit, rows):
         return column, False  # the dictionary would overflow: plain from the start
+    if distinct > _drawn(MOSTLY_DISTINCT * rows, rows):
+        return column, False  # mostly distinct values: a dictionary saves little
     if _textual(kind) and distinct <= FEW:
         return pc.dictionary_encode(column), True
     return column, True
+
+
+def _drawn(values: float, rows: int) -> float:
+    """The distinct values a column of ``values`` equally common values shows in
+    :func:`choose`'s sample of a ``rows``-row file: ``SAMPLE`` rows drawn with replacement, or
+    every row of a file of at most ``SAMPLE`` rows (then ``values`` itself)."""
+    if rows <= SAMPLE:
+        return values
+    return values * -math.expm1(-SAMPLE / values)
 
 
 def compacted(column: pa.ChunkedArray) -> pa.ChunkedArray:

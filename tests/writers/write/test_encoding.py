@@ -11,13 +11,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.write.datafile import COMMIT_TIME
-from lakebraid.writers.write.encoding import DICTIONARY_LIMIT, MIN_ROWS, choose, compacted
+from lakebraid.writers.write.encoding import (
+    DICTIONARY_LIMIT,
+    MIN_ROWS,
+    SAMPLE,
+    SMALL_ROWS,
+    choose,
+    compacted,
+)
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
 
 ROWS = MIN_ROWS + 1000
@@ -76,6 +84,48 @@ def test_high_cardinality_columns_skip_the_dictionary_and_few_values_become_one(
     assert pa.types.is_dictionary(chosen.schema.field("status").type)
     assert pa.types.is_dictionary(back.schema.field("status").type)  # the file says so
     assert not pa.types.is_dictionary(chosen.schema.field("price").type)
+
+
+def test_mostly_distinct_columns_skip_the_dictionary_in_files_of_any_size() -> None:
+    """A 20,000-row file (sampled): distinct ints, floats and strings are written plain, a
+    column of a tenth or about 40% as many values as rows keeps its dictionary."""
+    rng = np.random.default_rng(11)
+    n = 20_000
+    assert SAMPLE < n < MIN_ROWS
+    table = pa.table(
+        {
+            "i": pa.array(rng.permutation(n)),
+            "f": pa.array(rng.random(n)),
+            "s": pa.array([f"s{j:06d}" for j in rng.permutation(n).tolist()]),
+            "tenth": pa.array(rng.integers(0, n // 10, n)),
+            "half": pa.array(rng.integers(0, n // 2, n) / 7.0),
+        }
+    )
+    _, dictionary, back = _written(table, set())
+    assert dictionary == ["tenth", "half"]
+    assert back.equals(table)
+
+
+@pytest.mark.parametrize(
+    ("distinct", "plain"), [(5_000, True), (4_000, True), (3_500, False), (3_000, False)]
+)
+def test_a_file_of_at_most_a_sample_counts_its_distinct_values(distinct: int, plain: bool) -> None:
+    """Up to ``SAMPLE`` rows every value is counted: 5,000 rows of 4,000 distinct values
+    (80%) are plain, of 3,500 (70%; a sample drawn with replacement would show fewer than
+    a 75% column's 3,327) or 3,000 keep the dictionary."""
+    n = 5_000
+    assert SMALL_ROWS <= n <= SAMPLE
+    values = np.arange(n) % distinct
+    _, dictionary, back = _written(pa.table({"v": pa.array(values * 3)}), set())
+    assert dictionary == ([] if plain else ["v"])
+    assert back.column("v").to_pylist() == (values * 3).tolist()
+
+
+def test_a_small_file_keeps_arrows_defaults() -> None:
+    n = SMALL_ROWS - 1
+    table = pa.table({"i": pa.array(np.arange(n)), "s": pa.array([f"s{j}" for j in range(n)])})
+    chosen, dictionary, _ = _written(table, set())
+    assert dictionary == ["i", "s"] and chosen.equals(table)
 
 
 def test_an_overgrown_arrow_dictionary_is_decoded() -> None:
