@@ -267,14 +267,35 @@ def first_per_key(table: pa.Table, key: str, order: Sequence[tuple[str, str]]) -
     return table.filter(pa.concat_arrays([pa.array([True]), first]))
 
 
+def joined_runs(tables: Sequence[pa.Table], key: str = "key") -> pa.Table | None:
+    """``tables`` (each sorted by a unique ``key``) as one table sorted by key when no two
+    share a key range: concatenated in the order of their first keys, no row moved (logs of
+    appends of ever larger keys); None when ranges overlap (the caller merges them)."""
+    filled = [t for t in tables if t.num_rows]
+    if len(filled) <= 1:
+        return filled[0] if filled else (tables[0] if tables else None)
+    spans = sorted(
+        (t.column(key)[0].as_py(), t.column(key)[-1].as_py(), i) for i, t in enumerate(filled)
+    )
+    if any(spans[j][1] >= spans[j + 1][0] for j in range(len(spans) - 1)):
+        return None
+    return pa.concat_tables([filled[i] for _, _, i in spans])
+
+
 def merge_by_key(left: pa.Table, right: pa.Table, key: str = "key") -> pa.Table:
     """``left`` and ``right`` (one schema, each sorted by a unique ``key``, no key in both) as
-    one table sorted by key: a merge of the two runs when their keys have one width (numpy
-    searches of ``right``'s keys in ``left``'s), else concatenated and sorted."""
+    one table sorted by key: the two concatenated when one's keys all come after the other's
+    (appends of ever larger keys: no row moves), else a merge of the two runs when their keys
+    have one width (numpy searches of ``right``'s keys in ``left``'s), else a sort."""
     if not right.num_rows:
         return left
     if not left.num_rows:
         return right
+    ends = [t.column(key) for t in (left, right)]
+    if ends[1][0].as_py() > ends[0][-1].as_py():  # code point order is UTF-8 byte order
+        return pa.concat_tables([left, right])
+    if ends[1][-1].as_py() < ends[0][0].as_py():
+        return pa.concat_tables([right, left])
     both = pa.concat_tables([left, right])
     ours, theirs = (fixed_view(flat(t.column(key))) for t in (left, right))
     if ours is None or theirs is None or ours.itemsize != theirs.itemsize:

@@ -33,6 +33,7 @@ from lakebraid.metadata.arrow_records import (
     empty_table,
     first_per_key,
     flat,
+    joined_runs,
     merge_by_key,
     records_to_table,
     table_to_records,
@@ -178,9 +179,9 @@ def _apply_index_logs(
             parts.append(table.append_column("_seq", pa.array(np.full(len(table), seq, np.int32))))
     if not parts:
         return rows
-    state = pa.concat_tables(parts)
-    if len(parts) > 1:
-        state = first_per_key(state, KEY, [("_seq", "descending")])
+    state = joined_runs(parts, KEY)  # logs of disjoint key ranges: concatenated, no sort
+    if state is None:
+        state = first_per_key(pa.concat_tables(parts), KEY, [("_seq", "descending")])
     if rows.num_rows:  # base rows the logs replace or delete
         rows = _drop_keys(rows, state.column(KEY))
     live = state.filter(pc.invert(state.column("deleted")))
