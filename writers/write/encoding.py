@@ -38,7 +38,6 @@ import pyarrow.compute as pc
 DICTIONARY_LIMIT = 1 << 20  # bytes: pyarrow's default dictionary_pagesize_limit
 ROW_GROUP_ROWS = 1 << 20  # pyarrow's default row group size: one dictionary per chunk
 SAMPLE = 8192  # rows drawn per column (with replacement)
-MIN_ROWS = 4 * SAMPLE  # a file of more rows counts as large (``writers.write.newgroups``)
 SMALL_ROWS = 1024  # smaller files keep Arrow's defaults: nothing to win
 MOSTLY_DISTINCT = 0.75  # a column of at least this many distinct values per row: no dictionary
 FEW = SAMPLE // 8  # a string column with at most this many distinct sampled values is "few"
@@ -75,8 +74,7 @@ def _choose_one(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray, bo
         return column.cast(kind.value_type), False
     if rows < SMALL_ROWS or not _dictionary_candidate(kind):
         return column, True  # Arrow's default
-    sample = column.take(_picks(rows)) if rows > SAMPLE else column
-    distinct = pc.count_distinct(sample).as_py()
+    sample, distinct = _sampled(column, rows)
     limit = DICTIONARY_LIMIT / _width(kind, sample)
     chunk = min(rows, ROW_GROUP_ROWS)
     if chunk > limit and distinct > _drawn(limit, rows):
@@ -86,6 +84,13 @@ def _choose_one(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray, bo
     if _textual(kind) and distinct <= FEW:
         return pc.dictionary_encode(column), True
     return column, True
+
+
+def _sampled(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray | pa.Array, int]:
+    """The rows :func:`choose` looks at (``SAMPLE`` drawn with replacement, or all of a file
+    of at most ``SAMPLE`` rows) and their number of distinct values."""
+    sample = column.take(_picks(rows)) if rows > SAMPLE else column
+    return sample, pc.count_distinct(sample).as_py()
 
 
 def _drawn(values: float, rows: int) -> float:

@@ -39,7 +39,7 @@ from lakebraid.metadata.integrity import WRITE_OPTIONS
 from lakebraid.timeline.durable import filesystem, is_local, make_durable, make_folder
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.write.datafile import conform, stamped
-from lakebraid.writers.write.encoding import MIN_ROWS, choose
+from lakebraid.writers.write.encoding import SMALL_ROWS, choose
 from lakebraid.writers.write.filegroup import (
     OP,
     OP_UPSERT,
@@ -50,12 +50,11 @@ from lakebraid.writers.write.filegroup import (
 )
 from lakebraid.writers.write.marking import mark
 
-SMALL_GROUP_ROWS = 8_192  # rows of a new group written in a batch (below encoding.MIN_ROWS)
+SMALL_GROUP_ROWS = 8_192  # rows of a new group written in a batch
 # threads writing the files: two (5,000 one-file partitions, alternated: 2 threads 3.1-3.7 s,
 # 4 threads 3.4-4.3 s, 8 threads 4.0-5.3 s: more contend for the GIL more than they overlap
 # the disk), four when each file is also fsynced on its own (a wait on the disk, no GIL)
 WRITE_THREADS, SYNC_WRITE_THREADS = 2, 4
-assert SMALL_GROUP_ROWS < MIN_ROWS
 
 
 def qualifies(task: object, rows: int) -> bool:
@@ -189,6 +188,8 @@ class _Batch:
                 whole = self.dictionaries[at]
                 columns[at] = pa.DictionaryArray.from_arrays(zeros, whole.slice(value, 1))
             piece, dictionary = pa.Table.from_arrays(columns, schema=piece.schema), self.dictionary
+            if piece.num_rows >= SMALL_ROWS:  # the plain columns as a file of its own decides
+                piece, dictionary = choose(piece, plain=self.plain)
         else:  # a dictionary column of several values (or nulls) in this file: the full rule
             piece, dictionary = choose(piece, plain=self.plain)
         collected: list[pq.FileMetaData] = []

@@ -306,3 +306,32 @@ def test_a_large_write_is_batched_in_bounded_pieces(tmp_path, monkeypatch, batch
     got = c.read_arrow().sort_by("id")
     assert got.column("id").to_pylist() == sorted(f"k{i}" for i in range(40))
     assert c.validate() == []
+
+
+@pytest.mark.parametrize("rows", [1_500, SMALL_GROUP_ROWS])
+def test_groups_past_the_small_file_size_choose_encodings_as_files_of_their_own(rows) -> None:
+    """Groups of 1,024 rows or more take ``encoding.choose``'s rule in a batch too (distinct
+    numbers plain, a few-valued text column an Arrow dictionary): the same bytes as one by
+    one, and the files say so."""
+    rng = np.random.default_rng(rows)
+    statuses = ["new", "paid", "void"]
+
+    def group(g: int) -> list[dict]:
+        return [
+            _row(f"g{g}-{i:05d}", n=g * rows + i, x=float(rng.random()), note=statuses[i % 3])
+            for i in range(rows)
+        ]
+
+    batched, alone, a, b = _both([group(0), group(1)], ["2026-05-01", "2026-05-02"])
+    _check_same(batched, alone, a, b)
+    folder = TableLayout(a).partition_dir(batched[0].partition)
+    parquet = pq.ParquetFile(f"{folder}/{batched[0].file_name}")
+    encodings = {
+        parquet.metadata.row_group(0).column(c).path_in_schema: parquet.metadata.row_group(0)
+        .column(c)
+        .encodings
+        for c in range(parquet.metadata.num_columns)
+    }
+    assert "RLE_DICTIONARY" not in encodings["n"] and "RLE_DICTIONARY" not in encodings["x"]
+    assert "RLE_DICTIONARY" in encodings["note"]
+    assert pa.types.is_dictionary(parquet.schema_arrow.field("note").type)
