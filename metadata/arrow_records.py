@@ -270,7 +270,8 @@ def first_per_key(table: pa.Table, key: str, order: Sequence[tuple[str, str]]) -
 def joined_runs(tables: Sequence[pa.Table], key: str = "key") -> pa.Table | None:
     """``tables`` (each sorted by a unique ``key``) as one table sorted by key when no two
     share a key range: concatenated in the order of their first keys, no row moved (logs of
-    appends of ever larger keys); None when ranges overlap (the caller merges them)."""
+    appends of ever larger keys); None when ranges overlap (the caller merges them). Keys
+    compare as Python values: code point order is UTF-8 byte order."""
     filled = [t for t in tables if t.num_rows]
     if len(filled) <= 1:
         return filled[0] if filled else (tables[0] if tables else None)
@@ -291,11 +292,9 @@ def merge_by_key(left: pa.Table, right: pa.Table, key: str = "key") -> pa.Table:
         return left
     if not left.num_rows:
         return right
-    ends = [t.column(key) for t in (left, right)]
-    if ends[1][0].as_py() > ends[0][-1].as_py():  # code point order is UTF-8 byte order
-        return pa.concat_tables([left, right])
-    if ends[1][-1].as_py() < ends[0][0].as_py():
-        return pa.concat_tables([right, left])
+    joined = joined_runs([left, right], key)
+    if joined is not None:
+        return joined
     both = pa.concat_tables([left, right])
     ours, theirs = (fixed_view(flat(t.column(key))) for t in (left, right))
     if ours is None or theirs is None or ours.itemsize != theirs.itemsize:

@@ -189,10 +189,11 @@ def parquet_in(
 def _read_checked(
     parquet: pq.ParquetFile, threads: bool, columns: Sequence[str] | None
 ) -> pa.Table:
-    check_footer(parquet.metadata)
+    meta = parquet.metadata
+    check_footer(meta)
     if columns is not None:
         columns = [c for c in columns if c in parquet.schema_arrow.names]
-    table = parquet.read(columns=columns, use_threads=decode_threaded(parquet.metadata, threads))
+    table = parquet.read(columns=columns, use_threads=decode_threaded(meta, threads))
     check_decoded(table)
     return table
 

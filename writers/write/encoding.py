@@ -74,7 +74,8 @@ def _choose_one(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray, bo
         return column.cast(kind.value_type), False
     if rows < SMALL_ROWS or not _dictionary_candidate(kind):
         return column, True  # Arrow's default
-    sample, distinct = _sampled(column, rows)
+    sample = column.take(_picks(rows)) if rows > SAMPLE else column
+    distinct = pc.count_distinct(sample).as_py()
     limit = DICTIONARY_LIMIT / _width(kind, sample)
     chunk = min(rows, ROW_GROUP_ROWS)
     if chunk > limit and distinct > _drawn(limit, rows):
@@ -84,13 +85,6 @@ def _choose_one(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray, bo
     if _textual(kind) and distinct <= FEW:
         return pc.dictionary_encode(column), True
     return column, True
-
-
-def _sampled(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray | pa.Array, int]:
-    """The rows :func:`choose` looks at (``SAMPLE`` drawn with replacement, or all of a file
-    of at most ``SAMPLE`` rows) and their number of distinct values."""
-    sample = column.take(_picks(rows)) if rows > SAMPLE else column
-    return sample, pc.count_distinct(sample).as_py()
 
 
 def _drawn(values: float, rows: int) -> float:
