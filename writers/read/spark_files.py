@@ -28,6 +28,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lakebraid.timeline.durable import filesystem
 from lakebraid.writers.write.datafile import conform, read_parquet
 from lakebraid.writers.write.slices import ReadUnit, read_unit
+from lakebraid.writers.write.workers import settle
 
 URL = "_braid_url"
 
@@ -50,6 +51,7 @@ def read_file(url: str, read: FileRead, schema: pa.Schema) -> pa.Table:
 def _read_task(
     packed: bytes, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
+    settle()
     read = msgspec.msgpack.decode(packed, type=FileRead)
     yield from _yielded(schema, (read_file(url, read, schema) for b in batches for url in _rows(b)))
 
@@ -85,6 +87,7 @@ def read_files(
 def _merge_task(
     packed: bytes, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
+    settle()
     read = msgspec.msgpack.decode(packed, type=FileRead)
     yield from _yielded(schema, (_merged(u, read, schema) for b in batches for u in _rows(b)))
 

@@ -64,6 +64,7 @@ from lakebraid.writers.read.plan import merges_logs, plan_units, table_schema
 from lakebraid.writers.read.spark_files import FileRead, read_value, task_values
 from lakebraid.writers.write.datafile import spec_of, virtual_key
 from lakebraid.writers.write.operations import ordering
+from lakebraid.writers.write.workers import settle
 
 NAME = "lakebraid"
 _OWN_OPTIONS = ("path", "as_of", "mode", "pushdown", "storage_options")
@@ -218,6 +219,7 @@ class LakebraidReader(DataSourceReader):
         return [InputPartition(value) for value in values]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        settle()
         if partition.value is None:
             return  # no file selected: Spark still runs one empty partition
         table = read_value(partition.value, self.read_spec, self.arrow_schema)

@@ -34,6 +34,7 @@ from lakebraid.writers.services.lifecycle import remove_tree
 from lakebraid.writers.services.recovery import recover
 from lakebraid.writers.write.datafile import read_parquet
 from lakebraid.writers.write.operations import resolve_policy
+from lakebraid.writers.write.workers import settle
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class LakebraidWriter(DataSourceArrowWriter):
         return fs, TableLayout(root).staging_dir(self.job_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFile:
+        settle()
         fs, folder = self._staging()
         path = f"{folder}/{uuid.uuid4().hex}.parquet"
         rows = 0

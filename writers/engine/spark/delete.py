@@ -60,6 +60,7 @@ from lakebraid.writers.write.filegroup import OP, OP_DELETE
 from lakebraid.writers.write.inputs import is_spark_frame
 from lakebraid.writers.write.logappend import TaskSet, write_tasks
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID
+from lakebraid.writers.write.workers import settle
 
 KEYS_SCHEMA = pa.schema([pa.field(RECORD_KEY, pa.string()), pa.field(RI_GROUP, pa.int32())])
 TAGGED_SCHEMA = pa.schema(
@@ -78,6 +79,7 @@ def _keys(
     ctx_bytes: bytes, key_type: str | None, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """Each key's canonical text and record-index file group."""
+    settle()
     ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
     kind = text_to_type(key_type) if key_type is not None else None
     for batch in batches:
@@ -89,6 +91,7 @@ def _keys(
 def _tag(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """This task's keys (every copy of a key is here) once each, located; the present ones
     as deletes routed to the file group holding them."""
+    settle()
     ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
     received = list(batches)
     if not received:

@@ -74,6 +74,7 @@ from lakebraid.writers.write.route import (
     stale_moves,
 )
 from lakebraid.writers.write.slices import slice_rows
+from lakebraid.writers.write.workers import settle
 
 RI_GROUP = "_braid_ri_group"
 # up to this many record-index groups, the rows are tagged in one Python pass, every task
@@ -126,6 +127,7 @@ def _prepared(table: pa.Table, ctx: Context) -> pa.Table:
 def _prepare(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Rows prepared, with their record-index file group (the shuffle key of a table of
     many groups)."""
+    settle()
     ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
     for batch in batches:
         table = _prepared(pa.Table.from_batches([batch]), ctx)
@@ -138,6 +140,7 @@ def _dedup_tag(
 ) -> Iterator[pa.RecordBatch]:
     """Deduplicate a task's rows (every row of a key is in this task) and tag them with
     their current location, or with none when ``tagging`` is off."""
+    settle()
     ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
     received = list(batches)
     if not received:
@@ -176,6 +179,7 @@ def _rewrite(
 ) -> Iterator[pa.RecordBatch]:
     """Rewrite (merge-on-read: append to) each file group whose rows reached this task: its
     rows carry the group's index in ``names`` (``TARGET``, see :func:`rewrite_frame`)."""
+    settle()
     tasks = msgspec.msgpack.decode(tasks_bytes, type=TaskSet)
     received = list(batches)
     table = pa.Table.from_batches(received) if received else None
