@@ -176,3 +176,28 @@ def test_spark_upserts_match_the_model_on_both_tagging_paths(
     got = {r["id"]: (r["day"], r["ts"]) for r in after.to_pylist()}
     assert len(after) == len(model) and got == model
     assert WriteClient.open(path, spark).validate() == []
+
+
+@pytest.mark.parametrize("kind", ["copy_on_write", "merge_on_read"])
+def test_more_file_groups_than_rewrite_tasks_are_each_written_whole(
+    tmp_path, spark, kind: str
+) -> None:
+    """An upsert touching 24 file groups (one per day), on a session that rewrites them in
+    fewer tasks: every group's updates, inserts and moves land, the table equals a model."""
+    days = 24
+    assert pipeline.rewrite_tasks(spark, days) < days  # several groups share a task
+    assert pipeline.rewrite_tasks(spark, 3) == 3
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", table_type=kind, spark=spark)
+    client.bulk_insert(day_rows(list(range(240)), [i % days for i in range(240)], 1))
+    model = {i: (f"d{i % days}", 1) for i in range(240)}
+    ids = [*range(0, 240, 2), *range(240, 288)]  # every day: updates, then new keys
+    moved = {i: (i + 1) % days for i in range(0, 240, 10)}  # some updates change day
+    new_days = [moved.get(i, i % days) for i in ids]
+    batch = day_rows(ids, new_days, 2)
+    model.update({i: (f"d{d}", 2) for i, d in zip(ids, new_days, strict=True)})
+    WriteClient.open(path, spark, **ON_SPARK).upsert(spark.createDataFrame(batch.to_pandas()))
+    after = WriteClient.open(path, spark).read_arrow()
+    got = {r["id"]: (r["day"], r["ts"]) for r in after.to_pylist()}
+    assert len(after) == len(model) and got == model
+    assert WriteClient.open(path, spark).validate() == []
