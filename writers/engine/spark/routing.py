@@ -26,35 +26,35 @@ def route_rows(tagged: DataFrame, plan: Mapping[str, list[Slot]]) -> DataFrame:
     whose hash range (:func:`slot_ranges`) holds ``key hash % the partition's slot rows``
     (the format's key hash as an unsigned 64-bit number: its remainder from that of its top
     63 bits, in long arithmetic, exact for any slot rows below 2**62); a move also leaves a
-    delete row for its old group. A new row of a partition without slots keeps no target,
-    which the rewrite refuses."""
+    delete row for its old group (a second copy of the row, by ``explode``: one pass over
+    ``tagged``). A new row of a partition without slots keeps no target, which the rewrite
+    refuses."""
     bucket = unsigned_mod(F.col(KEY_HASH), F.col("_slot_total"))
     new = (F.col(OP) == OP_UPSERT) & (
         F.col(OLD_PARTITION).isNull() | (F.col(OLD_PARTITION) != F.col(PARTITION))
     )
-    columns = [*tagged.columns, TARGET_FILE_ID]
-    held = tagged.where(~new).withColumn(TARGET_FILE_ID, F.col(OLD_FILE_ID))
-    held = held.where(~((F.col(OP) == OP_DELETE) & F.col(OLD_FILE_ID).isNull()))
     in_range = (bucket >= F.col("_slot_low")) & (bucket < F.col("_slot_high"))
-    arriving = (
-        tagged.where(new)
-        .join(
-            F.broadcast(slot_ranges(tagged.sparkSession, plan)),
-            (F.col(PARTITION) == F.col("_slot_partition")) & in_range,
-            "left",
-        )
-        .withColumn(TARGET_FILE_ID, F.col("_slot"))
+    slots = F.broadcast(slot_ranges(tagged.sparkSession, plan))
+    joined = tagged.join(
+        slots, (F.col(PARTITION) == F.col("_slot_partition")) & new & in_range, "left"
     )
-    leaving = (
-        tagged.where(new & F.col(OLD_FILE_ID).isNotNull())
-        .withColumn(OP, F.lit(OP_DELETE).cast("tinyint"))
-        .withColumn(PARTITION, F.col(OLD_PARTITION))
-        .withColumn(TARGET_FILE_ID, F.col(OLD_FILE_ID))
+    absent = (F.col(OP) == OP_DELETE) & F.col(OLD_FILE_ID).isNull()  # a delete of no key
+    moves = new & F.col(OLD_FILE_ID).isNotNull()
+    copies = F.when(moves, F.array(F.lit(0), F.lit(1))).otherwise(F.array(F.lit(0)))
+    rows = joined.where(~absent).select(
+        *tagged.columns,
+        F.when(new, F.col("_slot")).otherwise(F.col(OLD_FILE_ID)).alias(TARGET_FILE_ID),
+        F.explode(copies).alias("_copy"),
     )
-    return (
-        held.select(columns)
-        .unionByName(arriving.select(columns))
-        .unionByName(leaving.select(columns))
+    leaving = F.col("_copy") == 1  # the move's delete row, for its old group
+    delete = F.lit(OP_DELETE).cast("tinyint")
+    swapped = {
+        OP: F.when(leaving, delete).otherwise(F.col(OP)),
+        PARTITION: F.when(leaving, F.col(OLD_PARTITION)).otherwise(F.col(PARTITION)),
+        TARGET_FILE_ID: F.when(leaving, F.col(OLD_FILE_ID)).otherwise(F.col(TARGET_FILE_ID)),
+    }
+    return rows.select(
+        *[swapped.get(c, F.col(c)).alias(c) for c in [*tagged.columns, TARGET_FILE_ID]]
     )
 
 
