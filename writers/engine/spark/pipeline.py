@@ -17,8 +17,9 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
                                    slots' hash ranges joined by partition
                                    (``writers.engine.spark.routing``)
     repartition(tasks) + mapInArrow(rewrite)   the file groups dealt in turn to at most
-                                   ``REWRITE_TASKS_PER_CORE`` tasks per core
-                                   (``routing.task_keys``), each group's rows whole in one
+                                   ``REWRITE_TASKS_PER_CORE`` tasks per core (a task each
+                                   when they bring ``ALONE_ROWS`` rows each: a bulk insert;
+                                   ``routing.task_keys``), each group's rows whole in one
                                    task: its base rewritten, or in a merge-on-read table one
                                    log appended to its slice (``writers.write.logappend``)
     collect                        write statuses (msgpack bytes)
@@ -88,6 +89,10 @@ TASK = "_braid_task"  # the rewrite's shuffle key: the task of each file group
 # into 60 groups on 2 cores: 8.4-8.8 s for 60 tasks, 6.9-7.5 for 8); a few tasks per core
 # still let a fast core take over the groups of a slow one
 REWRITE_TASKS_PER_CORE = 4
+# ... unless the groups bring this many rows each on average (a bulk insert): their tasks are
+# long beside Spark's cost, and a task per group overlaps one task's transfer from the JVM
+# with another's Python work (10M rows in 60 groups: 59-71 s a task per group, 63-75 dealt)
+ALONE_ROWS = 50_000
 TARGET = "_braid_target"  # a row's file group, as its index in the rewrite's targets
 _COMPRESSED_CACHE = "spark.sql.inMemoryColumnarStorage.compressed"
 
@@ -96,6 +101,7 @@ class Routed(NamedTuple):
     frame: DataFrame
     targets: list[tuple[str, str]]
     cached: DataFrame  # persisted by route_frame
+    rows: int  # the rows routed (before moves add their delete rows)
 
     def release(self) -> None:
         self.cached.unpersist()
@@ -232,13 +238,13 @@ def route_frame(
     held = F.col(OLD_FILE_ID).isNotNull()  # keys the table already holds
     tagged = cached.where(~held) if existing == "drop" and tagging else cached
     try:
-        counts, touched = _summary(tagged, existing, operation, table)
+        counts, touched, rows = _summary(tagged, existing, operation, table)
     except BaseException:
         cached.unpersist()
         raise
     plan = plan_slots(counts, {}, target_rows=target_rows, small_rows=small_rows)
     touched.update((p, slot.file_id) for p, slots in plan.items() for slot in slots)
-    return Routed(route_rows(tagged, plan), sorted(touched), cached)
+    return Routed(route_rows(tagged, plan), sorted(touched), cached, rows)
 
 
 def _tagged(df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Schema) -> DataFrame:
@@ -284,7 +290,7 @@ def cache(frame: DataFrame) -> DataFrame:
 
 def _summary(
     tagged: DataFrame, existing: str | None, operation: str, table: str
-) -> tuple[dict[str, int], set[tuple[str, str]]]:
+) -> tuple[dict[str, int], set[tuple[str, str]], int]:
     """New rows per partition and the existing file groups touched, from one aggregation;
     under ``existing == "fail"`` a write holding stored keys is refused (10 sampled)."""
     is_new = (F.col(OP) == OP_UPSERT) & (
@@ -309,26 +315,29 @@ def _summary(
             counts[row[PARTITION]] = counts.get(row[PARTITION], 0) + int(row["inserts"])
         if row[OLD_FILE_ID] is not None:
             touched.add((row[OLD_PARTITION], row[OLD_FILE_ID]))
-    return counts, touched
+    return counts, touched, sum(int(row["rows"]) for row in summary)
 
 
-def rewrite_tasks(spark: Any, groups: int) -> int:
-    """How many Spark tasks rewrite ``groups`` file groups: one per group up to
-    ``REWRITE_TASKS_PER_CORE`` per core of the session."""
+def rewrite_tasks(spark: Any, groups: int, rows: int = 0) -> int:
+    """How many Spark tasks rewrite ``groups`` file groups receiving ``rows`` rows: one per
+    group up to ``REWRITE_TASKS_PER_CORE`` per core of the session, or one per group when
+    they receive ``ALONE_ROWS`` rows each on average."""
+    if rows >= ALONE_ROWS * groups:
+        return max(1, groups)
     cores = max(1, spark.sparkContext.defaultParallelism)
     return max(1, min(groups, REWRITE_TASKS_PER_CORE * cores))
 
 
-def _dealt(spark: Any, groups: int) -> list[int]:
+def _dealt(spark: Any, groups: int, rows: int) -> list[int]:
     """The shuffle key of each of ``groups`` file groups: the groups dealt in turn to the
     :func:`rewrite_tasks` tasks."""
-    tasks = rewrite_tasks(spark, groups)
+    tasks = rewrite_tasks(spark, groups, rows)
     keys = task_keys(spark, tasks)
     return [keys[i % tasks] for i in range(groups)]
 
 
 def rewrite_frame(
-    routed: DataFrame, targets: list[tuple[str, str]], tasks: TaskSet
+    routed: DataFrame, targets: list[tuple[str, str]], tasks: TaskSet, rows: int = 0
 ) -> list[WriteStatus]:
     """Rewrite (merge-on-read: append to) every target file group, the groups dealt in turn
     to :func:`rewrite_tasks` Spark tasks (all rows of a group in one); returns the write
@@ -344,7 +353,7 @@ def rewrite_frame(
         {
             "_task_partition": [p for p, _ in targets],
             "_task_file_id": [f for _, f in targets],
-            TASK: pa.array(_dealt(spark, len(targets)), pa.int64()),
+            TASK: pa.array(_dealt(spark, len(targets), rows), pa.int64()),
             TARGET: pa.array(range(len(targets)), pa.int32()),
         }
     )
@@ -361,7 +370,7 @@ def rewrite_frame(
     frame = frame.drop(*[c for c in routing if c in frame.columns])
     names = [f"{partition}\x00{file_id}" for partition, file_id in targets]
     statuses = (
-        frame.repartition(rewrite_tasks(spark, len(targets)), TASK)
+        frame.repartition(rewrite_tasks(spark, len(targets), rows), TASK)
         .drop(TASK)
         .mapInArrow(functools.partial(_rewrite, packed, names), f"{STATUS} binary")
         .collect()

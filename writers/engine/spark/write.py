@@ -115,7 +115,7 @@ def write_frame(
             record_key=config.record_key,
             ordering=ctx.ordering,
         )
-        return rewrite_frame(routed.frame, routed.targets, TaskSet.of(tasks))
+        return rewrite_frame(routed.frame, routed.targets, TaskSet.of(tasks), routed.rows)
 
     try:
         read_at = reader.point.read_at

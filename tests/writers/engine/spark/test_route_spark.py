@@ -187,6 +187,7 @@ def test_more_file_groups_than_rewrite_tasks_are_each_written_whole(
     days = 24
     assert pipeline.rewrite_tasks(spark, days) < days  # several groups share a task
     assert pipeline.rewrite_tasks(spark, 3) == 3
+    assert pipeline.rewrite_tasks(spark, days, days * pipeline.ALONE_ROWS) == days  # a bulk
     path = str(tmp_path / "t")
     client = WriteClient.create(path, "id", ["day"], "ts", table_type=kind, spark=spark)
     client.bulk_insert(day_rows(list(range(240)), [i % days for i in range(240)], 1))
