@@ -86,8 +86,8 @@ SINGLE_PASS_GROUPS = 16
 STATUS = "status"
 TASK = "_braid_task"  # the rewrite's shuffle key: the task of each file group
 # a rewrite task per file group cost ~60-80 ms of Spark's own work per task (1M-row upsert
-# into 60 groups on 2 cores: 8.4-8.8 s for 60 tasks, 6.9-7.5 for 8); a few tasks per core
-# still let a fast core take over the groups of a slow one
+# into 60 groups on 2 cores, routing and rewrite: 8.4-8.8 s in 60 tasks, 6.9-7.5 in 8); a few
+# tasks per core still let a fast core take over the groups of a slow one
 REWRITE_TASKS_PER_CORE = 4
 # ... unless the groups bring this many rows each on average (a bulk insert): their tasks are
 # long beside Spark's cost, and a task per group overlaps one task's transfer from the JVM
@@ -328,14 +328,6 @@ def rewrite_tasks(spark: Any, groups: int, rows: int = 0) -> int:
     return max(1, min(groups, REWRITE_TASKS_PER_CORE * cores))
 
 
-def _dealt(spark: Any, groups: int, rows: int) -> list[int]:
-    """The shuffle key of each of ``groups`` file groups: the groups dealt in turn to the
-    :func:`rewrite_tasks` tasks."""
-    tasks = rewrite_tasks(spark, groups, rows)
-    keys = task_keys(spark, tasks)
-    return [keys[i % tasks] for i in range(groups)]
-
-
 def rewrite_frame(
     routed: DataFrame, targets: list[tuple[str, str]], tasks: TaskSet, rows: int = 0
 ) -> list[WriteStatus]:
@@ -349,11 +341,13 @@ def rewrite_frame(
         return []
     packed = msgspec.msgpack.encode(tasks)
     spark = routed.sparkSession
+    count = rewrite_tasks(spark, len(targets), rows)
+    dealt = task_keys(spark, count)  # group i goes to task i % count
     keys = pa.table(
         {
             "_task_partition": [p for p, _ in targets],
             "_task_file_id": [f for _, f in targets],
-            TASK: pa.array(_dealt(spark, len(targets), rows), pa.int64()),
+            TASK: pa.array([dealt[i % count] for i in range(len(targets))], pa.int64()),
             TARGET: pa.array(range(len(targets)), pa.int32()),
         }
     )
@@ -370,7 +364,7 @@ def rewrite_frame(
     frame = frame.drop(*[c for c in routing if c in frame.columns])
     names = [f"{partition}\x00{file_id}" for partition, file_id in targets]
     statuses = (
-        frame.repartition(rewrite_tasks(spark, len(targets), rows), TASK)
+        frame.repartition(count, TASK)
         .drop(TASK)
         .mapInArrow(functools.partial(_rewrite, packed, names), f"{STATUS} binary")
         .collect()
