@@ -5,6 +5,8 @@ statuses only."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from time import perf_counter
 from typing import Any
 
@@ -22,6 +24,7 @@ from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
 from lakebraid.writers.engine.spark.pipeline import Context, rewrite_frame, route_frame
+from lakebraid.writers.errors import InputError
 from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.inputs import check_input
 from lakebraid.writers.write.logappend import TaskSet, write_tasks
@@ -91,16 +94,17 @@ def write_frame(
     root = ctx.root
     if policy == "upsert" and operation == "insert":
         operation = "upsert"
-    routed = route_frame(
-        frame,
-        ctx,
-        tagging=bool(listing),  # an empty table holds no key: no lookup
-        existing=None if operation == "upsert" else policy,
-        target_rows=target,
-        small_rows=small,
-        operation=operation,
-        table=table.path,
-    )
+    with arrow_limits(frame.sparkSession, table.path):
+        routed = route_frame(
+            frame,
+            ctx,
+            tagging=bool(listing),  # an empty table holds no key: no lookup
+            existing=None if operation == "upsert" else policy,
+            target_rows=target,
+            small_rows=small,
+            operation=operation,
+            table=table.path,
+        )
 
     def write(time: str) -> list[WriteStatus]:
         tasks = write_tasks(
@@ -115,7 +119,8 @@ def write_frame(
             record_key=config.record_key,
             ordering=ctx.ordering,
         )
-        return rewrite_frame(routed.frame, routed.targets, TaskSet.of(tasks), routed.rows)
+        with arrow_limits(frame.sparkSession, table.path):
+            return rewrite_frame(routed.frame, routed.targets, TaskSet.of(tasks), routed.rows)
 
     try:
         read_at = reader.point.read_at
@@ -125,3 +130,26 @@ def write_frame(
     if merge_on_read:
         compact_if_due(table, metadata)  # never fails the write
     return time
+
+
+BATCH_ROWS = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+@contextmanager
+def arrow_limits(spark: Any, table: str) -> Iterator[None]:
+    """Name the cause when a Spark job of the write fails because one Arrow batch of rows
+    outgrew an Arrow buffer (2 GiB in one column): rows too wide for the session's
+    ``maxRecordsPerBatch`` without a cap in bytes (``writers.engine.spark.session``)."""
+    try:
+        yield
+    except Exception as exc:
+        if "OversizedAllocationException" not in str(exc):
+            raise
+        rows = spark.conf.get(BATCH_ROWS, "10000")
+        raise InputError(
+            f"a batch of up to {rows} rows sent to Spark's Python workers outgrew an Arrow "
+            f"buffer (2 GiB in one column): the rows are too wide for {BATCH_ROWS}={rows}; "
+            "lower it (or set spark.sql.execution.arrow.maxBytesPerBatch below 2147483647) "
+            "and write again. Nothing was committed.",
+            table=table,
+        ) from exc

@@ -1,0 +1,73 @@
+"""A Spark write whose rows outgrow an Arrow batch (``writers.engine.spark.write``): the
+embedded session sends rows to Python workers with no cap in bytes
+(``writers.engine.spark.session``), so rows too wide for its batch size fail the job; the
+write then raises an ``InputError`` naming the table and the setting to lower, and nothing is
+committed. The failure is injected in each Spark step of the write (a real one needs batches
+of 2 GiB); other failures pass through unchanged."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import lakebraid.writers.engine.spark.write as spark_write
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import InputError
+
+pytestmark = pytest.mark.xdist_group("spark")
+ON_SPARK = {"write.inprocess.max.rows": 0}
+OVERSIZED = (
+    "Job aborted due to stage failure: org.apache.arrow.vector.util."
+    "OversizedAllocationException: Memory required for vector is (2147486000), which is "
+    "overflow or more than max allowed (2147483647)"
+)
+
+
+def rows(ids: list[int], ts: int) -> pa.Table:
+    return pa.table({"id": ids, "day": [f"d{i % 3}" for i in ids], "ts": [ts] * len(ids)})
+
+
+def completed_commits(client: WriteClient) -> list[str]:
+    done = [i for i in client.timeline() if i.state == "completed"]
+    return [i.time for i in done if i.action in ("commit", "deltacommit")]
+
+
+def failing(real, message: str):
+    def step(*args, **kwargs):
+        real(*args, **kwargs)  # the step's own Spark jobs run, then the job "fails"
+        raise RuntimeError(message)
+
+    return step
+
+
+@pytest.mark.parametrize("step", ["route_frame", "rewrite_frame"])
+def test_rows_too_wide_for_a_batch_fail_the_write_by_name(tmp_path, spark, monkeypatch, step):
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark)
+    client.bulk_insert(rows(list(range(20)), 1))
+    commits = completed_commits(client)
+    real = getattr(spark_write, step)
+    monkeypatch.setattr(spark_write, step, failing(real, OVERSIZED))
+    frame = spark.createDataFrame(rows([1, 2, 30], 2).to_pandas())
+    with pytest.raises(InputError) as raised:
+        WriteClient.open(path, spark, **ON_SPARK).upsert(frame)
+    message = str(raised.value)
+    assert raised.value.table == path
+    assert "spark.sql.execution.arrow.maxRecordsPerBatch=100000" in message
+    assert "Nothing was committed" in message
+    monkeypatch.undo()
+    after = WriteClient.open(path, spark)
+    assert after.read_arrow().sort_by("id").column("ts").to_pylist() == [1] * 20
+    assert completed_commits(after) == commits
+    assert after.validate() == []
+
+
+def test_other_failures_of_a_spark_step_pass_through(tmp_path, spark, monkeypatch):
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark)
+    client.bulk_insert(rows(list(range(5)), 1))
+    real = spark_write.rewrite_frame
+    monkeypatch.setattr(spark_write, "rewrite_frame", failing(real, "executor lost"))
+    frame = spark.createDataFrame(rows([1, 9], 2).to_pandas())
+    with pytest.raises(RuntimeError, match="executor lost"):
+        WriteClient.open(path, spark, **ON_SPARK).upsert(frame)
