@@ -8,7 +8,9 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
                                    least one per core and at most one per record-index
                                    group, each looking up its keys in every group; inserts
                                    into an empty table: no lookup) and the format's key
-                                   hash; cached.
+                                   hash; cached (without the record key's text,
+                                   which the rewrite derives again from the key
+                                   column: one string per row less to carry)
                                    Past ``SINGLE_PASS_GROUPS`` groups: mapInArrow(prepare)
                                    finds each row's group first and the shuffle is by group
     groupBy + collect              inserts per partition and the file groups touched ->
@@ -47,7 +49,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from lakebraid.index.file_groups import DataSlice
-from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.keys import RECORD_KEY, key_text
 from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.metadata.arrow_records import empty_table
@@ -173,7 +175,7 @@ def _dedup_tag(
         table = tag(table, empty_table(Partition.RECORD_INDEX))
     hashes = stable_hashes(table.column(RECORD_KEY)).view("int64")
     table = table.append_column(pa.field(KEY_HASH, pa.int64()), pa.array(hashes))
-    yield from plain(table).to_batches()
+    yield from plain(table.drop_columns([RECORD_KEY])).to_batches()  # derived again: _rewrite
 
 
 def _stored_rows(ctx: Context, fs: Any, root: str) -> Any:
@@ -186,10 +188,11 @@ def _stored_rows(ctx: Context, fs: Any, root: str) -> Any:
 
 
 def _rewrite(
-    tasks_bytes: bytes, names: list[str], batches: Iterator[pa.RecordBatch]
+    tasks_bytes: bytes, names: list[str], key: str | None, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """Rewrite (merge-on-read: append to) each file group whose rows reached this task: its
-    rows carry the group's index in ``names`` (``TARGET``, see :func:`rewrite_frame`)."""
+    rows carry the group's index in ``names`` (``TARGET``, see :func:`rewrite_frame`), and
+    their record key's text is derived from column ``key`` (None: they carry it)."""
     settle()
     tasks = msgspec.msgpack.decode(tasks_bytes, type=TaskSet)
     received = list(batches)
@@ -203,6 +206,8 @@ def _rewrite(
             "(a routing bug): nothing was written"
         )
     payload = table.drop_columns([TARGET])
+    if key is not None:
+        payload = payload.append_column(RECORD_KEY, key_text(payload.column(key)))
     groups = target.to_numpy()
     order = np.argsort(groups, kind="stable")  # each group's rows together, in their order
     out = []
@@ -238,7 +243,7 @@ def route_frame(
     held = F.col(OLD_FILE_ID).isNotNull()  # keys the table already holds
     tagged = cached.where(~held) if existing == "drop" and tagging else cached
     try:
-        counts, touched, rows = _summary(tagged, existing, operation, table)
+        counts, touched, rows = _summary(tagged, ctx.key, existing, operation, table)
     except BaseException:
         cached.unpersist()
         raise
@@ -253,7 +258,7 @@ def _tagged(df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Sche
     packed = msgspec.msgpack.encode(ctx)
     tagged_schema = from_arrow_schema(
         _schema_with(
-            prepared_schema,
+            pa.schema([f for f in prepared_schema if f.name != RECORD_KEY]),
             pa.field(OLD_PARTITION, pa.string()),
             pa.field(OLD_FILE_ID, pa.string()),
             pa.field(KEY_HASH, pa.int64()),
@@ -289,7 +294,7 @@ def cache(frame: DataFrame) -> DataFrame:
 
 
 def _summary(
-    tagged: DataFrame, existing: str | None, operation: str, table: str
+    tagged: DataFrame, key: str, existing: str | None, operation: str, table: str
 ) -> tuple[dict[str, int], set[tuple[str, str]], int]:
     """New rows per partition and the existing file groups touched, from one aggregation;
     under ``existing == "fail"`` a write holding stored keys is refused (10 sampled)."""
@@ -305,8 +310,8 @@ def _summary(
         duplicates = sum(int(r["rows"]) for r in summary if r[OLD_FILE_ID] is not None)
         if duplicates:
             held = F.col(OLD_FILE_ID).isNotNull()
-            sample = tagged.where(held).select(RECORD_KEY).limit(10).collect()
-            keys = [r[RECORD_KEY] for r in sample]
+            sample = tagged.where(held).select(key).limit(10).toArrow()
+            keys = key_text(sample.column(key)).to_pylist()
             raise duplicate_keys_error(operation, duplicates, keys, table)
     counts: dict[str, int] = {}
     touched: set[tuple[str, str]] = set()
@@ -329,14 +334,20 @@ def rewrite_tasks(spark: Any, groups: int, rows: int = 0) -> int:
 
 
 def rewrite_frame(
-    routed: DataFrame, targets: list[tuple[str, str]], tasks: TaskSet, rows: int = 0
+    routed: DataFrame,
+    targets: list[tuple[str, str]],
+    tasks: TaskSet,
+    rows: int = 0,
+    key: str | None = None,
 ) -> list[WriteStatus]:
     """Rewrite (merge-on-read: append to) every target file group, the groups dealt in turn
     to :func:`rewrite_tasks` Spark tasks (all rows of a group in one); returns the write
     statuses. Each row gets its group's index in ``targets`` (``TARGET``)
     and, when a group takes appends, ``IN_GROUP`` (whether the group holds its key: an update
     or a delete there), both in Spark SQL; the routing columns are dropped before the
-    shuffle, so only the rows' own columns and those two reach Python."""
+    shuffle, so only the rows' own columns and those two reach Python. ``key``: the record
+    key column, for rows without ``_braid_record_key`` (``route_frame``'s, which leave the
+    JVM without it: the rewrite derives it from the key column); None: the rows carry it."""
     if not targets:
         return []
     packed = msgspec.msgpack.encode(tasks)
@@ -366,7 +377,7 @@ def rewrite_frame(
     statuses = (
         frame.repartition(count, TASK)
         .drop(TASK)
-        .mapInArrow(functools.partial(_rewrite, packed, names), f"{STATUS} binary")
+        .mapInArrow(functools.partial(_rewrite, packed, names, key), f"{STATUS} binary")
         .collect()
     )
     return [msgspec.msgpack.decode(r[STATUS], type=WriteStatus) for r in statuses]

@@ -120,7 +120,8 @@ def write_frame(
             ordering=ctx.ordering,
         )
         with arrow_limits(frame.sparkSession, table.path):
-            return rewrite_frame(routed.frame, routed.targets, TaskSet.of(tasks), routed.rows)
+            task_set, key = TaskSet.of(tasks), config.record_key
+            return rewrite_frame(routed.frame, routed.targets, task_set, routed.rows, key)
 
     try:
         read_at = reader.point.read_at

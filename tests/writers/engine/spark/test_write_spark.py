@@ -71,3 +71,18 @@ def test_other_failures_of_a_spark_step_pass_through(tmp_path, spark, monkeypatc
     frame = spark.createDataFrame(rows([1, 9], 2).to_pandas())
     with pytest.raises(RuntimeError, match="executor lost"):
         WriteClient.open(path, spark, **ON_SPARK).upsert(frame)
+
+
+def test_an_insert_of_held_keys_on_spark_names_them_and_writes_nothing(tmp_path, spark):
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark)
+    client.bulk_insert(rows(list(range(20)), 1))
+    commits = completed_commits(client)
+    frame = spark.createDataFrame(rows([3, 30, 7], 2).to_pandas())
+    with pytest.raises(
+        InputError, match=r"2 key\(s\) already exist in the table \('(3|7)', '(3|7)'\)"
+    ):
+        WriteClient.open(path, spark, **ON_SPARK).insert(frame)
+    after = WriteClient.open(path, spark)
+    assert completed_commits(after) == commits
+    assert after.read_arrow().num_rows == 20
