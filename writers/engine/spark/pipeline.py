@@ -13,8 +13,10 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
                                    column: one string per row less to carry)
                                    Past ``SINGLE_PASS_GROUPS`` groups: mapInArrow(prepare)
                                    finds each row's group first and the shuffle is by group
-    groupBy + collect              inserts per partition and the file groups touched ->
-                                   the driver plans the insert slots
+    count (builds the cache)       inserts per partition and the file groups touched,
+                                   counted by each tagging task into an accumulator
+                                   (``writers.engine.spark.summary``) -> the driver plans
+                                   the insert slots
     route (Spark SQL, no Python)   target file group per row (moves: delete + insert): the
                                    slots' hash ranges joined by partition
                                    (``writers.engine.spark.routing``)
@@ -62,6 +64,7 @@ from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.engine.spark.routing import KEY_HASH, route_rows, task_keys
+from lakebraid.writers.engine.spark.summary import CountsParam, summarize, task_counts
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
 from lakebraid.writers.write.logappend import IN_GROUP, TaskSet
 from lakebraid.writers.write.route import (
@@ -70,7 +73,6 @@ from lakebraid.writers.write.route import (
     WORK_COLUMNS,
     base_rows,
     deduplicate,
-    duplicate_keys_error,
     plain,
     plan_slots,
     prepare,
@@ -149,10 +151,15 @@ def _prepare(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
 
 
 def _dedup_tag(
-    ctx_bytes: bytes, prepared: bool, tagging: bool, batches: Iterator[pa.RecordBatch]
+    ctx_bytes: bytes,
+    prepared: bool,
+    tagging: bool,
+    counts: Any,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """Deduplicate a task's rows (every row of a key is in this task) and tag them with
-    their current location, or with none when ``tagging`` is off."""
+    their current location, or with none when ``tagging`` is off; their counts are added to
+    accumulator ``counts`` (``writers.engine.spark.summary``)."""
     settle()
     ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
     received = list(batches)
@@ -175,7 +182,9 @@ def _dedup_tag(
         table = tag(table, empty_table(Partition.RECORD_INDEX))
     hashes = stable_hashes(table.column(RECORD_KEY)).view("int64")
     table = table.append_column(pa.field(KEY_HASH, pa.int64()), pa.array(hashes))
-    yield from plain(table.drop_columns([RECORD_KEY])).to_batches()  # derived again: _rewrite
+    table = plain(table.drop_columns([RECORD_KEY]))  # derived again by _rewrite
+    counts.add(task_counts(table))
+    yield from table.to_batches()
 
 
 def _stored_rows(ctx: Context, fs: Any, root: str) -> Any:
@@ -239,11 +248,12 @@ def route_frame(
         pa.field(PARTITION, pa.string()),
         pa.field(OP, pa.int8()),
     )
-    cached = _tagged(df, ctx, tagging, prepared_schema)
+    tally = df.sparkSession.sparkContext.accumulator({}, CountsParam())
+    cached = _tagged(df, ctx, tagging, prepared_schema, tally)
     held = F.col(OLD_FILE_ID).isNotNull()  # keys the table already holds
     tagged = cached.where(~held) if existing == "drop" and tagging else cached
     try:
-        counts, touched, rows = _summary(tagged, ctx.key, existing, operation, table)
+        counts, touched, rows = summarize(cached, tally, ctx.key, existing, operation, table)
     except BaseException:
         cached.unpersist()
         raise
@@ -252,7 +262,9 @@ def route_frame(
     return Routed(route_rows(tagged, plan), sorted(touched), cached, rows)
 
 
-def _tagged(df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Schema) -> DataFrame:
+def _tagged(
+    df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Schema, counts: Any
+) -> DataFrame:
     """The rows prepared, de-duplicated and tagged, persisted (shuffled so all rows of a key
     meet in one task)."""
     packed = msgspec.msgpack.encode(ctx)
@@ -268,14 +280,14 @@ def _tagged(df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Sche
     if groups > SINGLE_PASS_GROUPS:  # a task per group, each looking up in its group only
         with_group = _schema_with(prepared_schema, pa.field(RI_GROUP, pa.int32()))
         prepared = df.mapInArrow(functools.partial(_prepare, packed), from_arrow_schema(with_group))
-        work = functools.partial(_dedup_tag, packed, True, True)
+        work = functools.partial(_dedup_tag, packed, True, True, counts)
         return cache(prepared.repartition(groups, RI_GROUP).mapInArrow(work, tagged_schema))
     # every task looks up in every group (tasks x groups lookups): enough tasks for the cores,
     # and one per input partition up to one per group (inputs of many small partitions)
     inputs = min(groups, df.rdd.getNumPartitions())
     tasks = max(2, df.sparkSession.sparkContext.defaultParallelism, inputs)
     shuffled = df.repartition(tasks, ctx.key)  # every row of a key in one task
-    work = functools.partial(_dedup_tag, packed, False, tagging)
+    work = functools.partial(_dedup_tag, packed, False, tagging, counts)
     return cache(shuffled.mapInArrow(work, tagged_schema))
 
 
@@ -291,36 +303,6 @@ def cache(frame: DataFrame) -> DataFrame:
         return frame.persist()
     finally:
         conf.set(_COMPRESSED_CACHE, before)
-
-
-def _summary(
-    tagged: DataFrame, key: str, existing: str | None, operation: str, table: str
-) -> tuple[dict[str, int], set[tuple[str, str]], int]:
-    """New rows per partition and the existing file groups touched, from one aggregation;
-    under ``existing == "fail"`` a write holding stored keys is refused (10 sampled)."""
-    is_new = (F.col(OP) == OP_UPSERT) & (
-        F.col(OLD_PARTITION).isNull() | (F.col(OLD_PARTITION) != F.col(PARTITION))
-    )
-    summary = (
-        tagged.groupBy(PARTITION, OLD_PARTITION, OLD_FILE_ID)
-        .agg(F.sum(is_new.cast("long")).alias("inserts"), F.count("*").alias("rows"))
-        .collect()
-    )
-    if existing == "fail":  # the summary counts them: a sample is read only to name them
-        duplicates = sum(int(r["rows"]) for r in summary if r[OLD_FILE_ID] is not None)
-        if duplicates:
-            held = F.col(OLD_FILE_ID).isNotNull()
-            sample = tagged.where(held).select(key).limit(10).toArrow()
-            keys = key_text(sample.column(key)).to_pylist()
-            raise duplicate_keys_error(operation, duplicates, keys, table)
-    counts: dict[str, int] = {}
-    touched: set[tuple[str, str]] = set()
-    for row in summary:
-        if row["inserts"]:
-            counts[row[PARTITION]] = counts.get(row[PARTITION], 0) + int(row["inserts"])
-        if row[OLD_FILE_ID] is not None:
-            touched.add((row[OLD_PARTITION], row[OLD_FILE_ID]))
-    return counts, touched, sum(int(row["rows"]) for row in summary)
 
 
 def rewrite_tasks(spark: Any, groups: int, rows: int = 0) -> int:
