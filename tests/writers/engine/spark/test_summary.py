@@ -17,6 +17,8 @@ from lakebraid.writers.errors import InputError
 from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT
 from lakebraid.writers.write.route import PARTITION
 
+pytestmark = pytest.mark.xdist_group("spark")
+ON_SPARK = {"write.inprocess.max.rows": 0}
 PARTS = ["p=a", "p=b", "p=c"]
 FILES = ["f1", "f2"]
 row = st.tuples(
@@ -63,15 +65,10 @@ def test_the_accumulator_adds_task_counts_per_group(tasks) -> None:
     assert total == model([r for rows in tasks for r in rows])
 
 
-pytestmark_spark = pytest.mark.xdist_group("spark")
-ON_SPARK = {"write.inprocess.max.rows": 0}
-
-
 def frame_rows(ids: list[int], ts: int) -> pa.Table:
     return pa.table({"id": ids, "day": [f"d{i % 3}" for i in ids], "ts": [ts] * len(ids)})
 
 
-@pytestmark_spark
 def test_policies_count_only_the_rows_written(tmp_path, spark) -> None:
     path = str(tmp_path / "t")
     client = WriteClient.create(path, "id", ["day"], "ts", spark=spark)
