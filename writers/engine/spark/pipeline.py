@@ -46,6 +46,7 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 import pyarrow as pa
+from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
@@ -64,7 +65,7 @@ from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.engine.spark.routing import KEY_HASH, route_rows, task_keys
-from lakebraid.writers.engine.spark.summary import CountsParam, summarize, task_counts
+from lakebraid.writers.engine.spark.summary import Counts, CountsParam, summarize, task_counts
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
 from lakebraid.writers.write.logappend import IN_GROUP, TaskSet
 from lakebraid.writers.write.route import (
@@ -154,7 +155,7 @@ def _dedup_tag(
     ctx_bytes: bytes,
     prepared: bool,
     tagging: bool,
-    counts: Any,
+    counts: Accumulator[Counts],
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """Deduplicate a task's rows (every row of a key is in this task) and tag them with
@@ -263,7 +264,11 @@ def route_frame(
 
 
 def _tagged(
-    df: DataFrame, ctx: Context, tagging: bool, prepared_schema: pa.Schema, counts: Any
+    df: DataFrame,
+    ctx: Context,
+    tagging: bool,
+    prepared_schema: pa.Schema,
+    counts: Accumulator[Counts],
 ) -> DataFrame:
     """The rows prepared, de-duplicated and tagged, persisted (shuffled so all rows of a key
     meet in one task)."""

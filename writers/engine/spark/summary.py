@@ -15,11 +15,9 @@ change whether any key is held (a positive count stays positive).
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.accumulators import AccumulatorParam
+from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -61,7 +59,7 @@ def task_counts(tagged: pa.Table) -> Counts:
 
 def summarize(
     cached: DataFrame,
-    counts: Any,
+    counts: Accumulator[Counts],
     key: str,
     existing: str | None,
     operation: str,

@@ -94,17 +94,6 @@ def write_frame(
     root = ctx.root
     if policy == "upsert" and operation == "insert":
         operation = "upsert"
-    with arrow_limits(frame.sparkSession, table.path):
-        routed = route_frame(
-            frame,
-            ctx,
-            tagging=bool(listing),  # an empty table holds no key: no lookup
-            existing=None if operation == "upsert" else policy,
-            target_rows=target,
-            small_rows=small,
-            operation=operation,
-            table=table.path,
-        )
 
     def write(time: str) -> list[WriteStatus]:
         tasks = write_tasks(
@@ -119,15 +108,25 @@ def write_frame(
             record_key=config.record_key,
             ordering=ctx.ordering,
         )
-        with arrow_limits(frame.sparkSession, table.path):
-            task_set, key = TaskSet.of(tasks), config.record_key
-            return rewrite_frame(routed.frame, routed.targets, task_set, routed.rows, key)
+        task_set, key = TaskSet.of(tasks), config.record_key
+        return rewrite_frame(routed.frame, routed.targets, task_set, routed.rows, key)
 
-    try:
-        read_at = reader.point.read_at
-        time = run_write(table, metadata, operation, read_at, schema, write, started)
-    finally:
-        routed.release()
+    with arrow_limits(frame.sparkSession, table.path):  # every Spark job of the pipeline
+        routed = route_frame(
+            frame,
+            ctx,
+            tagging=bool(listing),  # an empty table holds no key: no lookup
+            existing=None if operation == "upsert" else policy,
+            target_rows=target,
+            small_rows=small,
+            operation=operation,
+            table=table.path,
+        )
+        try:
+            read_at = reader.point.read_at
+            time = run_write(table, metadata, operation, read_at, schema, write, started)
+        finally:
+            routed.release()
     if merge_on_read:
         compact_if_due(table, metadata)  # never fails the write
     return time
@@ -140,7 +139,8 @@ BATCH_ROWS = "spark.sql.execution.arrow.maxRecordsPerBatch"
 def arrow_limits(spark: Any, table: str) -> Iterator[None]:
     """Name the cause when a Spark job of the write fails because one Arrow batch of rows
     outgrew an Arrow buffer (2 GiB in one column): rows too wide for the session's
-    ``maxRecordsPerBatch`` without a cap in bytes (``writers.engine.spark.session``)."""
+    ``maxRecordsPerBatch`` without a cap in bytes (``writers.engine.spark.session``). A
+    failure inside ``run_write`` reaches it after the write was rolled back."""
     try:
         yield
     except Exception as exc:
