@@ -98,6 +98,9 @@ REWRITE_TASKS_PER_CORE = 4
 # long beside Spark's cost, and a task per group overlaps one task's transfer from the JVM
 # with another's Python work (10M rows in 60 groups: 59-71 s a task per group, 63-75 dealt)
 ALONE_ROWS = 50_000
+# what a tagging task raises on a row with a null record key or precombine value (the
+# first pass over the input checks them, so no job of its own reads the input for it)
+NULL_ROWS = "lakebraid: null key or precombine value"
 TARGET = "_braid_target"  # a row's file group, as its index in the rewrite's targets
 _COMPRESSED_CACHE = "spark.sql.inMemoryColumnarStorage.compressed"
 
@@ -136,6 +139,9 @@ def _schema_with(schema: pa.Schema, *fields: pa.Field) -> pa.Schema:
 
 
 def _prepared(table: pa.Table, ctx: Context) -> pa.Table:
+    for column in (ctx.key, ctx.precombine):
+        if column is not None and table.column(column).null_count:
+            raise ValueError(f"{NULL_ROWS}: a row of the input has a null {column!r}")
     table = prepare(table, ctx.key, ctx.partition_fields)
     return table.append_column(OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), table.num_rows))
 

@@ -23,7 +23,12 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
-from lakebraid.writers.engine.spark.pipeline import Context, rewrite_frame, route_frame
+from lakebraid.writers.engine.spark.pipeline import (
+    NULL_ROWS,
+    Context,
+    rewrite_frame,
+    route_frame,
+)
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.inputs import check_input
@@ -32,19 +37,35 @@ from lakebraid.writers.write.operations import insert_room, ordering
 
 
 def check_frame(frame: Any, table: TableTimelines) -> list[FieldSpec]:
-    """The schema after writing ``frame``; refuses a frame whose schema does not fit, or with
-    a null record key or precombine value (one such row is collected, to name it)."""
-    config = table.config
-    current = schema_as_of(table)
-    schema = check_input(frame.limit(0).toArrow(), config, current, table=table.path)
-    checked = [config.record_key, *([config.precombine_field] if config.precombine_field else [])]
-    null = F.lit(False)
-    for column in checked:
-        null = null | F.col(column).isNull()
-    bad = frame.where(null).limit(1)
-    if bad.count():  # one row with a null key or precombine value: name it like in-process
-        check_input(bad.toArrow(), config, current, table=table.path)
-    return schema
+    """The schema after writing ``frame``; refuses a frame whose schema does not fit. Null
+    record keys and precombine values are refused by the pipeline's first pass over the rows
+    (:func:`null_rows_named`), not by a job of their own."""
+    return check_input(
+        frame.limit(0).toArrow(), table.config, schema_as_of(table), table=table.path
+    )
+
+
+@contextmanager
+def null_rows_named(frame: Any, table: TableTimelines) -> Iterator[None]:
+    """Turn the failure of a tagging task that met a row with a null record key or precombine
+    value (``pipeline.NULL_ROWS``) into the input check's error, which names the column: one
+    such row is collected to check it. Nothing has been written then."""
+    try:
+        yield
+    except Exception as exc:
+        if NULL_ROWS not in str(exc):
+            raise
+        config = table.config
+        checked = [
+            config.record_key,
+            *([config.precombine_field] if config.precombine_field else []),
+        ]
+        null = F.lit(False)
+        for column in checked:
+            null = null | F.col(column).isNull()
+        bad = frame.where(null).limit(1).toArrow()
+        check_input(bad, config, schema_as_of(table), table=table.path)  # raises InputError
+        raise
 
 
 def context(
@@ -111,7 +132,7 @@ def write_frame(
         task_set, key = TaskSet.of(tasks), config.record_key
         return rewrite_frame(routed.frame, routed.targets, task_set, routed.rows, key)
 
-    with arrow_limits(frame.sparkSession, table.path):  # every Spark job of the pipeline
+    with arrow_limits(frame.sparkSession, table.path), null_rows_named(frame, table):
         routed = route_frame(
             frame,
             ctx,

@@ -1,4 +1,7 @@
-"""A Spark write whose rows outgrow an Arrow batch (``writers.engine.spark.write``): the
+"""Failures of a Spark write (``writers.engine.spark.write``) that name their cause, with
+nothing committed. A row with a null record key or precombine value is met by the first pass
+over the rows (no job of its own) and refused as the in-process engine refuses it. A write
+whose rows outgrow an Arrow batch: the
 embedded session sends rows to Python workers with no cap in bytes
 (``writers.engine.spark.session``), so rows too wide for its batch size fail the job; the
 write then raises an ``InputError`` naming the table and the setting to lower, and nothing is
@@ -10,6 +13,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+import lakebraid.writers.engine.spark.pipeline as pipeline
 import lakebraid.writers.engine.spark.write as spark_write
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import InputError
@@ -86,3 +90,29 @@ def test_an_insert_of_held_keys_on_spark_names_them_and_writes_nothing(tmp_path,
     after = WriteClient.open(path, spark)
     assert completed_commits(after) == commits
     assert after.read_arrow().num_rows == 20
+
+
+@pytest.mark.parametrize("column", ["id", "ts"])
+@pytest.mark.parametrize("held", [False, True], ids=["empty table", "tagged"])
+@pytest.mark.parametrize("single_pass", [True, False], ids=["one pass", "by index group"])
+def test_a_null_key_or_precombine_value_on_spark_is_refused_by_name(
+    tmp_path, spark, monkeypatch, column, held, single_pass
+):
+    if not single_pass:
+        monkeypatch.setattr(pipeline, "SINGLE_PASS_GROUPS", 0)
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark)
+    if held:
+        client.bulk_insert(rows(list(range(20)), 1))
+    commits = completed_commits(client)
+    given = rows(list(range(10, 40)), 2).to_pylist()
+    given[17][column] = None  # one row among many, in one of several input partitions
+    frame = spark.createDataFrame(given, "id long, day string, ts long").repartition(4)
+    expected = "null record key 'id'" if column == "id" else "null precombine value 'ts'"
+    with pytest.raises(InputError, match=expected) as raised:
+        WriteClient.open(path, spark, **ON_SPARK).upsert(frame)
+    assert raised.value.table == path
+    after = WriteClient.open(path, spark)
+    assert completed_commits(after) == commits
+    assert after.read_arrow().num_rows == (20 if held else 0)
+    assert [i for i in after.timeline() if i.state != "completed"] == []
