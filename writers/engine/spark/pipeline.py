@@ -226,9 +226,13 @@ def _rewrite(
         payload = payload.append_column(RECORD_KEY, key_text(payload.column(key)))
     groups = target.to_numpy()
     order = np.argsort(groups, kind="stable")  # each group's rows together, in their order
+    ordered = groups[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[starts[1:], len(order)]
+    payload = payload.take(pa.array(order))  # one take; each group's rows a slice of it
     out = []
-    for rows in np.split(order, np.flatnonzero(np.diff(groups[order])) + 1):
-        status = tasks.run(names[int(groups[rows[0]])], payload.take(pa.array(rows)))
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        status = tasks.run(names[int(ordered[start])], payload.slice(start, end - start))
         out.append(msgspec.msgpack.encode(status))
     yield pa.RecordBatch.from_arrays([pa.array(out, pa.binary())], [STATUS])
 
