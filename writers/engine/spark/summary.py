@@ -71,6 +71,7 @@ def summarize(
     stored keys is refused (10 sampled, from column ``key``)."""
     cached.count()  # builds the cache: every tagging task adds its counts
     groups: Counts = counts.value
+    counts.value = {}  # PySpark's driver keeps every accumulator for good: not its counts
     if existing == "drop":
         groups = {g: c for g, c in groups.items() if g[2] is None}
     if existing == "fail":  # the counts have them: a sample is read only to name them

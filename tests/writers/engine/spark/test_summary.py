@@ -1,7 +1,8 @@
 """The per-task counts the Spark engine plans insert slots from
 (``writers.engine.spark.summary``): each task's counts equal a row-by-row count of its
 tagged rows, the accumulator adds them per group in any order and grouping, and a Spark
-upsert with the ``drop`` and ``fail`` policies counts only what it writes."""
+upsert with the ``drop`` and ``fail`` policies counts only what it writes. PySpark's driver
+keeps every accumulator it made for good; a write leaves its counts in none of them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark import accumulators
 
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.writers.client import WriteClient
@@ -83,3 +85,17 @@ def test_policies_count_only_the_rows_written(tmp_path, spark) -> None:
         again = spark.createDataFrame(frame_rows([41, 50], 3).to_pandas())
         WriteClient.open(path, spark, **ON_SPARK).insert(again)
     assert WriteClient.open(path, spark).read_arrow().num_rows == 33
+
+
+def test_a_write_leaves_no_counts_in_the_drivers_accumulators(tmp_path, spark) -> None:
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark)
+    client.bulk_insert(frame_rows(list(range(30)), 1))
+    known = set(accumulators._accumulatorRegistry)
+    for ts in (2, 3):
+        frame = spark.createDataFrame(frame_rows([1, 7, 60 + ts], ts).to_pandas())
+        WriteClient.open(path, spark, **ON_SPARK).upsert(frame)
+    made = [a for aid, a in accumulators._accumulatorRegistry.items() if aid not in known]
+    assert len(made) == 2  # one per write: it did count through an accumulator
+    assert [a.value for a in made] == [{}, {}]
+    assert WriteClient.open(path, spark).read_arrow().num_rows == 32
