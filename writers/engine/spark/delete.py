@@ -47,6 +47,7 @@ from lakebraid.timeline.table_config import text_to_type
 from lakebraid.writers import settings
 from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
+from lakebraid.writers.engine.spark.jobconf import job_settings
 from lakebraid.writers.engine.spark.pipeline import (
     RI_GROUP,
     Context,
@@ -149,7 +150,8 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
         )
     )
     try:
-        found = tagged.select(OLD_PARTITION, OLD_FILE_ID).distinct().collect()
+        with job_settings(frame.sparkSession):
+            found = tagged.select(OLD_PARTITION, OLD_FILE_ID).distinct().collect()
         targets = sorted((row[0], row[1]) for row in found)
 
         def write(time: str) -> list[WriteStatus]:

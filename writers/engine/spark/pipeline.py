@@ -64,6 +64,7 @@ from lakebraid.metadata.slices import ReadPoint
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
+from lakebraid.writers.engine.spark.jobconf import CACHE, job_settings
 from lakebraid.writers.engine.spark.routing import KEY_HASH, route_rows, task_keys
 from lakebraid.writers.engine.spark.summary import Counts, CountsParam, summarize, task_counts
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
@@ -102,7 +103,6 @@ ALONE_ROWS = 50_000
 # first pass over the input checks them, so no job of its own reads the input for it)
 NULL_ROWS = "lakebraid: null key or precombine value"
 TARGET = "_braid_target"  # a row's file group, as its index in the rewrite's targets
-_COMPRESSED_CACHE = "spark.sql.inMemoryColumnarStorage.compressed"
 
 
 class Routed(NamedTuple):
@@ -264,7 +264,8 @@ def route_frame(
     held = F.col(OLD_FILE_ID).isNotNull()  # keys the table already holds
     tagged = cached.where(~held) if existing == "drop" and tagging else cached
     try:
-        counts, touched, rows = summarize(cached, tally, ctx.key, existing, operation, table)
+        with job_settings(df.sparkSession):
+            counts, touched, rows = summarize(cached, tally, ctx.key, existing, operation, table)
     except BaseException:
         cached.unpersist()
         raise
@@ -307,17 +308,10 @@ def _tagged(
 
 
 def cache(frame: DataFrame) -> DataFrame:
-    """``frame`` persisted without the columnar cache's compression: the rows are read twice
-    and dropped after the write, and compressing them cost five times the caching itself
-    (measured: 1M tagged rows cached in 3.0 s compressed, 0.45 s not). The session setting
-    that decides it is read when the cache is defined, and put back right after."""
-    conf = frame.sparkSession.conf
-    before = conf.get(_COMPRESSED_CACHE, "true")
-    conf.set(_COMPRESSED_CACHE, "false")
-    try:
+    """``frame`` persisted under the pipeline's cache settings (``jobconf.CACHE``: not
+    compressed, planned without adaptive execution)."""
+    with job_settings(frame.sparkSession, CACHE):
         return frame.persist()
-    finally:
-        conf.set(_COMPRESSED_CACHE, before)
 
 
 def rewrite_tasks(spark: Any, groups: int, rows: int = 0) -> int:
@@ -371,10 +365,11 @@ def rewrite_frame(
     routing = (*WORK_COLUMNS, RI_GROUP, "_task_partition", "_task_file_id")  # KEY_HASH among them
     frame = frame.drop(*[c for c in routing if c in frame.columns])
     names = [f"{partition}\x00{file_id}" for partition, file_id in targets]
-    statuses = (
+    rewritten = (
         frame.repartition(count, TASK)
         .drop(TASK)
         .mapInArrow(functools.partial(_rewrite, packed, names, key), f"{STATUS} binary")
-        .collect()
     )
+    with job_settings(spark):
+        statuses = rewritten.collect()
     return [msgspec.msgpack.decode(r[STATUS], type=WriteStatus) for r in statuses]
