@@ -64,7 +64,7 @@ from lakebraid.metadata.slices import ReadPoint
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.engine.spark.jobconf import CACHE, job_settings
+from lakebraid.writers.engine.spark.jobconf import cache_settings, job_settings
 from lakebraid.writers.engine.spark.routing import KEY_HASH, route_rows, task_keys
 from lakebraid.writers.engine.spark.summary import Counts, CountsParam, summarize, task_counts
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
@@ -308,9 +308,10 @@ def _tagged(
 
 
 def cache(frame: DataFrame) -> DataFrame:
-    """``frame`` persisted under the pipeline's cache settings (``jobconf.CACHE``: not
-    compressed, planned without adaptive execution)."""
-    with job_settings(frame.sparkSession, CACHE):
+    """``frame`` persisted under the pipeline's cache settings (``jobconf.cache_settings``:
+    not compressed, batches of the Arrow batch's rows, planned without adaptive execution)."""
+    spark = frame.sparkSession
+    with job_settings(spark, cache_settings(spark)):
         return frame.persist()
 
 
