@@ -27,7 +27,6 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakebraid.index.errors import RecordKeyError
@@ -49,6 +48,7 @@ from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
 from lakebraid.writers.engine.spark.jobconf import job_settings
 from lakebraid.writers.engine.spark.pipeline import (
+    NULL_ROWS,
     RI_GROUP,
     Context,
     cache,
@@ -84,6 +84,8 @@ def _keys(
     ctx = msgspec.msgpack.decode(ctx_bytes, type=Context)
     kind = text_to_type(key_type) if key_type is not None else None
     for batch in batches:
+        if batch.column(0).null_count:  # refused by the driver (``delete_frame``)
+            raise ValueError(f"{NULL_ROWS}: a key to delete is null")
         keys = key_array(batch.column(0), kind, table=ctx.root, what="delete")
         groups = ctx.point.index_groups(keys).astype("int32")
         yield pa.RecordBatch.from_arrays([keys, pa.array(groups)], schema=KEYS_SCHEMA)
@@ -132,8 +134,6 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
     started = perf_counter()
     config = table.config
     key = config.record_key
-    if frame.where(F.col(key).isNull()).limit(1).count():
-        raise RecordKeyError("delete: null key(s); record keys are never null", table=table.path)
     reader = metadata.reader()
     files = reader.files()
     listing = current_files(files)
@@ -149,29 +149,36 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
             functools.partial(_tag, packed), from_arrow_schema(TAGGED_SCHEMA)
         )
     )
-    try:
-        with job_settings(frame.sparkSession):
-            found = tagged.select(OLD_PARTITION, OLD_FILE_ID).distinct().collect()
-        targets = sorted((row[0], row[1]) for row in found)
+    with job_settings(frame.sparkSession):  # every Spark job of the delete
+        try:
+            try:
+                found = tagged.select(OLD_PARTITION, OLD_FILE_ID).distinct().collect()
+            except Exception as exc:  # _keys met a null key: nothing is written yet
+                if NULL_ROWS not in str(exc):
+                    raise
+                message = "delete: null key(s); record keys are never null"
+                raise RecordKeyError(message, table=table.path) from None
+            targets = sorted((row[0], row[1]) for row in found)
 
-        def write(time: str) -> list[WriteStatus]:
-            tasks = write_tasks(
-                targets,
-                listing,
-                files,
-                config.merge_on_read,
-                root=ctx.root,
-                storage=ctx.storage,
-                time=time,
-                schema=spec_of(schema),
-                record_key=key,
-                ordering=ctx.ordering,
-            )
-            return rewrite_frame(tagged, targets, TaskSet.of(tasks))
+            def write(time: str) -> list[WriteStatus]:
+                tasks = write_tasks(
+                    targets,
+                    listing,
+                    files,
+                    config.merge_on_read,
+                    root=ctx.root,
+                    storage=ctx.storage,
+                    time=time,
+                    schema=spec_of(schema),
+                    record_key=key,
+                    ordering=ctx.ordering,
+                )
+                return rewrite_frame(tagged, targets, TaskSet.of(tasks))
 
-        time = run_write(table, metadata, "delete", reader.point.read_at, schema, write, started)
-    finally:
-        tagged.unpersist()
+            read_at = reader.point.read_at
+            time = run_write(table, metadata, "delete", read_at, schema, write, started)
+        finally:
+            tagged.unpersist()
     if config.merge_on_read:
         compact_if_due(table, metadata)  # never fails the write
     return time

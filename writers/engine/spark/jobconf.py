@@ -1,6 +1,7 @@
 """Session settings for the Spark jobs of lakebraid's own write pipeline
-(``writers.engine.spark.pipeline``, ``writers.engine.spark.delete``), set around each job and
-cache definition and put back right after.
+(``writers.engine.spark.pipeline``), set around each Spark write and delete
+(``writers.engine.spark.write``, ``writers.engine.spark.delete``) and its cache definition,
+and put back right after.
 
 * The columnar cache of the tagged rows is not compressed
   (``spark.sql.inMemoryColumnarStorage.compressed``): the rows are read twice and dropped
@@ -20,7 +21,7 @@ cache definition and put back right after.
   6.21 s without it against 6.25, 6.59, 6.42 with it).
 
 Spark reads these when a query is planned (a cache when it is defined, a job when it runs),
-so a setting holds for the pipeline's jobs only; a query that another thread of the same
+so a setting holds for the write's jobs only; a query that another thread of the same
 session plans meanwhile sees it too (it changes how fast that query runs, not its result).
 """
 

@@ -264,8 +264,7 @@ def route_frame(
     held = F.col(OLD_FILE_ID).isNotNull()  # keys the table already holds
     tagged = cached.where(~held) if existing == "drop" and tagging else cached
     try:
-        with job_settings(df.sparkSession):
-            counts, touched, rows = summarize(cached, tally, ctx.key, existing, operation, table)
+        counts, touched, rows = summarize(cached, tally, ctx.key, existing, operation, table)
     except BaseException:
         cached.unpersist()
         raise
@@ -366,11 +365,10 @@ def rewrite_frame(
     routing = (*WORK_COLUMNS, RI_GROUP, "_task_partition", "_task_file_id")  # KEY_HASH among them
     frame = frame.drop(*[c for c in routing if c in frame.columns])
     names = [f"{partition}\x00{file_id}" for partition, file_id in targets]
-    rewritten = (
+    statuses = (
         frame.repartition(count, TASK)
         .drop(TASK)
         .mapInArrow(functools.partial(_rewrite, packed, names, key), f"{STATUS} binary")
+        .collect()
     )
-    with job_settings(spark):
-        statuses = rewritten.collect()
     return [msgspec.msgpack.decode(r[STATUS], type=WriteStatus) for r in statuses]

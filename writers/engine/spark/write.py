@@ -23,6 +23,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit.transaction import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
+from lakebraid.writers.engine.spark.jobconf import job_settings
 from lakebraid.writers.engine.spark.pipeline import (
     NULL_ROWS,
     Context,
@@ -132,7 +133,8 @@ def write_frame(
         task_set, key = TaskSet.of(tasks), config.record_key
         return rewrite_frame(routed.frame, routed.targets, task_set, routed.rows, key)
 
-    with arrow_limits(frame.sparkSession, table.path), null_rows_named(frame, table):
+    spark = frame.sparkSession
+    with arrow_limits(spark, table.path), null_rows_named(frame, table), job_settings(spark):
         routed = route_frame(
             frame,
             ctx,

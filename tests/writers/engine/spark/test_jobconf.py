@@ -22,7 +22,6 @@ KEY = "spark.lakebraid.test.setting"
 
 def test_settings_hold_inside_the_block_and_are_put_back(spark) -> None:
     spark.conf.set(ADAPTIVE, "true")
-    spark.conf.unset(CACHE_BATCH)
     with job_settings(spark, {ADAPTIVE: "false", KEY: "x"}):
         assert spark.conf.get(ADAPTIVE) == "false"
         assert spark.conf.get(KEY) == "x"
