@@ -223,7 +223,8 @@ def write_rows(
     incoming = normalize_input(incoming, table=table.path)
     schema = check_input(incoming, config, schema_as_of(table), table=table.path)
     scoped = is_scoped(config)
-    prepared = with_key_hashes(prepare(incoming, config.record_key, config.partition_fields))
+    prepared = prepare(incoming, config.record_key, config.partition_fields, coded=True)
+    prepared = with_key_hashes(prepared)
     prepared = deduplicate(prepared, config.precombine_field, scoped)
     prepared = prepared.append_column(
         OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), prepared.num_rows)

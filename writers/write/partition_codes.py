@@ -21,12 +21,25 @@ from lakebraid.timeline.layout import partition_path
 def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
     """The encoded partition path of every row, as a dictionary array: each field is
     dictionary-encoded, and a path is built once per distinct combination of values."""
+    return encode_partitions(table, fields)[0]
+
+
+def encode_partitions(
+    table: pa.Table, fields: Sequence[str]
+) -> tuple[pa.Array, dict[str, pa.ChunkedArray]]:
+    """:func:`partition_paths`, and each partition field of type string as the dictionary
+    column its encoding made (the same values, one dictionary over every chunk): a write can
+    take and store those indices instead of the text."""
     if not fields:
-        return _repeat_text("", table.num_rows)
+        return _repeat_text("", table.num_rows), {}
     shifted: list[np.ndarray] = []  # per field: its value's code + 1 (0: null)
     values: list[list[str | None]] = []
+    coded: dict[str, pa.ChunkedArray] = {}
     for field in fields:
-        found, dictionary = _value_codes(table.column(field))
+        column = table.column(field)
+        found, dictionary, unified = _value_codes(column)
+        if column.type == pa.string() and unified is not None:
+            coded[field] = unified
         values.append([None, *pc.cast(dictionary, pa.string()).to_pylist()])
         shifted.append(found + 1)  # int32: one field's codes need no wider type
     radix = math.prod(len(options) for options in values)  # exact (Python integers)
@@ -46,7 +59,7 @@ def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
     return pa.DictionaryArray.from_arrays(
         pa.array(np.asarray(dense).reshape(-1).astype(np.int32, copy=False)),
         pa.array(paths, pa.string()),
-    )
+    ), coded
 
 
 def _combined(
@@ -69,20 +82,26 @@ def _combined(
     return distinct, dense
 
 
-def _value_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
-    """:func:`codes` of one column of any type (its dictionary keeps the column's type)."""
+def _value_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array, pa.ChunkedArray | None]:
+    """:func:`codes` of one column of any type (its dictionary keeps the column's type), and
+    the column as dictionaries of that one dictionary (None for a column of no chunks)."""
     chunks = [
         part if pa.types.is_dictionary(part.type) else pc.dictionary_encode(part)
         for part in column.chunks
     ]
     if not chunks:
-        return np.empty(0, np.int32), pa.array([], column.type)
-    return _unified(chunks)
+        return np.empty(0, np.int32), pa.array([], column.type), None
+    unified = pa.chunked_array(chunks).unify_dictionaries()
+    return *_indices(unified), unified
 
 
 def _unified(chunks: Sequence[pa.Array]) -> tuple[np.ndarray, pa.Array]:
     """The indices of dictionary arrays (int32, -1 for null) over one unified dictionary."""
-    unified = pa.chunked_array(chunks).unify_dictionaries()
+    return _indices(pa.chunked_array(chunks).unify_dictionaries())
+
+
+def _indices(unified: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """The indices of dictionary chunks sharing one dictionary (int32, -1 for null), and it."""
     indices = [pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False) for c in unified.chunks]
     return np.concatenate(indices).astype(np.int32, copy=False), unified.chunk(0).dictionary
 

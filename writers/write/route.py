@@ -28,7 +28,7 @@ from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.write.datafile import read_parquet
 from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT, RewriteTask
-from lakebraid.writers.write.partition_codes import codes, partition_paths
+from lakebraid.writers.write.partition_codes import codes, encode_partitions
 
 PARTITION = "_braid_partition"
 TARGET_FILE_ID = "_braid_target_file_id"
@@ -45,11 +45,20 @@ class Slot(msgspec.Struct, frozen=True, array_like=True):
     rows: int
 
 
-def prepare(table: pa.Table, key: str, partition_fields: Sequence[str]) -> pa.Table:
-    """Add the record-key (its canonical text, ``index.keys``) and partition-path columns."""
+def prepare(
+    table: pa.Table, key: str, partition_fields: Sequence[str], *, coded: bool = False
+) -> pa.Table:
+    """Add the record-key (its canonical text, ``index.keys``) and partition-path columns.
+    ``coded``: the partition fields of type string become the dictionary columns their
+    paths were built from (the same values): a write then takes and stores int32 indices,
+    as its files hold them (``filegroup.schemas``), not a string per row."""
     keys = key_text(table.column(key))
     table = table.append_column(RECORD_KEY, keys)
-    return table.append_column(PARTITION, partition_paths(table, partition_fields))
+    paths, fields = encode_partitions(table, partition_fields)
+    if coded:
+        for name, column in fields.items():
+            table = table.set_column(table.schema.get_field_index(name), name, column)
+    return table.append_column(PARTITION, paths)
 
 
 def with_key_hashes(table: pa.Table) -> pa.Table:

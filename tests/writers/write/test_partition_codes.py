@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.timeline.layout import partition_path
-from lakebraid.writers.write.partition_codes import codes, partition_paths
+from lakebraid.writers.write.partition_codes import codes, encode_partitions, partition_paths
 
 TEXTS = st.lists(st.sampled_from(["a", "b", "é", ""]) | st.none(), max_size=20)
 
@@ -65,6 +65,12 @@ def test_partition_paths_match_a_path_per_row(
     texts = {f: pc.cast(table.column(f), pa.string()).to_pylist() for f in fields}
     want = [partition_path(fields, [texts[f][n] for f in fields]) for n in range(len(rows))]
     assert partition_paths(table, fields).cast(pa.string()).to_pylist() == want
+    paths, coded = encode_partitions(table, fields)
+    assert paths.cast(pa.string()).to_pylist() == want
+    assert sorted(coded) == (["s"] if "s" in fields else [])  # only text fields are coded
+    for name, column in coded.items():
+        assert pa.types.is_dictionary(column.type)
+        assert column.cast(pa.string()).to_pylist() == columns[name]  # nulls stay nulls
 
 
 def test_partition_paths_of_many_high_cardinality_fields() -> None:
