@@ -67,10 +67,22 @@ def small_groups(
 ) -> dict[str, dict[str, int]]:
     """partition -> file id -> rows, for the current file groups under ``target`` rows (the
     small-file limit)."""
-    current = {(p, name): fid for p, groups in listing.items() for fid, name in groups.items()}
     small: dict[str, dict[str, int]] = {}
+    for (partition, fid), rows in group_rows(stats, listing).items():
+        if rows < target:
+            small.setdefault(partition, {})[fid] = rows
+    return small
+
+
+def group_rows(
+    stats: Sequence[ColumnStatsRecord], listing: Mapping[str, Mapping[str, str]]
+) -> dict[tuple[str, str], int]:
+    """(partition, file id) -> rows of the group's current base file, from statistics
+    records of one column (their value counts); files no longer current are left out."""
+    current = {(p, name): fid for p, groups in listing.items() for fid, name in groups.items()}
+    rows: dict[tuple[str, str], int] = {}
     for s in stats:
         fid = current.get((s.partition, s.file))
-        if fid is not None and s.value_count < target:
-            small.setdefault(s.partition, {})[fid] = s.value_count
-    return small
+        if fid is not None:
+            rows[(s.partition, fid)] = s.value_count
+    return rows

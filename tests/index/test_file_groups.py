@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakebraid.index.file_groups import DataSlice, current_files, current_slices
+from lakebraid.index.file_groups import (
+    DataSlice,
+    current_files,
+    current_slices,
+    group_rows,
+    small_groups,
+)
+from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.timeline.errors import InvalidPathError
 from lakebraid.timeline.layout import data_file_name, parse_data_file_name
 
@@ -80,3 +87,21 @@ def test_a_name_that_is_no_data_file_is_refused_by_name(name) -> None:
 def test_an_unknown_kind_is_refused() -> None:
     with pytest.raises(InvalidPathError, match="kind 'delta'"):
         data_file_name(FIDS[0], "0-0", TIMES[0], "delta")
+
+
+def test_group_rows_and_small_groups_read_the_current_base_files_counts() -> None:
+    """Rows come from the statistics of the groups' current base files only: an older base of
+    a group and a file of no current group are left out; small groups are those under the
+    limit."""
+    old, new = data_file_name(FIDS[0], "0-0", TIMES[1]), data_file_name(FIDS[0], "0-0", TIMES[2])
+    other, gone = data_file_name(FIDS[1], "0-0", TIMES[1]), data_file_name(FIDS[2], "0-0", TIMES[1])
+    listing = {"day=1": {FIDS[0]: new}, "day=2": {FIDS[1]: other}}
+    stats = [
+        ColumnStatsRecord("id", "day=1", old, "a", "z", 0, 900, 1),
+        ColumnStatsRecord("id", "day=1", new, "a", "z", 0, 700, 1),
+        ColumnStatsRecord("id", "day=2", other, "a", "z", 0, 40, 1),
+        ColumnStatsRecord("id", "day=2", gone, "a", "z", 0, 5, 1),
+    ]
+    assert group_rows(stats, listing) == {("day=1", FIDS[0]): 700, ("day=2", FIDS[1]): 40}
+    assert small_groups(stats, listing, 100) == {"day=2": {FIDS[1]: 40}}
+    assert small_groups(stats, listing, 701) == {"day=1": {FIDS[0]: 700}, "day=2": {FIDS[1]: 40}}

@@ -245,8 +245,8 @@ def write_rows(
         tagged = tag(prepared, empty_table(Partition.RECORD_INDEX))
     new = new_in_partition(tagged)
     counts = insert_counts(tagged, new)
-    target, small = insert_room(table, reader, listing, operation, counts.keys())
-    plan = plan_slots(counts, listing, target_rows=target, small_rows=small)
+    room = insert_room(table, reader, listing, operation, counts.keys())
+    plan = plan_slots(counts, listing, target_rows=room.target, small_rows=room.small)
     routed = route(tagged, plan, new)
     read_at = reader.point.read_at
     layout = Layout(listing, files, table.config.merge_on_read)

@@ -9,11 +9,12 @@ Operations: ``insert`` (small file groups first), ``bulk_insert`` (new file grou
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakebraid.index.file_groups import small_groups
+from lakebraid.index.file_groups import group_rows, small_groups
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import existing_rows
 from lakebraid.metadata.reader import MetadataReader
@@ -71,20 +72,29 @@ def ordering(table: TableTimelines) -> str | None:
     return table.config.precombine_field
 
 
+class Room(NamedTuple):
+    """Where a write's inserts may go (:func:`insert_room`)."""
+
+    target: int  # rows per file group
+    small: dict[str, dict[str, int]]  # partition -> file id -> rows, of the small groups
+    rows: dict[tuple[str, str], int]  # (partition, file id) -> rows, of every group looked up
+
+
 def insert_room(
     table: TableTimelines,
     reader: MetadataReader,
     listing: Mapping[str, Mapping[str, str]],
     operation: str,
     inserting: Collection[str] | None = None,
-) -> tuple[int, dict[str, dict[str, int]]]:
-    """Target rows per file group, and the small groups inserts may fill first, of the
-    partitions ``inserting`` names (those that receive new rows; None: not known, every
-    partition). None are looked up for a bulk insert, nor for a write that inserts no row
-    (``inserting`` empty); only the named partitions' file statistics are read."""
+) -> Room:
+    """Target rows per file group, the small groups inserts may fill first and the rows of
+    every current group, of the partitions ``inserting`` names (those that receive new rows;
+    None: not known, every partition). None are looked up for a bulk insert, nor for a write
+    that inserts no row (``inserting`` empty); only the named partitions' file statistics
+    are read."""
     target = table.options.get(settings.TARGET_FILE_ROWS)
     if operation == "bulk_insert" or (inserting is not None and not inserting):
-        return target, {}
+        return Room(target, {}, {})
     small = min(target, table.options.get(settings.SMALL_FILE_ROWS))
     stats = reader.column_stats(table.config.record_key, partitions=inserting)
-    return target, small_groups(stats, listing, small)
+    return Room(target, small_groups(stats, listing, small), group_rows(stats, listing))

@@ -65,7 +65,13 @@ from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.engine.spark.jobconf import cache_settings, job_settings
-from lakebraid.writers.engine.spark.routing import KEY_HASH, route_rows, task_keys
+from lakebraid.writers.engine.spark.routing import (
+    KEY_HASH,
+    deal,
+    rewrite_costs,
+    route_rows,
+    task_keys,
+)
 from lakebraid.writers.engine.spark.summary import Counts, CountsParam, summarize, task_counts
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
 from lakebraid.writers.write.logappend import IN_GROUP, TaskSet
@@ -110,6 +116,7 @@ class Routed(NamedTuple):
     targets: list[tuple[str, str]]
     cached: DataFrame  # persisted by route_frame
     rows: int  # the rows routed (before moves add their delete rows)
+    costs: list[float]  # each target's estimated rewrite cost (``routing.rewrite_costs``)
 
     def release(self) -> None:
         self.cached.unpersist()
@@ -247,12 +254,15 @@ def route_frame(
     existing: str | None = None,
     operation: str = "upsert",
     table: str = "",
+    stored: Mapping[tuple[str, str], int] | None = None,
 ) -> Routed:
     """Prepared, deduplicated, tagged and routed rows, and the (partition, file id) of every
     file group they touch (call ``Routed.release`` after the rewrite). Tagging shuffles by
     record-index file group (one lookup task per group); without it, by record key. Either
     way all rows of a key meet in one task. ``existing`` is an insert's duplicate-key policy
-    (``fail``: raise before anything is written; ``drop``: leave those rows out)."""
+    (``fail``: raise before anything is written; ``drop``: leave those rows out). ``stored``:
+    the rows of current groups' base files (``operations.Room.rows``), which the rewrite's
+    dealing of groups to tasks weighs."""
     prepared_schema = _schema_with(
         to_arrow_schema(df.schema),
         pa.field(RECORD_KEY, pa.string()),
@@ -269,8 +279,9 @@ def route_frame(
         cached.unpersist()
         raise
     plan = plan_slots(counts, {}, target_rows=target_rows, small_rows=small_rows)
-    touched.update((p, slot.file_id) for p, slots in plan.items() for slot in slots)
-    return Routed(route_rows(tagged, plan), sorted(touched), cached, rows)
+    costs = rewrite_costs(touched, plan, counts, stored or {})
+    targets = sorted(costs)  # the groups touched and the slots
+    return Routed(route_rows(tagged, plan), targets, cached, rows, [costs[t] for t in targets])
 
 
 def _tagged(
@@ -330,6 +341,7 @@ def rewrite_frame(
     tasks: TaskSet,
     rows: int = 0,
     key: str | None = None,
+    costs: list[float] | None = None,
 ) -> list[WriteStatus]:
     """Rewrite (merge-on-read: append to) every target file group, the groups dealt in turn
     to :func:`rewrite_tasks` Spark tasks (all rows of a group in one); returns the write
@@ -338,18 +350,21 @@ def rewrite_frame(
     or a delete there), both in Spark SQL; the routing columns are dropped before the
     shuffle, so only the rows' own columns and those two reach Python. ``key``: the record
     key column, for rows without ``_braid_record_key`` (``route_frame``'s, which leave the
-    JVM without it: the rewrite derives it from the key column); None: the rows carry it."""
+    JVM without it: the rewrite derives it from the key column); None: the rows carry it.
+    ``costs``: each target's estimated cost, by which the groups are dealt
+    (``routing.deal``); None: in turn."""
     if not targets:
         return []
     packed = msgspec.msgpack.encode(tasks)
     spark = routed.sparkSession
     count = rewrite_tasks(spark, len(targets), rows)
-    dealt = task_keys(spark, count)  # group i goes to task i % count
+    dealt = task_keys(spark, count)  # a key per task
+    chosen = deal(costs, count) if costs is not None else [i % count for i in range(len(targets))]
     keys = pa.table(
         {
             "_task_partition": [p for p, _ in targets],
             "_task_file_id": [f for _, f in targets],
-            TASK: pa.array([dealt[i % count] for i in range(len(targets))], pa.int64()),
+            TASK: pa.array([dealt[task] for task in chosen], pa.int64()),
             TARGET: pa.array(range(len(targets)), pa.int32()),
         }
     )

@@ -1,10 +1,19 @@
 """Routing in Spark SQL for the Spark engine's write pipeline
 (``writers.engine.spark.pipeline``): each row's target file group, computed by the JVM
-without a pass through Python, and the integer keys that give each file group its own task
-in the rewrite's shuffle."""
+without a pass through Python; the integer keys that give each file group its own task in
+the rewrite's shuffle, and how the file groups are dealt to those tasks.
+
+**Dealing.** A rewrite task's time is about its groups' stored rows (read, merged, written
+again) plus :data:`INCOMING_COST` times their incoming rows (each also crosses from the JVM),
+plus :data:`FILE_COST` per file written. The groups, costliest first, each go to the task of
+least cost so far, so the tasks end together: a 1M-row upsert into 10M rows rewrites 30 groups
+of 333k stored rows and writes 30 new ones of 17k inserts; dealt in turn, two cores waited
+0.3-0.4 s for the last tasks' heavy groups, dealt by cost the rewrite stage's eight tasks kept
+both cores busy to its end."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,8 +25,14 @@ from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT
 from lakebraid.writers.write.route import KEY_HASH, PARTITION, TARGET_FILE_ID, Slot
 
-__all__ = ["KEY_HASH", "route_rows", "task_keys", "unsigned_mod"]
+__all__ = ["KEY_HASH", "deal", "rewrite_costs", "route_rows", "task_keys", "unsigned_mod"]
 _TASK_KEYS: dict[int, list[int]] = {}  # task_keys by task count, for this process
+# a rewrite task's cost per incoming row and per file, in stored rows: fitted to the tasks of
+# a 1M-row upsert into 10M rows (4 groups of 333k stored + 17k incoming rows: 0.67 s; 3 such
+# and 11 new groups of 17k: 0.78 s)
+INCOMING_COST = 4
+FILE_COST = 10_000
+Group = tuple[str, str]  # (partition, file id)
 
 
 def route_rows(tagged: DataFrame, plan: Mapping[str, list[Slot]]) -> DataFrame:
@@ -96,3 +111,39 @@ def task_keys(spark: Any, n: int) -> list[int]:
             found.setdefault(int(row["slot"]), int(row["id"]))
         _TASK_KEYS[n] = [found.get(i, i) for i in range(n)]
     return _TASK_KEYS[n]
+
+
+def rewrite_costs(
+    touched: Mapping[Group, int],
+    plan: Mapping[str, list[Slot]],
+    inserts: Mapping[str, int],
+    stored: Mapping[Group, int],
+) -> dict[Group, float]:
+    """The estimated cost of rewriting each group (see the module doc): ``touched``'s
+    incoming rows of existing groups, each partition's ``inserts`` shared by its ``plan``
+    slots in proportion to their room (as the key hash spreads them), and ``stored``: the
+    rows of the groups' current base files (a group not listed: none)."""
+    incoming = {group: float(rows) for group, rows in touched.items()}
+    for partition, slots in plan.items():
+        room = sum(s.rows for s in slots)
+        for slot in slots:
+            share = inserts.get(partition, 0) * slot.rows / room if room else 0.0
+            group = (partition, slot.file_id)
+            incoming[group] = incoming.get(group, 0.0) + share
+    return {
+        group: stored.get(group, 0) + INCOMING_COST * rows + FILE_COST
+        for group, rows in incoming.items()
+    }
+
+
+def deal(costs: list[float], tasks: int) -> list[int]:
+    """The task (0 .. ``tasks`` - 1) of each group of ``costs``: costliest first, each to the
+    task of least cost so far (the lowest such task on a tie)."""
+    loads = [(0.0, task) for task in range(tasks)]
+    heapq.heapify(loads)
+    dealt = [0] * len(costs)
+    for group in sorted(range(len(costs)), key=lambda g: (-costs[g], g)):
+        load, task = heapq.heappop(loads)
+        dealt[group] = task
+        heapq.heappush(loads, (load + costs[group], task))
+    return dealt

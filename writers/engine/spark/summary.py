@@ -64,8 +64,9 @@ def summarize(
     existing: str | None,
     operation: str,
     table: str,
-) -> tuple[dict[str, int], set[tuple[str, str]], int]:
-    """New rows per partition, the existing file groups touched and the rows routed, once the
+) -> tuple[dict[str, int], dict[tuple[str, str], int], int]:
+    """New rows per partition, the existing file groups touched (with the rows each receives:
+    updates, deletes, a moved key's delete) and the rows routed, once the
     job building ``cached`` has run its tagging tasks (each adding to accumulator ``counts``).
     ``existing == "drop"``: the rows of held keys are left out; ``"fail"``: a write holding
     stored keys is refused (10 sampled, from column ``key``)."""
@@ -82,10 +83,11 @@ def summarize(
             keys = key_text(sample.column(key)).to_pylist()
             raise duplicate_keys_error(operation, duplicates, keys, table)
     inserts: dict[str, int] = {}
-    touched: set[tuple[str, str]] = set()
-    for (partition, old_partition, old_file), (_, new) in groups.items():
+    touched: dict[tuple[str, str], int] = {}
+    for (partition, old_partition, old_file), (rows, new) in groups.items():
         if new:
             inserts[partition] = inserts.get(partition, 0) + new
         if old_file is not None and old_partition is not None:
-            touched.add((old_partition, old_file))
+            group = (old_partition, old_file)
+            touched[group] = touched.get(group, 0) + rows
     return inserts, touched, sum(rows for rows, _ in groups.values())

@@ -109,7 +109,7 @@ def write_frame(
     reader = metadata.reader()
     files = reader.files()
     listing = current_files(files)
-    target, small = insert_room(table, reader, listing, operation)
+    room = insert_room(table, reader, listing, operation)
     merge_on_read = config.merge_on_read
     spec = spec_of(schema)
     ctx = context(table, reader.point, listing, files, spec)
@@ -131,7 +131,7 @@ def write_frame(
             ordering=ctx.ordering,
         )
         task_set, key = TaskSet.of(tasks), config.record_key
-        return rewrite_frame(routed.frame, routed.targets, task_set, routed.rows, key)
+        return rewrite_frame(routed.frame, routed.targets, task_set, routed.rows, key, routed.costs)
 
     spark = frame.sparkSession
     with arrow_limits(spark, table.path), null_rows_named(frame, table), job_settings(spark):
@@ -140,10 +140,11 @@ def write_frame(
             ctx,
             tagging=bool(listing),  # an empty table holds no key: no lookup
             existing=None if operation == "upsert" else policy,
-            target_rows=target,
-            small_rows=small,
+            target_rows=room.target,
+            small_rows=room.small,
             operation=operation,
             table=table.path,
+            stored=room.rows,
         )
         try:
             read_at = reader.point.read_at
