@@ -57,7 +57,6 @@ from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.metadata.arrow_records import empty_table
 from lakebraid.metadata.commits import WriteStatus
-from lakebraid.metadata.hashing import stable_hashes
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import ReadPoint
@@ -81,11 +80,13 @@ from lakebraid.writers.write.route import (
     WORK_COLUMNS,
     base_rows,
     deduplicate,
+    key_hashes,
     plain,
     plan_slots,
     prepare,
     row_index_keys,
     stale_moves,
+    with_key_hashes,
 )
 from lakebraid.writers.write.slices import slice_rows
 from lakebraid.writers.write.workers import settle
@@ -184,18 +185,18 @@ def _dedup_tag(
         table = table.drop_columns([RI_GROUP])
     else:
         table = _prepared(table, ctx)
-    table = deduplicate(table, ctx.precombine, ctx.scoped)
+    table = deduplicate(with_key_hashes(table), ctx.precombine, ctx.scoped)  # hashed once
     if tagging:
         fs, root = filesystem(ctx.root, ctx.storage)
         reader = MetadataReader(fs, TableLayout(root), ctx.point, cfg.Options(ctx.options))
-        keys = row_index_keys(table, ctx.scoped)
-        table = tag(table, *locate(reader, keys))  # keys are unique now
+        keys, hashes = row_index_keys(table, ctx.scoped), key_hashes(table, ctx.scoped)
+        table = tag(table, *locate(reader, keys, hashes))  # keys are unique now
         if ctx.ordering is not None:
             table = stale_moves(table, _stored_rows(ctx, fs, root), ctx.ordering, ctx.key)
     else:  # an empty table holds no key: every row is new
         table = tag(table, empty_table(Partition.RECORD_INDEX))
-    hashes = stable_hashes(table.column(RECORD_KEY)).view("int64")
-    table = table.append_column(pa.field(KEY_HASH, pa.int64()), pa.array(hashes))
+    at = table.schema.get_field_index(KEY_HASH)  # last, as the declared schema has it
+    table = table.remove_column(at).append_column(table.field(at), table.column(at))
     table = plain(table.drop_columns([RECORD_KEY]))  # derived again by _rewrite
     counts.add(task_counts(table))
     yield from table.to_batches()
