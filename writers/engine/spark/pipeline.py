@@ -20,10 +20,11 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
     route (Spark SQL, no Python)   target file group per row (moves: delete + insert): the
                                    slots' hash ranges joined by partition
                                    (``writers.engine.spark.routing``)
-    repartition(tasks) + mapInArrow(rewrite)   the file groups dealt in turn to at most
-                                   ``REWRITE_TASKS_PER_CORE`` tasks per core (a task each
-                                   when they bring ``ALONE_ROWS`` rows each: a bulk insert;
-                                   ``routing.task_keys``), each group's rows whole in one
+    repartition(tasks) + mapInArrow(rewrite)   the file groups dealt by estimated cost to
+                                   at most ``REWRITE_TASKS_PER_CORE`` tasks per core (a task
+                                   each when they bring ``ALONE_ROWS`` rows each: a bulk
+                                   insert; ``routing.deal``, ``routing.task_keys``), each
+                                   group's rows whole in one
                                    task: its base rewritten, or in a merge-on-read table one
                                    log appended to its slice (``writers.write.logappend``)
     collect                        write statuses (msgpack bytes)
@@ -344,8 +345,8 @@ def rewrite_frame(
     key: str | None = None,
     costs: list[float] | None = None,
 ) -> list[WriteStatus]:
-    """Rewrite (merge-on-read: append to) every target file group, the groups dealt in turn
-    to :func:`rewrite_tasks` Spark tasks (all rows of a group in one); returns the write
+    """Rewrite (merge-on-read: append to) every target file group, the groups dealt to
+    :func:`rewrite_tasks` Spark tasks (all rows of a group in one); returns the write
     statuses. Each row gets its group's index in ``targets`` (``TARGET``)
     and, when a group takes appends, ``IN_GROUP`` (whether the group holds its key: an update
     or a delete there), both in Spark SQL; the routing columns are dropped before the
