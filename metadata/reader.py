@@ -303,13 +303,13 @@ class MetadataReader:
         threads = self.options.get(settings.LOOKUP_THREADS)
         return threads if remote(self.fs) else min(threads, os.cpu_count() or 1)
 
-    def map_groups(self, work: Callable[[int], T], indexes: Sequence[int]) -> list[T]:
-        """``work`` of every file-group index, on up to :meth:`threads` threads."""
-        threads = min(self.threads(), len(indexes))
+    def map_groups(self, work: Callable[[int], T], groups: Sequence[int], most: int = 0) -> list[T]:
+        """``work`` of every file-group index, on up to :meth:`threads` (or ``most``) threads."""
+        threads = min(most or self.threads(), self.threads(), len(groups))
         if threads <= 1:
-            return [work(i) for i in indexes]
+            return [work(i) for i in groups]
         with ThreadPoolExecutor(threads) as pool:
-            return list(pool.map(work, indexes))
+            return list(pool.map(work, groups))
 
     # ---- generic reads ---------------------------------------------------------------
     def group_records(

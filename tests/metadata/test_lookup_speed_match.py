@@ -118,3 +118,36 @@ def test_lookup_base_matches_a_filter(
     every = read_base(FS, path)
     expected = every.filter(pc.is_in(every.column("key"), value_set=pa.array(wanted)))
     assert found.equals(expected)
+
+
+def test_spanned_row_groups_count_the_groups_a_key_range_meets(tmp_path: Path) -> None:
+    """Against the row groups as written (16 sorted keys each): a range meets a group when
+    the group's first key is at most its end and its last key at least its start."""
+    rng = random.Random(7)
+    keys = sorted({f"k{rng.getrandbits(24):08d}" for _ in range(200)})
+    table = pa.table(
+        {
+            "key": pa.array(keys),
+            "partition": pa.array(["p"] * len(keys)),
+            "file_id_hi": pa.array(range(len(keys)), pa.int64()),
+            "file_id_lo": pa.array([0] * len(keys), pa.int64()),
+            "instant": pa.array([1] * len(keys), pa.int64()),
+        }
+    )
+    path = str(tmp_path / "record_index-0000_1.parquet")
+    write_base(
+        FS,
+        path,
+        table,
+        partition="record_index",
+        file_group="record_index-0000",
+        instant="1",
+        folded=[],
+        row_group_rows=16,
+    )
+    groups = [keys[i : i + 16] for i in range(0, len(keys), 16)]
+    ends = [*keys, "", "k", "k9", "zz", keys[0][:-1], keys[-1] + "0"]
+    for _ in range(300):
+        low, high = sorted(rng.sample(ends, 2))
+        want = sum(1 for g in groups if g[0] <= high and g[-1] >= low)
+        assert baselookup.spanned_row_groups(FS, path, low, high) == want, (low, high)
