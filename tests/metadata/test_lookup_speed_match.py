@@ -81,15 +81,8 @@ KEY_FORMS = {
 }
 
 
-@pytest.mark.parametrize("form", sorted(KEY_FORMS))
-@pytest.mark.parametrize("fraction", [0.0, 1.0], ids=["scan", "seek"])
-@pytest.mark.parametrize("batch", [40, 1 << 20], ids=["small-reads", "one-read"])
-def test_lookup_base_matches_a_filter(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str, fraction: float, batch: int
-) -> None:
-    monkeypatch.setattr(baselookup, "BATCH_ROWS", batch)
-    rng = random.Random(form)
-    keys = sorted(set(KEY_FORMS[form](rng, 500)))
+def _index_base(folder: Path, keys: list[str]) -> str:
+    """A record-index base file of ``keys`` (sorted) in row groups of 16 keys."""
     table = pa.table(
         {
             "key": pa.array(keys),
@@ -99,17 +92,31 @@ def test_lookup_base_matches_a_filter(
             "instant": pa.array([1] * len(keys), pa.int64()),
         }
     )
-    path = str(tmp_path / "record_index-0000_1.parquet")
+    path = str(folder / "record_index-0000_1.parquet")
+    group = "record_index-0000"
     write_base(
         FS,
         path,
         table,
         partition="record_index",
-        file_group="record_index-0000",
+        file_group=group,
         instant="1",
         folded=[],
         row_group_rows=16,
     )
+    return path
+
+
+@pytest.mark.parametrize("form", sorted(KEY_FORMS))
+@pytest.mark.parametrize("fraction", [0.0, 1.0], ids=["scan", "seek"])
+@pytest.mark.parametrize("batch", [40, 1 << 20], ids=["small-reads", "one-read"])
+def test_lookup_base_matches_a_filter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str, fraction: float, batch: int
+) -> None:
+    monkeypatch.setattr(baselookup, "BATCH_ROWS", batch)
+    rng = random.Random(form)
+    keys = sorted(set(KEY_FORMS[form](rng, 500)))
+    path = _index_base(tmp_path, keys)
     # keys of a few row groups only (seek), asked twice, plus absent ones of every form
     wanted = keys[30:45] + keys[300:302] + keys[31:33] + rng.sample(keys, 5)
     wanted += [k for f in KEY_FORMS.values() for k in f(rng, 4)] + ["", "zz"]
@@ -125,26 +132,7 @@ def test_spanned_row_groups_count_the_groups_a_key_range_meets(tmp_path: Path) -
     the group's first key is at most its end and its last key at least its start."""
     rng = random.Random(7)
     keys = sorted({f"k{rng.getrandbits(24):08d}" for _ in range(200)})
-    table = pa.table(
-        {
-            "key": pa.array(keys),
-            "partition": pa.array(["p"] * len(keys)),
-            "file_id_hi": pa.array(range(len(keys)), pa.int64()),
-            "file_id_lo": pa.array([0] * len(keys), pa.int64()),
-            "instant": pa.array([1] * len(keys), pa.int64()),
-        }
-    )
-    path = str(tmp_path / "record_index-0000_1.parquet")
-    write_base(
-        FS,
-        path,
-        table,
-        partition="record_index",
-        file_group="record_index-0000",
-        instant="1",
-        folded=[],
-        row_group_rows=16,
-    )
+    path = _index_base(tmp_path, keys)
     groups = [keys[i : i + 16] for i in range(0, len(keys), 16)]
     ends = [*keys, "", "k", "k9", "zz", keys[0][:-1], keys[-1] + "0"]
     for _ in range(300):
