@@ -255,11 +255,9 @@ class MetadataReader:
     def __init__(
         self, fs: AbstractFileSystem, layout: TableLayout, point: ReadPoint, options: cfg.Options
     ):
-        self.fs = fs
-        self.layout = layout
-        self.point = point
-        self.options = options
+        self.fs, self.layout, self.point, self.options = fs, layout, point, options
         self._listings: dict[Partition, dict[str, list[MetadataFile]]] = {}
+        self._slices: dict[tuple[Partition, int], FileSlice] = {}  # of the listings above
         self.last_modes: dict[str, str] = {}  # file group -> how its base was read (last call)
 
     # ---- slices ----------------------------------------------------------------------
@@ -284,14 +282,16 @@ class MetadataReader:
         return self._listings[partition]
 
     def slice(self, partition: Partition, index: int) -> FileSlice:
-        group = file_group_id(str(partition), index)
-        folder = self.folder(partition)
-        return build_slice(
+        if (partition, index) in self._slices:
+            return self._slices[(partition, index)]
+        group, folder = file_group_id(str(partition), index), self.folder(partition)
+        found = self._slices[(partition, index)] = build_slice(
             group,
             self._listing(partition).get(group, []),
             self.point,
             lambda name: frozenset(base_info(self.fs, f"{folder}/{name}").folded),
         )
+        return found
 
     def slices(self, partition: Partition) -> list[FileSlice]:
         return [self.slice(partition, i) for i in range(self.group_count(partition))]
