@@ -62,15 +62,13 @@ def current_slices(listing: Mapping[str, Mapping[str, int]]) -> dict[str, dict[s
     return slices
 
 
-def small_groups(
-    stats: Sequence[ColumnStatsRecord], listing: Mapping[str, Mapping[str, str]], target: int
-) -> dict[str, dict[str, int]]:
-    """partition -> file id -> rows, for the current file groups under ``target`` rows (the
-    small-file limit)."""
+def small_groups(rows: Mapping[tuple[str, str], int], target: int) -> dict[str, dict[str, int]]:
+    """partition -> file id -> rows, for the file groups of ``rows`` (:func:`group_rows`)
+    under ``target`` rows (the small-file limit)."""
     small: dict[str, dict[str, int]] = {}
-    for (partition, fid), rows in group_rows(stats, listing).items():
-        if rows < target:
-            small.setdefault(partition, {})[fid] = rows
+    for (partition, fid), count in rows.items():
+        if count < target:
+            small.setdefault(partition, {})[fid] = count
     return small
 
 

@@ -52,7 +52,12 @@ def lookup_base(
     if len(keys) == 0 or info.num_rows == 0:
         return schema.empty_table(), "seek"
     keys = wanted_keys(keys, schema.field(KEY).type, unique=unique)
-    chosen, seek = _plan(footer, keys, scan_fraction)
+    chosen, total = list(range(meta.num_row_groups)), len(info.row_group_min)
+    seek = total > 0 and len(keys) <= scan_fraction * info.num_rows
+    if seek:  # else most row groups are hit anyway
+        groups = row_groups_for(info, keys.to_numpy(zero_copy_only=False))
+        seek = len(groups) <= scan_fraction * total
+        chosen = groups if seek else chosen
     if not chosen:
         return schema.empty_table(), "seek"
     stored_schema = footer.stored_schema
@@ -85,25 +90,12 @@ def lookup_base(
 
 
 def spanned_row_groups(fs: AbstractFileSystem, path: str, low: str, high: str) -> int:
-    """How many row groups of the base file have key bounds within [``low``, ``high``]: at
+    """How many row groups of the base file have key bounds that meet [``low``, ``high``]: at
     most what :func:`lookup_base` of keys in that range reads (a read of its footer, which
     the lookup then finds cached; no data)."""
     info = open_base(fs, path).info
     first = bisect.bisect_left(info.row_group_max, low)  # the bounds ascend: a sorted file
     return max(0, bisect.bisect_right(info.row_group_min, high) - first)
-
-
-def _plan(footer: Footer, keys: pa.Array, scan_fraction: float) -> tuple[list[int], bool]:
-    """The row groups a lookup of ``keys`` (sorted, unique) reads, and whether it seeks (the
-    groups whose key bounds hold a wanted key, when they are few) or scans (every one)."""
-    info = footer.info
-    chosen, total = list(range(footer.meta.num_row_groups)), len(info.row_group_min)
-    seek = total > 0 and len(keys) <= scan_fraction * info.num_rows
-    if seek:  # else most row groups are hit anyway
-        groups = row_groups_for(info, keys.to_numpy(zero_copy_only=False))
-        seek = len(groups) <= scan_fraction * total
-        chosen = groups if seek else chosen
-    return chosen, seek
 
 
 def _scan(

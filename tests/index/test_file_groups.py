@@ -103,5 +103,8 @@ def test_group_rows_and_small_groups_read_the_current_base_files_counts() -> Non
         ColumnStatsRecord("id", "day=2", gone, "a", "z", 0, 5, 1),
     ]
     assert group_rows(stats, listing) == {("day=1", FIDS[0]): 700, ("day=2", FIDS[1]): 40}
-    assert small_groups(stats, listing, 100) == {"day=2": {FIDS[1]: 40}}
-    assert small_groups(stats, listing, 701) == {"day=1": {FIDS[0]: 700}, "day=2": {FIDS[1]: 40}}
+    assert small_groups(group_rows(stats, listing), 100) == {"day=2": {FIDS[1]: 40}}
+    assert small_groups(group_rows(stats, listing), 701) == {
+        "day=1": {FIDS[0]: 700},
+        "day=2": {FIDS[1]: 40},
+    }

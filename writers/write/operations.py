@@ -97,4 +97,5 @@ def insert_room(
         return Room(target, {}, {})
     small = min(target, table.options.get(settings.SMALL_FILE_ROWS))
     stats = reader.column_stats(table.config.record_key, partitions=inserting)
-    return Room(target, small_groups(stats, listing, small), group_rows(stats, listing))
+    rows = group_rows(stats, listing)
+    return Room(target, small_groups(rows, small), rows)
