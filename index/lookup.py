@@ -70,8 +70,10 @@ def _lookup(
     if len(wanted) == 0:
         return empty_table(partition), pa.array([], pa.int64())
     groups = reader.point.index_groups(wanted, hashes)
-    order = group_order(groups, n)  # each group's task sorts its keys (``slice_table``)
-    wanted, groups = wanted.take(pa.array(order)), groups[order]
+    # each group's task sorts its keys (``slice_table``): the order only gathers groups
+    order = None if bool((groups == groups[0]).all()) else group_order(groups, n)
+    if order is not None:
+        wanted, groups = wanted.take(pa.array(order)), groups[order]
     bounds = _run_bounds(groups)
 
     # fewer groups than threads (small tables): each group's scan uses the spare ones
@@ -94,6 +96,8 @@ def _lookup(
             for (_, hit), offset in zip(done, offsets.tolist(), strict=False)
         ]
     )
+    if order is None:
+        return found, at
     inverse = np.empty(len(order), dtype=np.int64)
     inverse[order] = np.arange(len(order))
     return found, at.take(pa.array(inverse))  # back to the order of the keys asked
@@ -107,6 +111,8 @@ def _threads(reader: MetadataReader, wanted: pa.Array, bounds: list[tuple[int, i
     keys of one day in 10 groups of 1M keys: 21.0 ms on one thread, 24.4 ms on two; 1,000
     random keys, ~60 row groups a group: 189 ms against 119); 0 (the reader's threads)
     otherwise, and always on an object store, where threads overlap requests."""
+    if len(bounds) <= 1:
+        return 1  # one group's task: nothing to share out
     if remote(reader.fs) or reader.threads() <= 1:
         return 0
     partition = Partition.RECORD_INDEX

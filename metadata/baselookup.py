@@ -26,13 +26,33 @@ from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys
 from lakebraid.metadata.locations import expand
 
 BATCH_ROWS = 1 << 17  # rows a lookup decodes at a time: a read of the key column
+FEW_GROUPS = 2  # row groups meeting the keys' range that a seek reads without narrowing
 
 
-def row_groups_for(info: BaseInfo, sorted_keys: np.ndarray) -> list[int]:
-    """Row groups whose [min, max] key range holds at least one of ``sorted_keys``."""
-    lo = np.searchsorted(sorted_keys, np.array(info.row_group_min, dtype=object), side="left")
-    hi = np.searchsorted(sorted_keys, np.array(info.row_group_max, dtype=object), side="right")
-    return [i for i in range(len(lo)) if hi[i] > lo[i]]
+def row_groups_for(info: BaseInfo, sorted_keys: pa.Array) -> list[int]:
+    """Row groups whose [min, max] key range holds at least one of ``sorted_keys`` (strings,
+    ascending). The groups that meet the keys' own range are found first (their bounds
+    ascend, a sorted file); at most :data:`FEW_GROUPS` of them are returned as they are (a
+    superset: reading a group with no wanted key costs a read, never a wrong row), more are
+    narrowed key by key."""
+    if not len(sorted_keys):
+        return []
+    low, high = sorted_keys[0].as_py(), sorted_keys[-1].as_py()
+    mins, maxs = info.row_group_min, info.row_group_max
+    if all(a <= b for a, b in zip(mins, maxs, strict=True)) and all(
+        b < a for a, b in zip(mins[1:], maxs, strict=False)
+    ):  # as a sorted file's are (a group without statistics spans everything: not so)
+        first = bisect.bisect_left(maxs, low)
+        met = range(first, max(first, bisect.bisect_right(mins, high)))
+    else:
+        met = range(len(mins))
+    if len(met) <= FEW_GROUPS:
+        return list(met)
+    keys = sorted_keys.to_numpy(zero_copy_only=False)
+    bounds = [info.row_group_min[i] for i in met], [info.row_group_max[i] for i in met]
+    lo = np.searchsorted(keys, np.array(bounds[0], dtype=object), side="left")
+    hi = np.searchsorted(keys, np.array(bounds[1], dtype=object), side="right")
+    return [i for i, a, b in zip(met, lo, hi, strict=True) if b > a]
 
 
 def lookup_base(
@@ -55,7 +75,7 @@ def lookup_base(
     chosen, total = list(range(meta.num_row_groups)), len(info.row_group_min)
     seek = total > 0 and len(keys) <= scan_fraction * info.num_rows
     if seek:  # else most row groups are hit anyway
-        groups = row_groups_for(info, keys.to_numpy(zero_copy_only=False))
+        groups = row_groups_for(info, keys)
         seek = len(groups) <= scan_fraction * total
         chosen = groups if seek else chosen
     if not chosen:

@@ -90,6 +90,9 @@ def file_groups_of(
     """:func:`file_group_of` of every key, as an int64 numpy array (nulls are refused);
     ``hashes``: the keys' :func:`stable_hashes` when the caller has them."""
     _check_groups(n_groups)
+    if hashes is None and n_groups == 1 and isinstance(keys, pa.Array | pa.ChunkedArray):
+        _check_keys(keys)  # every key is in group 0: no hash needed, the checks kept
+        return np.zeros(len(keys), np.int64)
     if hashes is None:
         hashes = stable_hashes(keys)
     elif len(hashes) != len(keys):
@@ -164,13 +167,20 @@ def _repeated(hashes: np.ndarray) -> np.ndarray:
     return ordered[1:][ordered[1:] == ordered[:-1]]
 
 
-def _hash_array(array: pa.Array) -> np.ndarray:
-    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
-        if not pa.types.is_string_view(array.type):
-            raise MetadataTypeError(f"keys must be strings, not {array.type}")
-        array = array.cast(pa.large_string())
-    if array.null_count:
+def _check_keys(keys: pa.Array | pa.ChunkedArray) -> None:
+    """Refuse keys that are not text or hold nulls, as :func:`stable_hashes` does."""
+    kind = keys.type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        if not pa.types.is_string_view(kind):
+            raise MetadataTypeError(f"keys must be strings, not {kind}")
+    if keys.null_count:
         raise MetadataValueError("keys may not be null")
+
+
+def _hash_array(array: pa.Array) -> np.ndarray:
+    _check_keys(array)
+    if pa.types.is_string_view(array.type):
+        array = array.cast(pa.large_string())
     n = len(array)
     _, offsets_buf, data_buf = array.buffers()
     width = np.int32 if pa.types.is_string(array.type) else np.int64

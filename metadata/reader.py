@@ -174,8 +174,8 @@ def _apply_index_logs(
             matcher = matcher or KeyMatcher(keys)  # sorted and unique (slice_table)
             run = LOGS.index_run(fs, path, size)
             at = matcher.match(table.column(KEY)) if run is None else matcher.match_run(run)
-            table = table.take(pa.array(at[0]))
-        if table.num_rows:
+            table = table.take(pa.array(at[0])) if len(at[0]) else None  # none asked
+        if table is not None and table.num_rows:
             parts.append(table.append_column("_seq", pa.array(np.full(len(table), seq, np.int32))))
     if not parts:
         return rows

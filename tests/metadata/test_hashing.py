@@ -109,11 +109,19 @@ def test_many_keys_spread_evenly() -> None:
     assert counts.min() > 800 and counts.max() < 1200
 
 
-def test_nulls_and_non_strings_are_refused() -> None:
+@pytest.mark.parametrize("groups", [1, 4], ids=["one group", "several"])
+def test_nulls_and_non_strings_are_refused(groups: int) -> None:
+    """One group needs no hash (every key is in group 0): the keys are checked alike."""
     with pytest.raises(ValueError):
-        file_groups_of(pa.array(["a", None]), 4)
+        file_groups_of(pa.array(["a", None]), groups)
+    with pytest.raises(ValueError):
+        file_groups_of(pa.chunked_array([["a"], [None]], pa.string()), groups)
     with pytest.raises(TypeError):
-        file_groups_of(pa.array([1, 2]), 4)
+        file_groups_of(pa.array([1, 2]), groups)
+    assert file_groups_of(pa.array(["a", "b"], pa.string_view()), groups).tolist() == [
+        file_group_of("a", groups),
+        file_group_of("b", groups),
+    ]
     with pytest.raises(ValueError):
         file_group_of("a", 0)
 
