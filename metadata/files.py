@@ -32,11 +32,20 @@ def open_file(
     *,
     memory_map: bool = False,
     size: int | None = None,
+    whole: bool = False,
 ) -> Iterator[pa.NativeFile | BinaryIO]:
     """``path`` opened for reading (``"rb"``) or writing (``"wb"``): a native Arrow file on
-    the local file system (``memory_map``: a read-only memory map), else the fsspec file
-    (``size``: the file's size when known, which spares an object store a HEAD request)."""
+    the local file system (``memory_map``: a read-only memory map; ``whole``: for a reader
+    of the whole file, its bytes read at once when at most :data:`WHOLE_READ_BYTES`), else
+    the fsspec file (``size``: the file's size when known, which spares an object store a
+    HEAD request)."""
     local = local_path(fs, path)
+    if local is not None and whole and mode == "rb":
+        with _native(pa.OSFile, local, "r") as native:
+            buffer = native.read_buffer() if native.size() <= WHOLE_READ_BYTES else None
+        if buffer is not None:
+            yield pa.BufferReader(buffer)
+            return
     if local is None:
         with fs.open(path, mode, **({} if size is None else {"size": size})) as handle:
             if size is not None and mode == "rb" and isinstance(handle, AbstractBufferedFile):
@@ -71,6 +80,14 @@ def _native(kind: Callable[[str, str], pa.NativeFile], local: str, mode: str) ->
     except FileNotFoundError as exc:
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), local) from exc
 
+
+WHOLE_READ_BYTES = 16 << 20
+"""Size up to which a local Parquet file read whole is first read into memory at once
+(``open_file(whole=True)``): Arrow's reader then makes no system call per column chunk or
+page. Data files, five columns, one thread, page checksums verified, median of 100 reads:
+20,000 rows (665 KB) 1.03-1.06 ms memory-mapped -> 0.89-0.93, 333,334 rows (7.5 MB)
+11.0-11.5 -> 10.5-10.9; Arrow's ``pre_buffer`` gave nothing. Above it a file is read as it
+is opened (no copy held)."""
 
 THREADED_READ_BYTES = 1 << 20
 """Decoded size (the row groups' uncompressed bytes) from which a Parquet read decodes columns

@@ -1,6 +1,8 @@
 """``metadata.files``: ``whole_file`` (a whole file's bytes, mapped on local disk, fetched
-elsewhere; the same bytes either way, and the mapped ones outlive the file's name) and
-``decode_threaded`` (which Parquet reads decode on Arrow's threads)."""
+elsewhere; the same bytes either way, and the mapped ones outlive the file's name),
+``open_file(whole=True)`` (a small local file read into memory at once, a larger one opened
+as asked; the same rows either way) and ``decode_threaded`` (which Parquet reads decode on
+Arrow's threads)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakebraid.metadata.files import THREADED_READ_BYTES, decode_threaded, whole_file
+from lakebraid.metadata import files
+from lakebraid.metadata.files import THREADED_READ_BYTES, decode_threaded, open_file, whole_file
 
 
 @pytest.mark.parametrize("data", [b"", b"x", bytes(range(256)) * 1000])
@@ -39,6 +42,23 @@ def test_a_missing_file_is_file_not_found(tmp_path: Path) -> None:
     for fs in (fsspec.filesystem("file"), fsspec.filesystem("memory")):
         with pytest.raises(FileNotFoundError):
             whole_file(fs, str(tmp_path / "gone.log"))
+
+
+@pytest.mark.parametrize("limit", [0, 1 << 30], ids=["opened", "in memory"])
+def test_a_whole_read_gives_the_files_rows_either_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    monkeypatch.setattr(files, "WHOLE_READ_BYTES", limit)
+    path = str(tmp_path / "a.parquet")
+    table = pa.table({"k": [f"k{i}" for i in range(5_000)], "v": np.arange(5_000)})
+    pq.write_table(table, path, row_group_size=700)
+    fs = fsspec.filesystem("file")
+    with open_file(fs, path, whole=True, memory_map=True) as source:
+        assert isinstance(source, pa.BufferReader) is bool(limit)
+        assert pq.ParquetFile(source).read().equals(table)
+    with pytest.raises(FileNotFoundError, match=r"gone\.parquet"):
+        with open_file(fs, str(tmp_path / "gone.parquet"), whole=True):
+            pass
 
 
 @pytest.mark.parametrize(("rows", "threaded"), [(0, False), (10, False), (200_000, True)])

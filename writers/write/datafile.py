@@ -163,7 +163,7 @@ def read_parquet(
         return parquet_in(fs.cat_file(path), path, threads=threads, options=options)[0]
     with guarded(path, CorruptDataFileError):
         with (
-            open_file(fs, path, memory_map=True) as source,
+            open_file(fs, path, memory_map=True, whole=columns is None) as source,
             pq.ParquetFile(source, **options) as parquet,
         ):
             return _read_checked(parquet, threads, columns)
