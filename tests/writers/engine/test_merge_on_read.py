@@ -18,7 +18,7 @@ from table_fixtures import random_batch as batch
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.writers.cli.main import main
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.engine import compaction, inprocess
+from lakebraid.writers.engine import compaction, rewrites
 from lakebraid.writers.errors import CorruptDataLogError, WriteConflictError, WriteError
 from lakebraid.writers.write.datalog import iter_blocks
 
@@ -215,7 +215,7 @@ def test_an_append_that_a_compaction_overtook_is_a_retryable_conflict(
     tmp_path, monkeypatch
 ) -> None:
     mor = _small(tmp_path)
-    _first_run(monkeypatch, inprocess, "append_to_file_group", mor.compact)
+    _first_run(monkeypatch, rewrites, "append_to_file_group", mor.compact)
     with pytest.raises(WriteConflictError):
         mor.upsert(_update(2.0))
     monkeypatch.undo()

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-import lakebraid.writers.engine.inprocess as inprocess
+import lakebraid.writers.engine.rewrites as rewrites
 import lakebraid.writers.write.filegroup as filegroup
 
 
@@ -15,13 +15,13 @@ import lakebraid.writers.write.filegroup as filegroup
 def batches(monkeypatch) -> list[int]:
     """The number of groups of each ``write_new_groups`` call the in-process engine makes."""
     sizes: list[int] = []
-    real = inprocess.write_new_groups
+    real = rewrites.write_new_groups
 
     def spy(tasks, *args, **kwargs):
         sizes.append(len(tasks))
         return real(tasks, *args, **kwargs)
 
-    monkeypatch.setattr(inprocess, "write_new_groups", spy)
+    monkeypatch.setattr(rewrites, "write_new_groups", spy)
     return sizes
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lakebraid.writers.engine.inprocess as inprocess
+import lakebraid.writers.engine.rewrites as rewrites
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import WriteError
@@ -118,14 +118,14 @@ def test_the_batch_threshold_is_a_table_option(tmp_path, monkeypatch):
     """write.sync.batch.files: from that many files one batch marker (and one syncfs); 0
     never batches. Every write's rows are there either way."""
     batches: list[int] = []
-    real = inprocess.mark_all
+    real = rewrites.mark_all
 
     def spy(fs, layout, instant, paths):
         paths = list(paths)
         batches.append(len(paths))
         return real(fs, layout, instant, paths)
 
-    monkeypatch.setattr(inprocess, "mark_all", spy)
+    monkeypatch.setattr(rewrites, "mark_all", spy)
     never = WriteClient.create(str(tmp_path / "a"), "id", ["day"], "ts", **{SYNC: 0})
     never.insert(wide(SYNC_BATCH_FILES.default + 6, 1))
     assert batches == []

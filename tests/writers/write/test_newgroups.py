@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace as msgspec_replace
 
-import lakebraid.writers.engine.inprocess as inprocess
+import lakebraid.writers.engine.rewrites as rewrites
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import unpack_keys
 from lakebraid.timeline.layout import TableLayout
@@ -299,7 +299,7 @@ def test_new_groups_on_an_object_store_and_in_nested_partitions(s3_url, tmp_path
 def test_a_large_write_is_batched_in_bounded_pieces(tmp_path, monkeypatch, batches) -> None:
     """Each batch holds a copy of its rows: past ``BATCH_BYTES`` the groups go in several
     batches, and the write is the same."""
-    monkeypatch.setattr(inprocess, "BATCH_BYTES", 300)  # a few rows per batch
+    monkeypatch.setattr(rewrites, "BATCH_BYTES", 300)  # a few rows per batch
     c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
     c.insert(_wide(40, 1))
     assert sum(batches) == 40 and len(batches) > 4 and max(batches) < 40
