@@ -106,6 +106,14 @@ class BaseInfo(msgspec.Struct, frozen=True):
     row_group_min: tuple[str, ...]
     row_group_max: tuple[str, ...]
     key_hex: HexKeys | None = None  # how the keys are packed (None: not packed)
+    ascending: bool = False  # the bounds ascend (:func:`bounds_ascend`): keys meet a run
+
+
+def bounds_ascend(mins: tuple[str, ...], maxs: tuple[str, ...]) -> bool:
+    """Whether row groups' key bounds ascend without overlap, as a sorted file's do (a group
+    without statistics spans "" to U+10FFFF: not so), so a key range meets one run of them."""
+    inside = all(a <= b for a, b in zip(mins, maxs, strict=True))
+    return inside and all(b < a for a, b in zip(mins[1:], maxs, strict=False))
 
 
 class Footer(msgspec.Struct, frozen=True):
@@ -270,6 +278,7 @@ def _footer(fs: AbstractFileSystem, path: str) -> Footer:
             row_group_min=tuple(mins),
             row_group_max=tuple(maxs),
             key_hex=codec,
+            ascending=bounds_ascend(tuple(mins), tuple(maxs)),
         )
         stored = string_key_schema(arrow_schema, KEY)
         counts = tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups))

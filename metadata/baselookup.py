@@ -31,21 +31,13 @@ FEW_GROUPS = 2  # row groups meeting the keys' range that a seek reads without n
 
 def row_groups_for(info: BaseInfo, sorted_keys: pa.Array) -> list[int]:
     """Row groups whose [min, max] key range holds at least one of ``sorted_keys`` (strings,
-    ascending). The groups that meet the keys' own range are found first (their bounds
-    ascend, a sorted file); at most :data:`FEW_GROUPS` of them are returned as they are (a
+    ascending). The groups that meet the keys' own range are found first
+    (:func:`_meeting`); at most :data:`FEW_GROUPS` of them are returned as they are (a
     superset: reading a group with no wanted key costs a read, never a wrong row), more are
     narrowed key by key."""
     if not len(sorted_keys):
         return []
-    low, high = sorted_keys[0].as_py(), sorted_keys[-1].as_py()
-    mins, maxs = info.row_group_min, info.row_group_max
-    if all(a <= b for a, b in zip(mins, maxs, strict=True)) and all(
-        b < a for a, b in zip(mins[1:], maxs, strict=False)
-    ):  # as a sorted file's are (a group without statistics spans everything: not so)
-        first = bisect.bisect_left(maxs, low)
-        met = range(first, max(first, bisect.bisect_right(mins, high)))
-    else:
-        met = range(len(mins))
+    met = _meeting(info, sorted_keys[0].as_py(), sorted_keys[-1].as_py())
     if len(met) <= FEW_GROUPS:
         return list(met)
     keys = sorted_keys.to_numpy(zero_copy_only=False)
@@ -53,6 +45,15 @@ def row_groups_for(info: BaseInfo, sorted_keys: pa.Array) -> list[int]:
     lo = np.searchsorted(keys, np.array(bounds[0], dtype=object), side="left")
     hi = np.searchsorted(keys, np.array(bounds[1], dtype=object), side="right")
     return [i for i, a, b in zip(met, lo, hi, strict=True) if b > a]
+
+
+def _meeting(info: BaseInfo, low: str, high: str) -> range:
+    """The row groups whose key bounds meet [``low``, ``high``]: one run, found by bisection,
+    when the bounds ascend (``BaseInfo.ascending``); else every group."""
+    if not info.ascending:
+        return range(len(info.row_group_min))
+    first = bisect.bisect_left(info.row_group_max, low)
+    return range(first, max(first, bisect.bisect_right(info.row_group_min, high)))
 
 
 def lookup_base(
@@ -113,9 +114,7 @@ def spanned_row_groups(fs: AbstractFileSystem, path: str, low: str, high: str) -
     """How many row groups of the base file have key bounds that meet [``low``, ``high``]: at
     most what :func:`lookup_base` of keys in that range reads (a read of its footer, which
     the lookup then finds cached; no data)."""
-    info = open_base(fs, path).info
-    first = bisect.bisect_left(info.row_group_max, low)  # the bounds ascend: a sorted file
-    return max(0, bisect.bisect_right(info.row_group_min, high) - first)
+    return len(_meeting(open_base(fs, path).info, low, high))
 
 
 def _scan(

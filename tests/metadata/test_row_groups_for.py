@@ -4,18 +4,24 @@ than those whose key bounds hold a wanted key (a group left out would hide its k
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from index_base_fixtures import FS, write_index_base
 
-from lakebraid.metadata.basefile import BaseInfo
+from lakebraid.metadata.basefile import BaseInfo, bounds_ascend, open_base
 from lakebraid.metadata.baselookup import FEW_GROUPS, row_groups_for
 
 TEXT = st.text(alphabet="ab\u00e9\U0001f600z", max_size=4)
 
 
 def _info(mins: list[str], maxs: list[str]) -> BaseInfo:
-    return BaseInfo("f", 4, "record_index", "g", "1", (), 0, tuple(mins), tuple(maxs))
+    low, high = tuple(mins), tuple(maxs)  # as a footer read gives them
+    return BaseInfo(
+        "f", 4, "record_index", "g", "1", (), 0, low, high, None, bounds_ascend(low, high)
+    )
 
 
 def _holding(mins: list[str], maxs: list[str], wanted: list[str]) -> set[int]:
@@ -60,3 +66,20 @@ def test_keys_past_every_group_read_nothing() -> None:
     assert row_groups_for(_info(mins, maxs), pa.array(["ev-0200", "ev-0300"])) == []
     assert row_groups_for(_info(mins, maxs), pa.array(["a", "b"])) == []
     assert row_groups_for(_info(mins, maxs), pa.array(["ev-0150"])) == [1]
+
+
+def test_a_written_base_files_footer_says_its_bounds_ascend(tmp_path: Path) -> None:
+    keys = [f"k{i:03d}" for i in range(30)]
+    rows = pa.table(
+        {
+            "key": keys,
+            "partition": ["p"] * 30,
+            "file_id_hi": pa.array(range(30), pa.int64()),
+            "file_id_lo": pa.array([0] * 30, pa.int64()),
+            "instant": pa.array([1] * 30, pa.int64()),
+        }
+    )
+    path = write_index_base(tmp_path / "record_index-0000_1.parquet", rows, row_group_rows=4)
+    info = open_base(FS, path).info
+    assert len(info.row_group_min) == 8 and info.ascending
+    assert row_groups_for(info, pa.array(["k010", "k011"])) == [2]
