@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
+from fsspec import AbstractFileSystem
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.arrow_records import taken_by_key
@@ -81,11 +82,6 @@ class InProcessEngine:
         existing file, then by incoming rows), so no thread is left with a big one at the end."""
         if not work:
             return []
-        order = sorted(
-            range(len(work)),
-            key=lambda i: (work[i].rewrites(), work[i].size()),
-            reverse=True,
-        )
         fs, root = filesystem(work[0].task.root, work[0].task.storage)
         layout = TableLayout(root)
         batch = is_local(fs) and 0 < self.batch_files <= len(work)
@@ -93,9 +89,34 @@ class InProcessEngine:
             mark_all(fs, layout, work[0].task.instant, [w.task.output() for w in work])
         few = _new_and_small(work)
         if len(work) == 1 and not few:  # one file: written and made durable on this thread
-            return [_write_one(work[0], batch)]
+            with progress.task("write data files", total=1) as bar:
+                statuses = [work[0].run(sync=not batch, marked=batch)]
+                bar.advance()
+        else:
+            statuses = self._pooled(work, few, batch, fs, layout)
+        if batch:
+            written = [s for s in statuses if s.file_name is not None]
+            paths = [f"{layout.partition_dir(s.partition)}/{s.file_name}" for s in written]
+            make_all_durable(fs, root, paths)
+        return statuses
+
+    def _pooled(
+        self,
+        work: Sequence[Work],
+        few: list[int],
+        batch: bool,
+        fs: AbstractFileSystem,
+        layout: TableLayout,
+    ) -> list[WriteStatus]:
+        """The statuses of several files: rewrites on the engine's threads, each file fsynced
+        on an I/O thread unless ``batch`` (then the caller's syncfs), the ``few`` new small
+        groups together."""
         batched = set(few)
-        order = [i for i in order if i not in batched]
+        order = sorted(
+            (i for i in range(len(work)) if i not in batched),
+            key=lambda i: (work[i].rewrites(), work[i].size()),
+            reverse=True,
+        )
         with (
             ThreadPoolExecutor(max(1, min(self.threads, len(order)))) as pool,
             ThreadPoolExecutor(SYNC_THREADS) as syncer,
@@ -118,25 +139,7 @@ class InProcessEngine:
             for _, durable in done.values():
                 if durable is not None:
                     durable.result()  # re-raises a failed fsync: nothing is committed then
-        statuses = [done[i][0] for i in range(len(work))]
-        if batch:
-            written = [s for s in statuses if s.file_name is not None]
-            paths = [f"{layout.partition_dir(s.partition)}/{s.file_name}" for s in written]
-            make_all_durable(fs, root, paths)
-        return statuses
-
-
-def _write_one(work: Work, batch: bool) -> WriteStatus:
-    """A write of one file (a small commit's usual case) without thread pools: its file is
-    durable when this returns (fsynced, or under a batch marker by one syncfs)."""
-    with progress.task("write data files", total=1) as bar:
-        status = work.run(sync=not batch, marked=batch)
-        bar.advance()
-    if batch and status.file_name is not None:
-        fs, root = filesystem(work.task.root, work.task.storage)
-        folder = TableLayout(root).partition_dir(status.partition)
-        make_all_durable(fs, root, [f"{folder}/{status.file_name}"])
-    return status
+        return [done[i][0] for i in range(len(work))]
 
 
 def _new_and_small(work: Sequence[Work]) -> list[int]:
