@@ -9,7 +9,6 @@ import pytest
 
 from lakebraid.index import lookup
 from lakebraid.index.keys import key_text
-from lakebraid.metadata.hashing import group_order
 from lakebraid.writers.client import WriteClient
 
 ROWS = 80_000  # two record-index groups of ~40k keys: three row groups of 16,384 each
@@ -26,13 +25,19 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _decision(path: str, keys: list[str], threads: int = 2) -> tuple[int, int]:
+    """The threads a real ``locate`` asks of ``map_groups`` (``most``), and its groups."""
     reader = WriteClient.open(path, **{"metadata.lookup.threads": threads}).metadata.reader()
-    wanted = key_text(pa.array(keys))
-    groups = reader.point.index_groups(wanted)
-    order = group_order(groups, reader.group_count(lookup.Partition.RECORD_INDEX))
-    wanted, groups = wanted.take(pa.array(order)), groups[order]
-    bounds = lookup._run_bounds(groups)
-    return lookup._threads(reader, wanted, bounds), len(bounds)
+    asked: list[tuple[int, int]] = []
+    real = reader.map_groups
+
+    def spy(work, groups, most=0):
+        asked.append((most, len(groups)))
+        return real(work, groups, most)
+
+    reader.map_groups = spy  # type: ignore[method-assign]
+    lookup.locate(reader, key_text(pa.array(keys)))
+    assert len(asked) == 1
+    return asked[0]
 
 
 def test_keys_of_a_narrow_range_run_on_one_thread(table: str) -> None:

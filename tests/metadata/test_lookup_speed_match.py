@@ -14,9 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from fsspec.implementations.local import LocalFileSystem
+from index_base_fixtures import write_index_base
 
 from lakebraid.metadata import baselookup
-from lakebraid.metadata.basefile import read_base, write_base
+from lakebraid.metadata.basefile import read_base
 from lakebraid.metadata.baselookup import lookup_base
 from lakebraid.metadata.keyorder import KeyMatcher, SortedRun
 
@@ -92,19 +93,7 @@ def _index_base(folder: Path, keys: list[str]) -> str:
             "instant": pa.array([1] * len(keys), pa.int64()),
         }
     )
-    path = str(folder / "record_index-0000_1.parquet")
-    group = "record_index-0000"
-    write_base(
-        FS,
-        path,
-        table,
-        partition="record_index",
-        file_group=group,
-        instant="1",
-        folded=[],
-        row_group_rows=16,
-    )
-    return path
+    return write_index_base(folder / "record_index-0000_1.parquet", table, row_group_rows=16)
 
 
 @pytest.mark.parametrize("form", sorted(KEY_FORMS))
