@@ -11,7 +11,11 @@ time (or fewer bytes, or fewer files).
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -121,6 +125,55 @@ def measure(
             wrong.append(f"{name} got {got}")
         print(f"  {name}: {elapsed:.4f} s -> {got}", flush=True)
     return seconds, "OK" if not wrong else "FAIL: " + "; ".join(wrong)
+
+
+# Importing lakebraid sets glibc's malloc to keep freed memory and makes jemalloc pyarrow's pool
+# (``writers/engine/memory.py``): process-wide choices that also change how a peer in the same
+# process allocates (delta-rs's MERGE ran 15-25% slower under lakebraid's malloc choice). A peer
+# timed in a process of its own runs with these set, so its import of lakebraid changes nothing.
+PEER_ENVIRONMENT = {"LAKEBRAID_MALLOC": "keep", "LAKEBRAID_ARROW_POOL": "keep"}
+
+
+def own_process(script: str, args: Sequence[str], system: str) -> str:
+    """The last line ``script`` prints when run with ``args`` in a new Python process, for
+    ``system``: a peer's process gets :data:`PEER_ENVIRONMENT` (its allocators as the peer's
+    users have them), lakebraid's its own choices."""
+    environ = dict(os.environ)
+    if system != SYSTEMS[0]:
+        environ.update(PEER_ENVIRONMENT)
+    done = subprocess.run(
+        [sys.executable, script, *args], capture_output=True, text=True, env=environ
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{system} in {script} {' '.join(args)} failed:\n{done.stderr}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def median_of_runs(
+    path: str, write: Callable[[str], object], runs: int, own_time: bool = False
+) -> float:
+    """The median seconds of ``runs`` runs of ``write`` on the table at ``path``: before each,
+    the table is put back as it was (a copy set aside before the first), so every run writes
+    the same table at the same path and a process's caches of its (immutable, uniquely named)
+    files stay warm, as for a long-running writer. The last run's write is kept.
+    ``own_time``: ``write`` returns the seconds to count (a new process's own timing)."""
+    aside = f"{path}-aside"
+
+    def put_back() -> None:
+        if os.path.exists(aside):
+            shutil.rmtree(path)
+            os.rename(aside, path)
+        shutil.copytree(path, aside)
+
+    def sample() -> float:
+        put_back()
+        if own_time:
+            return float(write(path))  # type: ignore[arg-type]
+        return timed(lambda: write(path))[1]
+
+    seconds = statistics.median(sample() for _ in range(runs))
+    shutil.rmtree(aside)
+    return seconds
 
 
 def clear_process_caches() -> None:

@@ -18,7 +18,9 @@ lakebraid's tables are opened afresh inside each timing (``WriteClient.open``) a
 the in-process engine with inline data compaction off (step 6 and 7 compact by hand); the
 small steps 3-5 run ``--runs`` times, the table put back before each but the first: medians;
 delta-rs merges on ``t.id = s.id`` as in ``upsert.py``. At the end every table is read whole
-and compared with the expected rows. Ratios are delta-rs / lakebraid (> 1: lakebraid faster).
+and compared with the expected rows. delta-rs runs in a Python process of its own with its
+allocators as its users have them (``benchlib.own_process``). Ratios are delta-rs / lakebraid
+(> 1: lakebraid faster).
 
     .venv/bin/python benchmarks/merge_on_read.py [--rows N] [--json F]
 """
@@ -26,7 +28,7 @@ and compared with the expected rows. Ratios are delta-rs / lakebraid (> 1: lakeb
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import shutil
 import statistics
 import subprocess
@@ -40,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from benchlib import NA, Report, Value, median_timed, timed
+from benchlib import NA, Report, Value, median_of_runs, median_timed, own_process, timed
 from deltalake import DeltaTable, write_deltalake
 from upsert import DAYS, delta_delete, delta_merge, digest, make_rows
 
@@ -92,33 +94,6 @@ def names(steps: Steps) -> dict[str, str]:
         "spread": f"upsert {len(steps['spread']):,} (random keys, every day)",
         "delete": f"delete {len(steps['delete']):,} random keys",
     }
-
-
-def median_of_runs(
-    path: str, write: Callable[[str], object], runs: int, own_time: bool = False
-) -> float:
-    """The median seconds of ``runs`` runs of ``write`` on the table at ``path``: before each,
-    the table is put back as it was (a copy set aside before the first), so every run writes
-    the same table at the same path and a process's caches of its (immutable, uniquely named)
-    files stay warm, as for a long-running writer. The last run's write is kept.
-    ``own_time``: ``write`` returns the seconds to count (a new process's own timing)."""
-    aside = f"{path}-aside"
-
-    def put_back() -> None:
-        if os.path.exists(aside):
-            shutil.rmtree(path)
-            os.rename(aside, path)
-        shutil.copytree(path, aside)
-
-    def sample() -> float:
-        put_back()
-        if own_time:
-            return float(write(path))  # type: ignore[arg-type]
-        return timed(lambda: write(path))[1]
-
-    seconds = statistics.median(sample() for _ in range(runs))
-    shutil.rmtree(aside)
-    return seconds
 
 
 def new_process_write(system: str, rows_file: str, path: str) -> float:
@@ -228,6 +203,14 @@ def run_delta(
     return seconds
 
 
+def child_delta(rows: int, runs: int, folder: str, rows_file: str) -> int:
+    """In delta-rs's own process: its steps on the workload of ``rows`` rows (the same seed,
+    so the same inputs), its table at ``folder``/delta; prints its seconds as JSON."""
+    steps, later = workload(rows)
+    print(json.dumps(run_delta(f"{folder}/delta", steps, later, runs, rows_file)))
+    return 0
+
+
 def expected(steps: Steps, later: list[pa.Table]) -> pa.Table:
     """The rows after every step: the latest ts of each key, less the deleted keys (the
     deletes come before the later upserts, which touch only keys still alive)."""
@@ -317,8 +300,9 @@ def measure(
             problems[kind], got[kind]["validate"] = timed(
                 lambda p=path: WriteClient.open(p).validate()
             )
-        if not skip_delta:
-            got["delta-rs"] = run_delta(f"{folder}/delta", steps, later, runs, rows_file)
+        if not skip_delta:  # in a process of its own, its allocators as its users have them
+            args = ["--delta-child", str(len(steps["bulk"])), str(runs), folder, rows_file]
+            got["delta-rs"] = json.loads(own_process(__file__, args, "delta-rs"))
             reads["delta-rs"] = lambda: DeltaTable(f"{folder}/delta").to_pyarrow_table()
             print(f"delta-rs: {got['delta-rs']}", flush=True)
         found = {name: digest(read()) for name, read in reads.items()}
@@ -360,7 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # system, path, rows file
     parser.add_argument("--read-child", nargs="+", help=argparse.SUPPRESS)  # runs, paths
+    # delta-rs's own process: rows, runs, folder, rows file
+    parser.add_argument("--delta-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.delta_child:
+        rows, runs, folder, rows_file = args.delta_child
+        return child_delta(int(rows), int(runs), folder, rows_file)
     if args.child:
         return child_write(*args.child)
     if args.read_child:

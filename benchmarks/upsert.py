@@ -12,7 +12,9 @@ deletes with ``In("id", keys)``; both partition by day like lakebraid. Every ste
 table afresh inside the timing (``WriteClient.open``, ``DeltaTable(path)``,
 ``catalog.load_table``); tables are created (empty) and inputs built before any timing. At the end
 every system's table is read whole and compared with the expected rows (count, keys, amounts,
-ts). Prints seconds and peer / lakebraid (> 1: lakebraid is faster).
+ts). Each system runs in a Python process of its own (``benchlib.own_process``: a peer's with
+its allocators as its users have them), which builds the same inputs from the same seed.
+Prints seconds and peer / lakebraid (> 1: lakebraid is faster).
 
     .venv/bin/python benchmarks/upsert.py [--rows N] [--skip-delta] [--skip-iceberg] [--json F]
 """
@@ -20,6 +22,7 @@ ts). Prints seconds and peer / lakebraid (> 1: lakebraid is faster).
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -27,7 +30,15 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from benchlib import SKIPPED, Report, Value, iceberg_catalog, iceberg_table, timed
+from benchlib import (
+    SKIPPED,
+    Report,
+    Value,
+    iceberg_catalog,
+    iceberg_table,
+    own_process,
+    timed,
+)
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg.expressions import In
 from pyiceberg.table import Table as IcebergTable
@@ -165,56 +176,73 @@ def expected(data: Steps) -> pa.Table:
     return rows.filter(pc.invert(gone))
 
 
+RUNNERS: dict[str, Callable[[str, Steps], Outcome]] = {}  # filled below the runners
+
+
+def run_one(system: str, rows: int) -> int:
+    """In a system's own process: its steps on the workload of ``rows`` rows in a new folder;
+    prints its seconds and the digest of its final table as one JSON line."""
+    folder = tempfile.mkdtemp(prefix="lakebraid-bench-")
+    try:
+        seconds, read = RUNNERS[system](folder, workload(rows))
+        print(json.dumps({"seconds": seconds, "digest": digest(read())}))
+        return 0
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--skip-delta", action="store_true")
     parser.add_argument("--skip-iceberg", action="store_true")
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
+    parser.add_argument("--system", default=None, help=argparse.SUPPRESS)  # a system's process
     args = parser.parse_args(argv)
-    folder = tempfile.mkdtemp(prefix="lakebraid-bench-")
-    try:
-        data = workload(args.rows)
-        names = step_names(data)
-        print(f"rows {args.rows:,}; mixed upsert {len(data['mixed']):,} rows", flush=True)
-        runners = {"lakebraid": run_lakebraid, "delta-rs": run_delta, "pyiceberg": run_iceberg}
-        skipped = {"delta-rs": args.skip_delta, "pyiceberg": args.skip_iceberg}
-        outcomes: dict[str, Outcome] = {}
-        for system, run in runners.items():
-            if not skipped.get(system):
-                outcomes[system] = run(folder, data)
-                print(f"{system}: {outcomes[system][0]}", flush=True)
-        want = digest(expected(data))
-        checks: dict[str, Value] = {
-            s: SKIPPED if skipped.get(s) else "OK" for s in runners if s not in outcomes
-        }
-        for system, (_, read) in outcomes.items():
-            got = digest(read())
-            checks[system] = "OK" if got == want else f"FAIL {got} != {want}"
-        verdict = "OK" if all(c in ("OK", SKIPPED) for c in checks.values()) else "FAIL"
-        report = Report(
-            "upsert",
-            f"{args.rows:,} rows over {DAYS} day partitions, keys key-NNNNNNNNNN",
-            notes=[
-                "upsert: seconds of one write each (table opened afresh, then the write), on one "
-                "table in workload order; inputs are built beforehand",
-                "upsert: the check reads each final table whole: rows, key, amount and ts sums "
-                "equal the expected ones",
-                "upsert: lakebraid tags rows with its record index and writes index entries for "
-                "every new key; delta-rs merges with a DataFusion join; pyiceberg scans for "
-                "In(id, keys), compares matched rows in Python, then overwrites and appends",
-            ],
-        )
-        for key, name in names.items():
-            times = {s: outcomes[s][0][key] if s in outcomes else SKIPPED for s in runners}
-            report.add(name, "s", times, verdict)
-        report.add("final table = expected", "check", checks, verdict)
-        report.print()
-        report.save(args.json)
-        return 0 if verdict == "OK" else 1
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    if args.system:
+        return run_one(args.system, args.rows)
+    data = workload(args.rows)
+    names = step_names(data)
+    print(f"rows {args.rows:,}; mixed upsert {len(data['mixed']):,} rows", flush=True)
+    skipped = {"delta-rs": args.skip_delta, "pyiceberg": args.skip_iceberg}
+    outcomes: dict[str, tuple[dict[str, float], tuple[int, ...]]] = {}
+    for system in RUNNERS:
+        if not skipped.get(system):
+            line = own_process(__file__, ["--rows", str(args.rows), "--system", system], system)
+            found = json.loads(line)
+            outcomes[system] = found["seconds"], tuple(found["digest"])
+            print(f"{system}: {outcomes[system][0]}", flush=True)
+    want = digest(expected(data))
+    checks: dict[str, Value] = {
+        s: SKIPPED if skipped.get(s) else "OK" for s in RUNNERS if s not in outcomes
+    }
+    for system, (_, got) in outcomes.items():
+        checks[system] = "OK" if got == want else f"FAIL {got} != {want}"
+    verdict = "OK" if all(c in ("OK", SKIPPED) for c in checks.values()) else "FAIL"
+    report = Report(
+        "upsert",
+        f"{args.rows:,} rows over {DAYS} day partitions, keys key-NNNNNNNNNN",
+        notes=[
+            "upsert: seconds of one write each (table opened afresh, then the write), on one "
+            "table in workload order; inputs are built beforehand; each system in a Python "
+            "process of its own (the peers' with their allocators as their users have them)",
+            "upsert: the check reads each final table whole: rows, key, amount and ts sums "
+            "equal the expected ones",
+            "upsert: lakebraid tags rows with its record index and writes index entries for "
+            "every new key; delta-rs merges with a DataFusion join; pyiceberg scans for "
+            "In(id, keys), compares matched rows in Python, then overwrites and appends",
+        ],
+    )
+    for key, name in names.items():
+        times = {s: outcomes[s][0][key] if s in outcomes else SKIPPED for s in RUNNERS}
+        report.add(name, "s", times, verdict)
+    report.add("final table = expected", "check", checks, verdict)
+    report.print()
+    report.save(args.json)
+    return 0 if verdict == "OK" else 1
 
+
+RUNNERS.update({"lakebraid": run_lakebraid, "delta-rs": run_delta, "pyiceberg": run_iceberg})
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -4,22 +4,34 @@ thresholds) and pyarrow's default memory pool, chosen once by :func:`choose_allo
 through the client, Spark's Python workers included).
 
 **glibc's malloc.** glibc serves a request of at least its *mmap threshold* with a new mapping
-and returns the heap's free top to the system once it passes its *trim threshold*; both start
-low and follow the largest block freed so far (at most 32 MiB and twice that). A read or merge
-allocates and frees numpy arrays of a few MB per file slice, two or three at a time: with
-glibc's defaults the heap's top passes the trim threshold at every file slice and each new
-array is fresh memory, every 4 KiB page a fault. :func:`tune_malloc` fixes the mmap threshold
-at 8 MiB and the trim threshold at 16 MiB: an array of a file slice comes from the heap and the
-heap keeps up to 16 MiB of free memory (per arena) for the next one instead of faulting it in
-again. Eight reads of a 10M-row table on one thread (60 file slices each; copy-on-write and
-merge-on-read, alternated runs): 1.28-1.45M faults and 3.4-4.1 s of system time with glibc's
-defaults; with thresholds of 32 and 64 MiB 0.58-0.78M faults (the rest are jemalloc's, below),
-the copy-on-write reads 29% faster, the merge-on-read ones 17%, peak RSS the same (230 MB); 8
-and 16 MiB fault as little (0.77M) and keep less: with 32 and 64 MiB the largest Spark Python
-worker of ``make bench`` held 586-606 MiB between steps, against 373-380 untuned. Skipped, as
-the user chose, when ``LAKEBRAID_MALLOC=keep`` or glibc's own variables
-(``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TOP_PAD_``,
-``GLIBC_TUNABLES`` naming ``glibc.malloc``) are set, and where the C library is not glibc.
+(unmapped again when freed) and returns the heap's free top to the system once it passes its
+*trim threshold*; both start low and follow the largest block freed so far (at most 32 MiB and
+twice that). Memory given back costs a page fault per 4 KiB page when it is used again, and on
+a virtual machine whose host reclaims the guest's free memory (free page reporting, as on this
+project's build machines) each such fault costs the host's work too: an 80 MB numpy array
+freed and allocated again 1 s later took 0.2-1.0 s of system time against 10 ms when reused at
+once. A 10M-row bulk insert allocates and frees such arrays by the dozen (hashes, orders,
+masks, taken columns).
+
+:func:`tune_malloc` sets one of two modes (``LAKEBRAID_MALLOC``):
+
+* ``retain`` (the default): no block is served by its own mapping (``M_MMAP_MAX`` 0; blocks
+  too big for a thread's heap still are) and the heap keeps up to 2 GiB of free memory
+  (``M_TRIM_THRESHOLD``, the largest ``mallopt`` takes): what a write frees is reused by its
+  next step and the next write instead of being faulted in again. ``benchmarks/upsert.py``,
+  alternated runs, 10M rows: bulk insert 3.84 / 3.75 s against 8.14 / 4.66 with ``tune``
+  (1.0M faults instead of 1.3M, 2.5-2.9 s of system time instead of 3.1-6.5); the upserts and
+  deletes the same or faster; peak RSS of the bulk insert 2.0-2.1 GB against 1.85-1.9. The
+  cost: a process keeps the memory its largest step freed (up to its peak) until it exits.
+* ``tune``: the mmap threshold fixed at 8 MiB and the trim threshold at 16 MiB, so the arrays
+  of one file slice's read come from the heap and at most 16 MiB of free memory is kept (eight
+  reads of a 10M-row table: 0.77M faults against 1.28-1.45M with glibc's own thresholds,
+  reads 17-29% faster); for processes that must give memory back between steps.
+
+``LAKEBRAID_MALLOC=keep``, or glibc's own variables (``MALLOC_TRIM_THRESHOLD_``,
+``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_MMAP_MAX_``, ``MALLOC_TOP_PAD_``, ``GLIBC_TUNABLES``
+naming ``glibc.malloc``), leave glibc as the user set it, as does a C library that is not
+glibc.
 
 **pyarrow's pool.** pyarrow allocates every buffer from its default pool, mimalloc unless the
 environment variable ``ARROW_DEFAULT_MEMORY_POOL`` names another. :func:`choose_allocators` makes it
@@ -56,7 +68,12 @@ from lakebraid.timeline.errors import ConfigError
 POOL_VARIABLE = "LAKEBRAID_ARROW_POOL"
 ARROW_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 MALLOC_VARIABLE = "LAKEBRAID_MALLOC"
-GLIBC_VARIABLES = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_")
+GLIBC_VARIABLES = (
+    "MALLOC_TRIM_THRESHOLD_",
+    "MALLOC_MMAP_THRESHOLD_",
+    "MALLOC_MMAP_MAX_",
+    "MALLOC_TOP_PAD_",
+)
 POOLS = {
     "jemalloc": pa.jemalloc_memory_pool,
     "mimalloc": pa.mimalloc_memory_pool,
@@ -65,30 +82,38 @@ POOLS = {
 PREFERRED = "jemalloc"
 KEEP = "keep"
 TUNE = "tune"
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
-MMAP_THRESHOLD = 8 << 20
-TRIM_THRESHOLD = 16 << 20
+RETAIN = "retain"
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4  # glibc's mallopt (malloc.h)
+MODES = {  # mallopt settings of each mode (module doc)
+    RETAIN: ((M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 2**31 - 1)),
+    TUNE: ((M_MMAP_THRESHOLD, 8 << 20), (M_TRIM_THRESHOLD, 16 << 20)),
+}
 
 
-def wants_tuning(environ: Mapping[str, str]) -> bool:
-    """Whether :func:`tune_malloc` may set glibc's thresholds given ``environ``: not when
-    ``LAKEBRAID_MALLOC=keep`` or glibc's own malloc variables are set (any other value of
-    ``LAKEBRAID_MALLOC`` than ``tune`` or ``keep`` is a :class:`ConfigError`)."""
+def malloc_mode(environ: Mapping[str, str]) -> str | None:
+    """The mode :func:`tune_malloc` sets given ``environ`` (``retain`` unless
+    ``LAKEBRAID_MALLOC`` names another); None: glibc left as it is, for
+    ``LAKEBRAID_MALLOC=keep`` or glibc's own malloc variables. Any other value of
+    ``LAKEBRAID_MALLOC`` is a :class:`ConfigError`."""
     named = environ.get(MALLOC_VARIABLE, "").strip().lower()
-    if named not in ("", TUNE, KEEP):
+    if named not in ("", RETAIN, TUNE, KEEP):
         raise ConfigError(
-            f"{MALLOC_VARIABLE}={environ[MALLOC_VARIABLE]!r}: use {TUNE} (the default: "
-            f"glibc's malloc thresholds set for lakebraid's reads) or {KEEP}, or unset it"
+            f"{MALLOC_VARIABLE}={environ[MALLOC_VARIABLE]!r}: use {RETAIN} (the default: freed "
+            f"memory kept for reuse), {TUNE} (at most 16 MiB kept) or {KEEP} (glibc's own "
+            "thresholds), or unset it"
         )
     if named == KEEP or any(environ.get(v) for v in GLIBC_VARIABLES):
-        return False
-    return "glibc.malloc." not in environ.get("GLIBC_TUNABLES", "")
+        return None
+    if "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
+        return None
+    return named or RETAIN
 
 
 def tune_malloc() -> None:
-    """Set glibc's mmap and trim thresholds (see the module doc) unless :func:`wants_tuning`
-    says no or the C library is not glibc."""
-    if not wants_tuning(os.environ):
+    """Set glibc's malloc to the mode :func:`malloc_mode` names (see the module doc), unless it
+    names none or the C library is not glibc."""
+    mode = malloc_mode(os.environ)
+    if mode is None:
         return
     try:
         libc = ctypes.CDLL(None)
@@ -97,8 +122,8 @@ def tune_malloc() -> None:
     except (OSError, AttributeError):
         return
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
-    mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    for parameter, value in MODES[mode]:
+        mallopt(parameter, value)
 
 
 def wanted_pool(environ: Mapping[str, str], supported: list[str]) -> str | None:

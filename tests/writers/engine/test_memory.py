@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from lakebraid.timeline.errors import ConfigError
-from lakebraid.writers.engine.memory import wanted_pool, wants_tuning
+from lakebraid.writers.engine.memory import malloc_mode, wanted_pool
 
 ALL = ["mimalloc", "jemalloc", "system"]
 
@@ -42,26 +42,29 @@ def test_wanted_pool(environ: dict[str, str], supported: list[str], expected: st
 @pytest.mark.parametrize(
     ("environ", "expected"),
     [
-        ({}, True),
-        ({"LAKEBRAID_MALLOC": "tune"}, True),
-        ({"LAKEBRAID_MALLOC": " KEEP "}, False),
-        ({"MALLOC_TRIM_THRESHOLD_": "65536"}, False),  # the user's (or Dask's) own choice
-        ({"MALLOC_MMAP_THRESHOLD_": "1000000"}, False),
-        ({"MALLOC_TOP_PAD_": "0"}, False),
-        ({"MALLOC_TRIM_THRESHOLD_": ""}, True),  # set but empty: not a choice
-        ({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"}, False),
-        ({"GLIBC_TUNABLES": "glibc.rtld.nns=8"}, True),  # tunables of something else
+        ({}, "retain"),
+        ({"LAKEBRAID_MALLOC": "tune"}, "tune"),
+        ({"LAKEBRAID_MALLOC": " Retain "}, "retain"),
+        ({"LAKEBRAID_MALLOC": " KEEP "}, None),
+        ({"MALLOC_TRIM_THRESHOLD_": "65536"}, None),  # the user's (or Dask's) own choice
+        ({"MALLOC_MMAP_THRESHOLD_": "1000000"}, None),
+        ({"MALLOC_MMAP_MAX_": "0"}, None),
+        ({"MALLOC_TOP_PAD_": "0", "LAKEBRAID_MALLOC": "tune"}, None),  # glibc's own variable wins
+        ({"MALLOC_TRIM_THRESHOLD_": ""}, "retain"),  # set but empty: not a choice
+        ({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"}, None),
+        ({"GLIBC_TUNABLES": "glibc.rtld.nns=8"}, "retain"),  # tunables of something else
     ],
 )
-def test_wants_tuning(environ: dict[str, str], expected: bool) -> None:
-    assert wants_tuning(environ) is expected
+def test_malloc_mode(environ: dict[str, str], expected: str | None) -> None:
+    assert malloc_mode(environ) == expected
 
 
 def test_a_bad_malloc_choice_is_an_error_naming_the_variable() -> None:
     with pytest.raises(ConfigError) as caught:
-        wants_tuning({"LAKEBRAID_MALLOC": "fast"})
+        malloc_mode({"LAKEBRAID_MALLOC": "fast"})
     assert "LAKEBRAID_MALLOC='fast'" in str(caught.value)
-    assert "tune" in str(caught.value) and "keep" in str(caught.value)
+    for mode in ("retain", "tune", "keep"):
+        assert mode in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -149,12 +152,41 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 @pytest.mark.skipif(not GLIBC, reason="glibc's malloc only")
 def test_tuned_malloc_reuses_freed_arrays_instead_of_faulting_new_pages() -> None:
     """Measured by page faults, not time: glibc's own thresholds return the freed arrays'
-    memory at every round (each of the 200 arrays faults its ~780 pages in again); tuned,
-    the heap keeps it."""
+    memory at every round (each of the 200 arrays faults its ~780 pages in again); in both
+    modes the heap keeps it."""
     faults = {}
-    for choice in ("tune", "keep"):
+    for choice in ("retain", "tune", "keep"):
         done = _new_process(FAULTS, {"LAKEBRAID_MALLOC": choice})
         assert done.returncode == 0, done.stderr
         faults[choice] = int(done.stdout)
     assert faults["keep"] > 50 * 780  # glibc's own thresholds: fresh pages round after round
     assert faults["tune"] < 3 * 780  # tuned: the first round's two arrays, then none
+    assert faults["retain"] < 3 * 780
+
+
+BIG = """
+import os
+import numpy as np
+import lakebraid
+def resident():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+a = np.ones(10_000_000)  # a 10M-row write's hashes or orders: 80 MB
+held = resident()
+del a
+print(held - resident())
+"""
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc only")
+def test_retained_malloc_keeps_the_arrays_of_a_big_write() -> None:
+    """By resident memory, not time: an 80 MB array passes ``tune``'s 8 MiB mmap threshold, so
+    freeing it unmaps it (the next one is faulted in afresh); ``retain`` serves it from the
+    heap, which keeps it resident for the next."""
+    given_back = {}
+    for choice in ("retain", "tune"):
+        done = _new_process(BIG, {"LAKEBRAID_MALLOC": choice})
+        assert done.returncode == 0, done.stderr
+        given_back[choice] = int(done.stdout)
+    assert given_back["tune"] > 70_000_000
+    assert given_back["retain"] < 10_000_000
