@@ -128,9 +128,9 @@ def measure(
 
 
 # Importing lakebraid sets glibc's malloc to keep freed memory and makes jemalloc pyarrow's pool
-# (``writers/engine/memory.py``): process-wide choices that also change how a peer in the same
-# process allocates (delta-rs's MERGE ran 15-25% slower under lakebraid's malloc choice). A peer
-# timed in a process of its own runs with these set, so its import of lakebraid changes nothing.
+# (``writers/engine/memory.py``): process-wide choices that would also change how a peer in the
+# same process allocates. A peer timed in a process of its own runs with these set, so its
+# import of lakebraid changes nothing: each system as its users run it.
 PEER_ENVIRONMENT = {"LAKEBRAID_MALLOC": "keep", "LAKEBRAID_ARROW_POOL": "keep"}
 
 

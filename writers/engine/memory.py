@@ -18,11 +18,12 @@ masks, taken columns).
 * ``retain`` (the default): no block is served by its own mapping (``M_MMAP_MAX`` 0; blocks
   too big for a thread's heap still are) and the heap keeps up to 2 GiB of free memory
   (``M_TRIM_THRESHOLD``, the largest ``mallopt`` takes): what a write frees is reused by its
-  next step and the next write instead of being faulted in again. ``benchmarks/upsert.py``,
-  alternated runs, 10M rows: bulk insert 3.84 / 3.75 s against 8.14 / 4.66 with ``tune``
-  (1.0M faults instead of 1.3M, 2.5-2.9 s of system time instead of 3.1-6.5); the upserts and
-  deletes the same or faster; peak RSS of the bulk insert 2.0-2.1 GB against 1.85-1.9. The
-  cost: a process keeps the memory its largest step freed (up to its peak) until it exits.
+  next step and the next write instead of being faulted in again. A 10M-row bulk insert
+  (``benchmarks/upsert.py``'s, each in a new process, 12 alternated pairs) faulted in 1.0 GB
+  instead of 1.3 GB; its time swings with the host (2.6-6.2 s of system time for the same
+  faults), median 6.2 s against 7.6 with ``tune`` (3.6-7.5 against 4.7-9.4); the upserts and
+  deletes after it the same; peak RSS 2.0-2.1 GB against 1.85-1.9. The cost: a process keeps
+  the memory its largest step freed (up to its peak) until it exits.
 * ``tune``: the mmap threshold fixed at 8 MiB and the trim threshold at 16 MiB, so the arrays
   of one file slice's read come from the heap and at most 16 MiB of free memory is kept (eight
   reads of a 10M-row table: 0.77M faults against 1.28-1.45M with glibc's own thresholds,
