@@ -24,6 +24,11 @@ masks, taken columns).
   faults), median 6.2 s against 7.6 with ``tune`` (3.6-7.5 against 4.7-9.4); the upserts and
   deletes after it the same; peak RSS 2.0-2.1 GB against 1.85-1.9. The cost: a process keeps
   the memory its largest step freed (up to its peak) until it exits.
+  Not in Spark's Python workers (``PYTHON_WORKER_FACTORY_SECRET`` set): a worker serves the
+  tasks of every job of its executor beside the JVM's memory, so it keeps ``tune``
+  (``spark_engine.py``, three alternated pairs: bulk insert 62.0 / 44.3 / 32.6 s retained
+  against 38.2 / 45.9 / 26.9 tuned; the largest worker's peak 781 MiB in the first retained
+  run against 557 in the last tuned ``make bench``).
 * ``tune``: the mmap threshold fixed at 8 MiB and the trim threshold at 16 MiB, so the arrays
   of one file slice's read come from the heap and at most 16 MiB of free memory is kept (eight
   reads of a 10M-row table: 0.77M faults against 1.28-1.45M with glibc's own thresholds,
@@ -69,6 +74,7 @@ from lakebraid.timeline.errors import ConfigError
 POOL_VARIABLE = "LAKEBRAID_ARROW_POOL"
 ARROW_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 MALLOC_VARIABLE = "LAKEBRAID_MALLOC"
+SPARK_WORKER = "PYTHON_WORKER_FACTORY_SECRET"  # set by Spark for its Python workers alone
 GLIBC_VARIABLES = (
     "MALLOC_TRIM_THRESHOLD_",
     "MALLOC_MMAP_THRESHOLD_",
@@ -93,7 +99,7 @@ MODES = {  # mallopt settings of each mode (module doc)
 
 def malloc_mode(environ: Mapping[str, str]) -> str | None:
     """The mode :func:`tune_malloc` sets given ``environ`` (``retain`` unless
-    ``LAKEBRAID_MALLOC`` names another); None: glibc left as it is, for
+    ``LAKEBRAID_MALLOC`` names another; ``tune`` in a Spark Python worker); None: glibc left as it is, for
     ``LAKEBRAID_MALLOC=keep`` or glibc's own malloc variables. Any other value of
     ``LAKEBRAID_MALLOC`` is a :class:`ConfigError`."""
     named = environ.get(MALLOC_VARIABLE, "").strip().lower()
@@ -107,7 +113,7 @@ def malloc_mode(environ: Mapping[str, str]) -> str | None:
         return None
     if "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
         return None
-    return named or RETAIN
+    return named or (TUNE if SPARK_WORKER in environ else RETAIN)
 
 
 def tune_malloc() -> None:

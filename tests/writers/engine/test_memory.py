@@ -53,6 +53,8 @@ def test_wanted_pool(environ: dict[str, str], supported: list[str], expected: st
         ({"MALLOC_TRIM_THRESHOLD_": ""}, "retain"),  # set but empty: not a choice
         ({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"}, None),
         ({"GLIBC_TUNABLES": "glibc.rtld.nns=8"}, "retain"),  # tunables of something else
+        ({"PYTHON_WORKER_FACTORY_SECRET": "x"}, "tune"),  # a Spark Python worker
+        ({"PYTHON_WORKER_FACTORY_SECRET": "x", "LAKEBRAID_MALLOC": "retain"}, "retain"),
     ],
 )
 def test_malloc_mode(environ: dict[str, str], expected: str | None) -> None:
