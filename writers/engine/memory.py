@@ -99,8 +99,8 @@ MODES = {  # mallopt settings of each mode (module doc)
 
 def malloc_mode(environ: Mapping[str, str]) -> str | None:
     """The mode :func:`tune_malloc` sets given ``environ`` (``retain`` unless
-    ``LAKEBRAID_MALLOC`` names another; ``tune`` in a Spark Python worker); None: glibc left as it is, for
-    ``LAKEBRAID_MALLOC=keep`` or glibc's own malloc variables. Any other value of
+    ``LAKEBRAID_MALLOC`` names another; ``tune`` in a Spark Python worker); None: glibc
+    left as it is, for ``LAKEBRAID_MALLOC=keep`` or glibc's own malloc variables. Any other value of
     ``LAKEBRAID_MALLOC`` is a :class:`ConfigError`."""
     named = environ.get(MALLOC_VARIABLE, "").strip().lower()
     if named not in ("", RETAIN, TUNE, KEEP):
