@@ -134,19 +134,27 @@ def measure(
 PEER_ENVIRONMENT = {"LAKEBRAID_MALLOC": "keep", "LAKEBRAID_ARROW_POOL": "keep"}
 
 
-def own_process(script: str, args: Sequence[str], system: str) -> str:
+def own_process(script: str, args: Sequence[str], system: str, tries: int = 2) -> str:
     """The last line ``script`` prints when run with ``args`` in a new Python process, for
     ``system``: a peer's process gets :data:`PEER_ENVIRONMENT` (its allocators as the peer's
-    users have them), lakebraid's its own choices."""
+    users have them), lakebraid's its own choices. A process that fails is run again, up to
+    ``tries`` runs in all (a delta-rs process of ``merge_on_read.py`` once ended in
+    ``terminate called without an active exception``, then ran clean); each failure is
+    printed, the last raised."""
     environ = dict(os.environ)
     if system != SYSTEMS[0]:
         environ.update(PEER_ENVIRONMENT)
-    done = subprocess.run(
-        [sys.executable, script, *args], capture_output=True, text=True, env=environ
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{system} in {script} {' '.join(args)} failed:\n{done.stderr}")
-    return done.stdout.strip().splitlines()[-1]
+    command = [sys.executable, script, *args]
+    for attempt in range(1, tries + 1):
+        done = subprocess.run(command, capture_output=True, text=True, env=environ)
+        if done.returncode == 0:
+            return done.stdout.strip().splitlines()[-1]
+        failure = (
+            f"{system}: {' '.join(command)} exited {done.returncode} (run {attempt} of "
+            f"{tries}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+        )
+        print(failure, file=sys.stderr, flush=True)
+    raise RuntimeError(failure)
 
 
 def median_of_runs(
