@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import clear_manifest_cache
@@ -134,27 +134,32 @@ def measure(
 PEER_ENVIRONMENT = {"LAKEBRAID_MALLOC": "keep", "LAKEBRAID_ARROW_POOL": "keep"}
 
 
-def own_process(script: str, args: Sequence[str], system: str, tries: int = 2) -> str:
+def own_process(script: str, args: Sequence[str], system: str) -> str:
     """The last line ``script`` prints when run with ``args`` in a new Python process, for
     ``system``: a peer's process gets :data:`PEER_ENVIRONMENT` (its allocators as the peer's
-    users have them), lakebraid's its own choices. A process that fails is run again, up to
-    ``tries`` runs in all (a delta-rs process of ``merge_on_read.py`` once ended in
-    ``terminate called without an active exception``, then ran clean); each failure is
-    printed, the last raised."""
+    users have them), lakebraid's its own choices. A failure raises with the process's
+    output."""
     environ = dict(os.environ)
     if system != SYSTEMS[0]:
         environ.update(PEER_ENVIRONMENT)
     command = [sys.executable, script, *args]
-    for attempt in range(1, tries + 1):
-        done = subprocess.run(command, capture_output=True, text=True, env=environ)
-        if done.returncode == 0:
-            return done.stdout.strip().splitlines()[-1]
-        failure = (
-            f"{system}: {' '.join(command)} exited {done.returncode} (run {attempt} of "
-            f"{tries}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    done = subprocess.run(command, capture_output=True, text=True, env=environ)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{system}: {' '.join(command)} exited {done.returncode}:\n"
+            f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
         )
-        print(failure, file=sys.stderr, flush=True)
-    raise RuntimeError(failure)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def report_and_exit(line: str) -> NoReturn:
+    """In a system's own process: print its result ``line`` and end the process at once,
+    without the interpreter's teardown: a delta-rs process (deltalake with pyarrow's mimalloc
+    pool) that had printed its results sometimes aborted in teardown ("terminate called
+    without an active exception", exit -6), which no result depends on."""
+    print(line, flush=True)
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def median_of_runs(

@@ -37,12 +37,22 @@ import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import NoReturn
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from benchlib import NA, Report, Value, median_of_runs, median_timed, own_process, timed
+from benchlib import (
+    NA,
+    Report,
+    Value,
+    median_of_runs,
+    median_timed,
+    own_process,
+    report_and_exit,
+    timed,
+)
 from deltalake import DeltaTable, write_deltalake
 from upsert import DAYS, delta_delete, delta_merge, digest, make_rows
 
@@ -203,12 +213,11 @@ def run_delta(
     return seconds
 
 
-def child_delta(rows: int, runs: int, folder: str, rows_file: str) -> int:
+def child_delta(rows: int, runs: int, folder: str, rows_file: str) -> NoReturn:
     """In delta-rs's own process: its steps on the workload of ``rows`` rows (the same seed,
     so the same inputs), its table at ``folder``/delta; prints its seconds as JSON."""
     steps, later = workload(rows)
-    print(json.dumps(run_delta(f"{folder}/delta", steps, later, runs, rows_file)))
-    return 0
+    report_and_exit(json.dumps(run_delta(f"{folder}/delta", steps, later, runs, rows_file)))
 
 
 def expected(steps: Steps, later: list[pa.Table]) -> pa.Table:

@@ -26,6 +26,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable
+from typing import NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +38,7 @@ from benchlib import (
     iceberg_catalog,
     iceberg_table,
     own_process,
+    report_and_exit,
     timed,
 )
 from deltalake import DeltaTable, write_deltalake
@@ -179,16 +181,16 @@ def expected(data: Steps) -> pa.Table:
 RUNNERS: dict[str, Callable[[str, Steps], Outcome]] = {}  # filled below the runners
 
 
-def run_one(system: str, rows: int) -> int:
+def run_one(system: str, rows: int) -> NoReturn:
     """In a system's own process: its steps on the workload of ``rows`` rows in a new folder;
     prints its seconds and the digest of its final table as one JSON line."""
     folder = tempfile.mkdtemp(prefix="lakebraid-bench-")
     try:
         seconds, read = RUNNERS[system](folder, workload(rows))
-        print(json.dumps({"seconds": seconds, "digest": digest(read())}))
-        return 0
+        found = json.dumps({"seconds": seconds, "digest": digest(read())})
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    report_and_exit(found)
 
 
 def main(argv: list[str] | None = None) -> int:
