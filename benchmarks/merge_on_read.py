@@ -31,8 +31,6 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -109,18 +107,10 @@ def names(steps: Steps) -> dict[str, str]:
 def new_process_write(system: str, rows_file: str, path: str) -> float:
     """Seconds of one upsert of ``rows_file`` into the table at ``path`` by a new Python
     process (:func:`child_write`): a batch job's first write, with nothing cached."""
-    return float(in_new_process("--child", system, path, rows_file))
+    return float(own_process(__file__, ["--child", system, path, rows_file], system))
 
 
-def in_new_process(*args: str) -> str:
-    """The last line this script prints when run with ``args`` in a new Python process."""
-    done = subprocess.run(
-        [sys.executable, __file__, *args], capture_output=True, text=True, check=True
-    )
-    return done.stdout.strip().splitlines()[-1]
-
-
-def child_write(system: str, path: str, rows_file: str) -> int:
+def child_write(system: str, path: str, rows_file: str) -> NoReturn:
     """In the new process: read the rows and make a first Arrow call (pyarrow imports pandas
     there, 0.5 s for either system), then time the write alone and print its seconds."""
     rows = pq.read_table(rows_file)
@@ -129,8 +119,7 @@ def child_write(system: str, path: str, rows_file: str) -> int:
         seconds = timed(lambda: delta_merge(path, rows))[1]
     else:
         seconds = timed(lambda: WriteClient.open(path).upsert(rows))[1]
-    print(seconds)
-    return 0
+    report_and_exit(str(seconds))
 
 
 def run_lakebraid(
@@ -182,7 +171,8 @@ def timed_reads(paths: dict[str, str], runs: int) -> dict[str, tuple[float, floa
 
 def new_process_reads(paths: dict[str, str], runs: int) -> dict[str, tuple[float, float]]:
     """:func:`timed_reads` in a new Python process, after one untimed read of each table."""
-    found = [float(x) for x in in_new_process("--read-child", str(runs), *paths.values()).split()]
+    line = own_process(__file__, ["--read-child", str(runs), *paths.values()], "lakebraid")
+    found = [float(x) for x in line.split()]
     return {kind: (found[2 * i], found[2 * i + 1]) for i, kind in enumerate(paths)}
 
 

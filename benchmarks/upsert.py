@@ -178,7 +178,11 @@ def expected(data: Steps) -> pa.Table:
     return rows.filter(pc.invert(gone))
 
 
-RUNNERS: dict[str, Callable[[str, Steps], Outcome]] = {}  # filled below the runners
+RUNNERS: dict[str, Callable[[str, Steps], Outcome]] = {
+    "lakebraid": run_lakebraid,
+    "delta-rs": run_delta,
+    "pyiceberg": run_iceberg,
+}
 
 
 def run_one(system: str, rows: int) -> NoReturn:
@@ -243,8 +247,6 @@ def main(argv: list[str] | None = None) -> int:
     report.save(args.json)
     return 0 if verdict == "OK" else 1
 
-
-RUNNERS.update({"lakebraid": run_lakebraid, "delta-rs": run_delta, "pyiceberg": run_iceberg})
 
 if __name__ == "__main__":
     raise SystemExit(main())
