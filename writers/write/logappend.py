@@ -12,7 +12,7 @@ files, so rollback and recovery find it.
 
 Each block's footer carries the keys of the slice's logs so far (RFC-06): the writer reads
 the footer of the slice's newest log (``previous_log``) and extends it
-(``datalog.slice_after``). Plain picklable data in and out: Spark executors run it too.
+(``logfooter.slice_after``). Plain picklable data in and out: Spark executors run it too.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from lakebraid.timeline.durable import filesystem, is_local, make_durable, make_
 from lakebraid.timeline.layout import TableLayout, data_file_name
 from lakebraid.writers.write.datafile import conform, data_schema, stamped
 from lakebraid.writers.write.datalog import (
-    SliceKeys,
     encode_data_block,
     encode_delete_block,
     read_last_footer,
 )
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
+from lakebraid.writers.write.logfooter import SliceKeys
 from lakebraid.writers.write.marking import mark
 from lakebraid.writers.write.partition_codes import codes
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, rewrite_tasks
