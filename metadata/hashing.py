@@ -90,9 +90,12 @@ def file_groups_of(
     """:func:`file_group_of` of every key, as an int64 numpy array (nulls are refused);
     ``hashes``: the keys' :func:`stable_hashes` when the caller has them."""
     _check_groups(n_groups)
-    if hashes is None and n_groups == 1 and isinstance(keys, pa.Array | pa.ChunkedArray):
-        _check_keys(keys)  # every key is in group 0: no hash needed, the checks kept
-        return np.zeros(len(keys), np.int64)
+    if hashes is None and n_groups == 1:  # every key is in group 0: no hash, the checks kept
+        if isinstance(keys, pa.Array | pa.ChunkedArray):
+            _check_keys(keys)
+            return np.zeros(len(keys), np.int64)
+        if all(isinstance(key, str) for key in keys):  # else refused below, as when hashed
+            return np.zeros(len(keys), np.int64)
     if hashes is None:
         hashes = stable_hashes(keys)
     elif len(hashes) != len(keys):

@@ -118,6 +118,10 @@ def test_nulls_and_non_strings_are_refused(groups: int) -> None:
         file_groups_of(pa.chunked_array([["a"], [None]], pa.string()), groups)
     with pytest.raises(TypeError):
         file_groups_of(pa.array([1, 2]), groups)
+    with pytest.raises(ValueError):  # a list is checked as an array is
+        file_groups_of(["a", None], groups)  # type: ignore[list-item]
+    with pytest.raises((TypeError, ValueError)):
+        file_groups_of(["a", 1], groups)  # type: ignore[list-item]
     assert file_groups_of(pa.array(["a", "b"], pa.string_view()), groups).tolist() == [
         file_group_of("a", groups),
         file_group_of("b", groups),
