@@ -55,14 +55,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from lakebraid.index.bloom import KeyBloom
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.integrity import check_structure
 from lakebraid.metadata.keyorder import sort_order
 from lakebraid.writers.errors import CorruptDataLogError
-from lakebraid.writers.write.logfooter import KeyFooter, SliceKeys, slice_after
+from lakebraid.writers.write.logfooter import KeyFooter, SliceKeys
 
 MAGIC = b"DLOG"
 FORMAT_VERSION = 1
@@ -128,7 +127,8 @@ def encode_block(
     """A block of ``rows`` (one per key, sorted here; a delete block: the key column alone)
     and the slice's keys after it. ``previous``: the slice's keys before it (the footer of
     its last block), None for the first block; ``earlier_keys``: every key of the slice's
-    earlier blocks, when the writer read them (lets the slice filter grow: :func:`slice_after`);
+    earlier blocks, when the writer read them (lets the slice filter grow:
+    ``logfooter.slice_after``);
     ``compressed``: zstd-compress the body's buffers (else none)."""
     ordered = rows.take(sort_order(rows.column(RECORD_KEY)))
     codec = "zstd" if compressed else None
@@ -166,9 +166,8 @@ def _encode(
     with pa.ipc.new_stream(sink, rows.schema, options=_IPC[codec]) as writer:
         writer.write_table(rows.combine_chunks(), max_chunksize=max(1, rows.num_rows))
     body = sink.getvalue().to_pybytes()
-    after = slice_after(previous, keys, earlier_keys)
-    bloom = KeyBloom.of(keys).encode()
-    footer = msgspec.msgpack.encode(KeyFooter(keys[0].as_py(), keys[-1].as_py(), bloom, after))
+    key_footer = KeyFooter.of(keys, previous, earlier_keys)
+    footer = msgspec.msgpack.encode(key_footer)
     header = msgspec.msgpack.encode(
         DataLogHeader(
             kind.value, instant, partition, file_id, rows.num_rows, len(body), len(footer)
@@ -190,7 +189,7 @@ def _encode(
             ),
         ]
     )
-    return block, after
+    return block, key_footer.slice
 
 
 # -- reading -------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The key footer of a merge-on-read data log block (the seeds' RFC-06 key index): the block's
 own key range and bloom filter (:class:`KeyFooter`) and those of every block of the file
-slice's logs so far (:class:`SliceKeys`, grown by :func:`slice_after`). The block format that
+slice's logs so far (:class:`SliceKeys`, grown by :func:`slice_after`); a writer builds both
+at once (:meth:`KeyFooter.of`). The block format that
 carries it is ``writers.write.datalog``'s (its docstring documents the footer's fields)."""
 
 from __future__ import annotations
@@ -29,6 +30,16 @@ class KeyFooter(msgspec.Struct, frozen=True):
     bloom: bytes
     slice: SliceKeys
 
+    @classmethod
+    def of(
+        cls, keys: pa.Array, previous: SliceKeys | None, earlier_keys: pa.Array | None = None
+    ) -> KeyFooter:
+        """The footer of a block of ``keys`` (sorted, non-empty) appended after ``previous``
+        (:func:`slice_after`); the block's filter is the slice's for a slice's first block."""
+        bloom = KeyBloom.of(keys).encode()
+        after = slice_after(previous, keys, earlier_keys, first_bloom=bloom)
+        return cls(keys[0].as_py(), keys[-1].as_py(), bloom, after)
+
     def may_hold(self, key: str) -> bool:
         """Whether this block may hold ``key`` (False: surely not)."""
         return self.may_hold_any(pa.array([key], pa.string()))
@@ -55,15 +66,20 @@ def _bloom_may_hold(encoded: bytes, keys: pa.Array) -> bool:
 
 
 def slice_after(
-    previous: SliceKeys | None, keys: pa.Array, earlier_keys: pa.Array | None = None
+    previous: SliceKeys | None,
+    keys: pa.Array,
+    earlier_keys: pa.Array | None = None,
+    first_bloom: bytes | None = None,
 ) -> SliceKeys:
     """The slice's keys once a block of ``keys`` (sorted, non-empty) is appended. The slice
     filter keeps its size while it holds :data:`~lakebraid.index.bloom.BITS_PER_KEY` bits per
     key; past that it is rebuilt at a larger size from ``earlier_keys`` when given, else
-    dropped (readers then test each block's own filter)."""
+    dropped (readers then test each block's own filter). ``first_bloom``: the keys' own
+    filter, encoded, when the caller has it (the slice's filter after its first block)."""
     lo, hi = keys[0].as_py(), keys[-1].as_py()
     if previous is None:
-        return SliceKeys(1, len(keys), lo, hi, KeyBloom.of(keys).encode())
+        bloom = first_bloom if first_bloom is not None else KeyBloom.of(keys).encode()
+        return SliceKeys(1, len(keys), lo, hi, bloom)
     total = previous.keys + len(keys)
     bloom: bytes | None = None
     kept = KeyBloom.decode(previous.bloom) if previous.bloom is not None else None
