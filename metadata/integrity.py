@@ -96,9 +96,9 @@ def _expected(note: bytes) -> tuple[pq.ParquetSchema, str]:
     found = _SCHEMAS.get(note)
     if found is None:
         arrow = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(note, validate=True)))
-        sink = pa.BufferOutputStream()
-        pq.write_table(arrow.empty_table(), sink)  # pyarrow's default schema options
-        parquet = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
+        writer = pq.ParquetWriter(pa.BufferOutputStream(), arrow)  # pyarrow's default options
+        writer.close()  # a footer alone: several times faster than writing an empty table
+        parquet = writer.writer.metadata.schema
         found = (parquet, _text(parquet))
         _SCHEMAS.put(note, found)
     return found

@@ -47,10 +47,10 @@ def make_lock(
 
 class TableLock:
     def __init__(self, fs: AbstractFileSystem, layout: TableLayout, timeout_s: float = 120.0):
-        os.makedirs(os.path.dirname(layout.lock), exist_ok=True)
         self._layout = layout
         self._timeout = timeout_s
-        self._lock = filelock.FileLock(layout.lock, timeout=timeout_s, is_singleton=True)
+        self._lock: filelock.BaseFileLock | None = None  # made at the first acquisition: a
+        self._made = threading.Lock()  # reader that never locks makes no folder nor lock
         self._local = threading.local()
         self.holds = 0  # outermost acquisitions so far, by any thread of this process
 
@@ -63,7 +63,7 @@ class TableLock:
         depth = getattr(self._local, "depth", 0)
         if depth == 0:  # nested blocks only count: the file lock is this thread's already
             try:
-                self._lock.acquire()
+                self._file_lock().acquire()
             except filelock.Timeout:
                 raise LockTimeoutError(
                     f"could not take the table lock {self._layout.lock} within "
@@ -83,7 +83,16 @@ class TableLock:
     ) -> None:
         self._local.depth -= 1
         if self._local.depth == 0:
-            self._lock.release()
+            self._file_lock().release()
+
+    def _file_lock(self) -> filelock.BaseFileLock:
+        with self._made:
+            if self._lock is None:
+                os.makedirs(os.path.dirname(self._layout.lock), exist_ok=True)
+                self._lock = filelock.FileLock(
+                    self._layout.lock, timeout=self._timeout, is_singleton=True
+                )
+            return self._lock
 
 
 Lock: TypeAlias = TableLock | LeaseLock

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakebraid.index.errors import RecordKeyError
 from lakebraid.index.keys import check_key_type
@@ -95,6 +96,13 @@ def spark_problem(data_type: pa.DataType) -> str | None:
     return None
 
 
+def nan_count(column: pa.ChunkedArray | pa.Array) -> int:
+    """Rows of a floating-point column holding NaN (0 for any other type)."""
+    if not pa.types.is_floating(column.type):
+        return 0
+    return int(pc.sum(pc.is_nan(column)).as_py() or 0)
+
+
 def _check_columns(incoming: pa.Table, config: TableConfig, table: str) -> None:
     """The record key, precombine and partition columns are present (key and precombine
     without nulls); no reserved or repeated column name."""
@@ -124,6 +132,14 @@ def _check_columns(incoming: pa.Table, config: TableConfig, table: str) -> None:
         raise InputError(
             f"{incoming.column(pre).null_count} rows have a null precombine value {pre!r}: "
             "rows of one key could not be ordered; fill them before writing",
+            table=table,
+        )
+    nan = nan_count(incoming.column(pre)) if pre is not None else 0
+    if nan:
+        raise InputError(
+            f"{nan} rows have a NaN precombine value {pre!r}: NaN is neither higher nor lower "
+            "than any value, so rows of one key could not be ordered; replace them before "
+            "writing",
             table=table,
         )
     missing = [f for f in config.partition_fields if f not in names]

@@ -74,6 +74,7 @@ from lakebraid.writers.engine.spark.routing import (
 )
 from lakebraid.writers.engine.spark.summary import Counts, CountsParam, summarize, task_counts
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
+from lakebraid.writers.write.inputs import nan_count
 from lakebraid.writers.write.logappend import IN_GROUP, TaskSet
 from lakebraid.writers.write.route import (
     PARTITION,
@@ -109,7 +110,7 @@ REWRITE_TASKS_PER_CORE = 4
 ALONE_ROWS = 50_000
 # what a tagging task raises on a row with a null record key or precombine value (the
 # first pass over the input checks them, so no job of its own reads the input for it)
-NULL_ROWS = "lakebraid: null key or precombine value"
+NULL_ROWS = "lakebraid: null key or precombine value"  # or a NaN precombine value
 TARGET = "_braid_target"  # a row's file group, as its index in the rewrite's targets
 
 
@@ -151,6 +152,8 @@ def _prepared(table: pa.Table, ctx: Context) -> pa.Table:
     for column in (ctx.key, ctx.precombine):
         if column is not None and table.column(column).null_count:
             raise ValueError(f"{NULL_ROWS}: a row of the input has a null {column!r}")
+    if ctx.precombine is not None and nan_count(table.column(ctx.precombine)):
+        raise ValueError(f"{NULL_ROWS}: a row of the input has a NaN {ctx.precombine!r}")
     table = prepare(table, ctx.key, ctx.partition_fields)
     return table.append_column(OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), table.num_rows))
 

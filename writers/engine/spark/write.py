@@ -49,8 +49,9 @@ def check_frame(frame: Any, table: TableTimelines) -> list[FieldSpec]:
 @contextmanager
 def null_rows_named(frame: Any, table: TableTimelines) -> Iterator[None]:
     """Turn the failure of a tagging task that met a row with a null record key or precombine
-    value (``pipeline.NULL_ROWS``) into the input check's error, which names the column: one
-    such row is collected to check it. Nothing has been written then."""
+    value, or a NaN precombine value (``pipeline.NULL_ROWS``), into the input check's error,
+    which names the column: one such row is collected to check it. Nothing has been written
+    then."""
     try:
         yield
     except Exception as exc:
@@ -64,6 +65,9 @@ def null_rows_named(frame: Any, table: TableTimelines) -> Iterator[None]:
         null = F.lit(False)
         for column in checked:
             null = null | F.col(column).isNull()
+        floating = {f.name for f in frame.schema if f.dataType.typeName() in ("float", "double")}
+        if config.precombine_field in floating:
+            null = null | F.isnan(F.col(config.precombine_field))
         bad = frame.where(null).limit(1).toArrow()
         check_input(bad, config, schema_as_of(table), table=table.path)  # raises InputError
         raise

@@ -1,6 +1,7 @@
 """Failures of a Spark write (``writers.engine.spark.write``) that name their cause, with
-nothing committed. A row with a null record key or precombine value is met by the first pass
-over the rows (no job of its own) and refused as the in-process engine refuses it. A write
+nothing committed. A row with a null record key or precombine value, or a NaN precombine
+value, is met by the first pass over the rows (no job of its own) and refused as the in-process
+engine refuses it. A write
 whose rows outgrow an Arrow batch: the
 embedded session sends rows to Python workers with no cap in bytes
 (``writers.engine.spark.session``), so rows too wide for its batch size fail the job; the
@@ -110,6 +111,27 @@ def test_a_null_key_or_precombine_value_on_spark_is_refused_by_name(
     frame = spark.createDataFrame(given, "id long, day string, ts long").repartition(4)
     expected = "null record key 'id'" if column == "id" else "null precombine value 'ts'"
     with pytest.raises(InputError, match=expected) as raised:
+        WriteClient.open(path, spark, **ON_SPARK).upsert(frame)
+    assert raised.value.table == path
+    after = WriteClient.open(path, spark)
+    assert completed_commits(after) == commits
+    assert after.read_arrow().num_rows == (20 if held else 0)
+    assert [i for i in after.timeline() if i.state != "completed"] == []
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["empty table", "tagged"])
+def test_a_nan_precombine_value_on_spark_is_refused_by_name(tmp_path, spark, held):
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark)
+    if held:
+        client.bulk_insert(rows(list(range(20)), 1).set_column(2, "ts", pa.array([1.0] * 20)))
+    commits = completed_commits(client)
+    given = rows(list(range(10, 40)), 2).to_pylist()
+    for row in given:
+        row["ts"] = float(row["ts"])
+    given[17]["ts"] = float("nan")  # one row among many, in one of several input partitions
+    frame = spark.createDataFrame(given, "id long, day string, ts double").repartition(4)
+    with pytest.raises(InputError, match="NaN precombine value 'ts'") as raised:
         WriteClient.open(path, spark, **ON_SPARK).upsert(frame)
     assert raised.value.table == path
     after = WriteClient.open(path, spark)
