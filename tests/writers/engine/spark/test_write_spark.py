@@ -37,6 +37,13 @@ def completed_commits(client: WriteClient) -> list[str]:
     return [i.time for i in done if i.action in ("commit", "deltacommit")]
 
 
+def nothing_written(after: WriteClient, commits: list[str], rows: int) -> None:
+    """The table holds the commits and rows it held before a refused write, nothing pending."""
+    assert completed_commits(after) == commits
+    assert after.read_arrow().num_rows == rows
+    assert [i for i in after.timeline() if i.state != "completed"] == []
+
+
 def failing(real, message: str):
     def step(*args, **kwargs):
         real(*args, **kwargs)  # the step's own Spark jobs run, then the job "fails"
@@ -113,10 +120,7 @@ def test_a_null_key_or_precombine_value_on_spark_is_refused_by_name(
     with pytest.raises(InputError, match=expected) as raised:
         WriteClient.open(path, spark, **ON_SPARK).upsert(frame)
     assert raised.value.table == path
-    after = WriteClient.open(path, spark)
-    assert completed_commits(after) == commits
-    assert after.read_arrow().num_rows == (20 if held else 0)
-    assert [i for i in after.timeline() if i.state != "completed"] == []
+    nothing_written(WriteClient.open(path, spark), commits, 20 if held else 0)
 
 
 @pytest.mark.parametrize("held", [False, True], ids=["empty table", "tagged"])
@@ -134,7 +138,4 @@ def test_a_nan_precombine_value_on_spark_is_refused_by_name(tmp_path, spark, hel
     with pytest.raises(InputError, match="NaN precombine value 'ts'") as raised:
         WriteClient.open(path, spark, **ON_SPARK).upsert(frame)
     assert raised.value.table == path
-    after = WriteClient.open(path, spark)
-    assert completed_commits(after) == commits
-    assert after.read_arrow().num_rows == (20 if held else 0)
-    assert [i for i in after.timeline() if i.state != "completed"] == []
+    nothing_written(WriteClient.open(path, spark), commits, 20 if held else 0)
