@@ -11,7 +11,10 @@ A key value's text is Arrow's cast of the value *in the table's key type* to ``s
 
 A value given to ``lookup`` or ``delete`` is first converted to the table's key type (so
 ``lookup([7])`` and ``lookup(["7"])`` both find the integer key 7, and ``Decimal("1.5")``
-finds ``1.50``), then cast to text. Null keys are refused everywhere. Floating-point key
+finds ``1.50``), then cast to text. A value the conversion would change is refused, never
+rounded or truncated: ``2.5``, ``True`` or a number past the type's range for an integer key,
+a datetime with a time for a date key (``delete([2.5])`` would otherwise delete key 2); text
+is parsed (``"07"`` is the integer 7). Null keys are refused everywhere. Floating-point key
 columns are refused when the key type is first fixed: their text does not round-trip
 (``1.0`` prints as ``1``, ``0.1 + 0.2`` as ``0.30000000000000004``), so equality of keys
 would depend on how the caller wrote the number.
@@ -19,6 +22,7 @@ would depend on how the caller wrote the number.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
@@ -108,10 +112,13 @@ def key_array(
 ) -> pa.Array | pa.ChunkedArray:
     """Keys (values or an Arrow column) as canonical text, converted to ``key_type`` first."""
     values = keys if isinstance(keys, pa.Array | pa.ChunkedArray) else _values(keys, key_type)
+    if values is not None and not isinstance(keys, pa.Array | pa.ChunkedArray):
+        _check_exact(keys, values, table=table, what=what)
     if values is None:
         raise RecordKeyError(
-            f"{what}: keys {list(keys)[:10]!r:.200} are of mixed or unsupported types; pass "
-            f"keys of the table's key type {key_type}",
+            f"{what}: keys {list(keys)[:10]!r:.200} are not all values of the table's key "
+            f"type {key_type} (mixed or unsupported types, text that does not parse, or "
+            f"numbers out of its range); pass keys of type {key_type}",
             table=table,
         )
     if len(values) == 0:
@@ -145,5 +152,44 @@ def _values(keys: Sequence[object], key_type: pa.DataType | None) -> pa.Array | 
         if key_type is None:
             return pa.array(list(keys))
         return pa.array([pc.cast(pa.scalar(k), key_type).as_py() for k in keys], key_type)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+    except (
+        pa.ArrowInvalid,
+        pa.ArrowTypeError,
+        pa.ArrowNotImplementedError,
+        OverflowError,
+        TypeError,
+    ):
         return None
+
+
+def _check_exact(keys: Sequence[object], values: pa.Array, *, table: str | None, what: str) -> None:
+    """Refuse the first key that ``values`` (the keys in the table's key type) holds as
+    another value: Arrow's conversion of Python values truncates floats to integers
+    (``2.5`` -> 2), reads booleans as numbers and datetimes as dates. Text is parsed, not
+    compared; keys of the type's own Python type (int for integers, str) are exact."""
+    kind = values.type
+    natural = int if pa.types.is_integer(kind) else str if pa.types.is_string(kind) else None
+    if natural is not None and all(type(k) is natural or type(k) is str for k in keys):
+        return
+    for key, value in zip(keys, values.to_pylist(), strict=True):
+        if isinstance(key, str) or _same(key, value):
+            continue
+        raise RecordKeyError(
+            f"{what}: key {key!r:.80} is not a value of the table's key type {kind} (it would "
+            f"be read as {value!r:.80}); pass keys of type {kind}",
+            table=table,
+        )
+
+
+def _same(key: object, value: object) -> bool:
+    """Whether ``value`` (a key converted to the table's key type) is ``key`` itself."""
+    if isinstance(value, str):  # a number as text: as Python prints it (not 1.0 as "1")
+        return not isinstance(key, bool) and str(key) == value
+    if isinstance(key, bool) != isinstance(value, bool):
+        return False
+    if type(key) is dt.datetime and type(value) is dt.date:
+        return False  # a datetime read as its date drops the time (equal at midnight too)
+    if isinstance(key, dt.datetime) and isinstance(value, dt.datetime):
+        if key.tzinfo is None and value.tzinfo is not None:  # Arrow reads it as UTC
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return bool(key == value)
