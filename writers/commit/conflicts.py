@@ -9,8 +9,9 @@ Rules, in the order they are judged:
    (another writer's recovery judged it dead): the write must not complete.
 2. :func:`undone_by_restore` -- a restore requested at or after this write began returns the
    table to an instant before it: the write must not complete.
-3. :func:`overlapping_groups` -- a visible commit completed since the read point rewrote one
-   of this write's file groups (copy-on-write would lose its rows).
+3. :func:`overlapping_groups` -- a visible commit completed since the read point (any
+   visible commit when the write's reads saw none: :attr:`Mine.since`) rewrote one of this
+   write's file groups (copy-on-write would lose its rows).
 4. :func:`overlapping_keys` -- such a commit wrote the index entry of one of this write's
    keys (two writers inserting one new key into different groups).
 5. :func:`resharded_during` -- a reindex of the record index (metadata timeline) completed
@@ -56,7 +57,10 @@ class Mine(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def since(self) -> str:
-        return self.read_at or self.time
+        """Commits completed after this are news to the write: after its read point, or
+        every one when its reads saw none (an empty table: a commit completed between those
+        reads and this write's instant is news too; the write's own time would miss it)."""
+        return "" if self.read_at is None else self.read_at
 
 
 class Other(msgspec.Struct, frozen=True, kw_only=True):

@@ -3,6 +3,7 @@ Pure: no table, no files (``writers.commit.conflicts``)."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from lakebraid.timeline.instant import Action
@@ -123,6 +124,24 @@ SCENARIOS = {
         {},
         Verdict(),
     ),
+    "a table empty at the read point: a key written before this write began": (
+        [commit(T0, READ, frozenset({G2}))],
+        {T0: {"k1"}},
+        Verdict(conflicts=(T0,)),
+        None,
+    ),
+    "a table empty at the read point: a group rewritten before this write began": (
+        [commit(T0, READ, frozenset({G1}))],
+        {},
+        Verdict(conflicts=(T0,)),
+        None,
+    ),
+    "a table empty at the read point: disjoint groups and keys": (
+        [commit(T0, READ, frozenset({G2}))],
+        {T0: {"z"}},
+        Verdict(),
+        None,
+    ),
     "a metadata compaction in between": (
         [Other(time=LATER, action=Action.COMPACTION, completion_time=LATEST)],
         {},
@@ -133,14 +152,15 @@ SCENARIOS = {
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario(name: str) -> None:
-    others, keys, expected = SCENARIOS[name]
+    others, keys, expected, *read_at = SCENARIOS[name]
     asked: list[str] = []
 
     def their_keys(time: str) -> frozenset[str]:
         asked.append(time)
         return frozenset(keys.get(time, set()))
 
-    assert check(ME, others, lambda: MY_KEYS, their_keys) == expected
+    mine = msgspec.structs.replace(ME, read_at=read_at[0]) if read_at else ME
+    assert check(mine, others, lambda: MY_KEYS, their_keys) == expected
 
 
 def test_keys_are_read_only_for_commits_that_passed_the_group_rule() -> None:
