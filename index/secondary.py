@@ -28,6 +28,7 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.index.column_stats import Condition
 from lakebraid.index.keys import RECORD_KEY, key_text, key_type_problem
+from lakebraid.index.literals import index_values
 from lakebraid.index.lookup import lookup
 from lakebraid.index.scope import in_partition
 from lakebraid.metadata.arrow_records import KEY
@@ -283,15 +284,16 @@ def matching_groups(
 ) -> set[tuple[str, str]] | None:
     """The (partition, file id) of every file group holding a row that an equality or
     ``in`` condition on an indexed column allows (value -> record keys -> record index), or
-    None when no condition can use an index (a value not of the column's type: none)."""
+    None when no condition can use an index (``index.literals``: a literal Spark compares
+    with the column otherwise than by its value uses none)."""
     found: set[tuple[str, str]] | None = None
     for cond in conditions:
         if cond.op not in ("=", "in") or cond.column not in reader.point.secondary:
             continue
-        try:
-            values = pa.array(list(cond.values), types[cond.column])
-        except (pa.ArrowException, KeyError, TypeError, ValueError, OverflowError):
-            continue  # a literal Arrow reads differently than Spark: leave it to the filter
+        kind = types.get(cond.column)
+        values = None if kind is None else index_values(cond.values, kind)
+        if values is None:
+            continue  # a literal Spark compares otherwise: left to statistics and the filter
         keys = keys_for(reader, cond.column, values)
         groups = groups_of_keys(reader, keys)
         found = groups if found is None else found & groups
@@ -303,15 +305,14 @@ def wanted_keys(
 ) -> pa.Array | None:
     """The canonical texts of the record keys that the equality and ``in`` conditions on the
     record key column allow (all such conditions hold at once), sorted; None when no
-    condition names that column (or none is read as Spark reads it: see
-    :func:`matching_groups`)."""
+    condition names that column (or none is read as Spark reads it:
+    ``index.literals``)."""
     found: set[str] | None = None
     for cond in conditions:
         if cond.op not in ("=", "in") or cond.column != record_key:
             continue
-        try:
-            values = pa.array(list(cond.values), types[record_key])
-        except (pa.ArrowException, KeyError, TypeError, ValueError, OverflowError):
+        values = index_values(cond.values, types[record_key]) if record_key in types else None
+        if values is None:
             continue
         texts = {t for t in key_text(values).to_pylist() if t is not None}
         found = texts if found is None else found & texts
