@@ -36,6 +36,12 @@ def is_local(fs: AbstractFileSystem) -> bool:
     return isinstance(fs, LocalFileSystem)
 
 
+def check_url(url: object) -> None:
+    """Refuse a table path that is not a non-empty string."""
+    if not isinstance(url, str) or not url:
+        raise ConfigError(f"a table path must be a non-empty string, not {url!r:.80}")
+
+
 def filesystem(
     url: str, storage_options: Mapping[str, object] | None = None
 ) -> tuple[AbstractFileSystem, str]:
@@ -43,6 +49,7 @@ def filesystem(
     no listings cache: a listing must show what other processes wrote a moment ago.
     ``storage_options`` go to the file system (endpoint, credentials...); without them an
     S3 store takes the standard AWS environment variables."""
+    check_url(url)
     if not storage_options and fsspec.core.split_protocol(url)[0] in (None, "file", "local"):
         return _local_filesystem(url)
     options = dict(storage_options or {})
@@ -59,7 +66,13 @@ def filesystem(
     if protocol in ("s3", "s3a"):
         # one GET per whole-object read: with more, s3fs asks for the size first (a HEAD)
         options = {"max_concurrency": 1, **_aws_environment(), **options}
-    return fsspec.core.url_to_fs(url, **options)
+    try:
+        return fsspec.core.url_to_fs(url, **options)
+    except (ValueError, ImportError) as exc:  # fsspec's "Protocol not known", a missing driver
+        raise ConfigError(
+            f"cannot open {url}: {exc}; lakebraid tables live on local paths or object "
+            "stores (s3://...), whose fsspec driver must be installed"
+        ) from None
 
 
 @functools.lru_cache(maxsize=64)

@@ -82,7 +82,14 @@ class TableTimelines:
         layout = TableLayout(root)
         options = cfg.Options({**config.options, **(runtime_options or {})})
         config.validate()
-        fs.makedirs(layout.braid_dir, exist_ok=True)
+        try:
+            fs.makedirs(layout.braid_dir, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise ConfigError(
+                f"cannot create a table at {root}: a file is in the way (the path or a folder "
+                "above it is a file); choose another path",
+                table=root,
+            ) from None
         table = cls(fs, layout, config, options)
         for kind in TimelineKind:
             fs.makedirs(layout.timeline_dir(kind), exist_ok=True)
@@ -113,7 +120,7 @@ class TableTimelines:
         layout = TableLayout(root)
         try:
             data = fs.cat_file(layout.table_config)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no folder, or a file at the path
             raise ConfigError(
                 f"no lakebraid table at {root} ({layout.table_config} is missing); "
                 "check the path or create the table first",

@@ -6,9 +6,8 @@ Writes go to an engine (``writers.engine.inprocess`` for pyarrow and pandas inpu
 DataFrames, ``writers.engine.spark`` for the rest), each committing through
 ``writers.commit.transaction.run_write``: data files and the metadata table's log blocks
 (files, column_stats, record_index) become visible together at the global commit point, or
-not at all. Reads plan their files in ``writers.read.plan``; services live in
-``writers.services``. Input is a Spark DataFrame, a pyarrow Table or a pandas DataFrame; it
-is checked (``writers.write.inputs``) before anything is written.
+not at all. Reads plan their files in ``writers.read.plan``; services: ``writers.services``.
+Input (a Spark DataFrame, a pyarrow Table or a pandas DataFrame) is checked first.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline import table_config
 from lakebraid.timeline.archiver import ArchiveResult, archive
+from lakebraid.timeline.durable import check_url
 from lakebraid.timeline.instant import Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
@@ -93,13 +93,13 @@ class WriteClient:
         (the same key may live in several), see ``index.scope``. ``table_type``:
         ``"copy_on_write"`` (a write rewrites the file groups it touches) or
         ``"merge_on_read"`` (writes append log blocks that reads merge and compactions fold)."""
+        check_url(path)
         partition_by = field_list(partition_by, path)
-        if schema is not None:
-            if record_key in schema.names:
-                check_key_type(record_key, schema.field(record_key).type, table=path)
+        if schema is not None and record_key in schema.names:
+            check_key_type(record_key, schema.field(record_key).type, table=path)
         given = {k: str(v) for k, v in options.items()}
-        opts = cfg.Options(given)
-        groups = estimate_groups(opts, opts.get(settings.EXPECTED_RECORDS))  # min.groups too
+        opts = cfg.Options(given)  # the estimate of groups applies min.groups too
+        groups = estimate_groups(opts, opts.get(settings.EXPECTED_RECORDS))
         config = TableConfig(
             format_version=table_config.version_for(table_type, index_scope),
             table_type=table_type,
@@ -107,10 +107,9 @@ class WriteClient:
             record_key=record_key,
             partition_fields=list(partition_by),
             precombine_field=precombine,
-            schema=[]
-            if schema is None
-            else [
-                FieldSpec(f.name, str(f.type), f.nullable and f.name != record_key) for f in schema
+            schema=[  # the key column is never nullable
+                FieldSpec(f.name, str(f.type), f.nullable and f.name != record_key)
+                for f in (schema or [])
             ],
             index=IndexSettings(record_index_file_groups=groups, record_index_scope=index_scope),
             options=given,

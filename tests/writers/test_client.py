@@ -158,8 +158,12 @@ def snapshot(c: WriteClient) -> tuple:
         (pa.table({"day": DAYS[:1], "ts": [1]}), "no record key column 'id'"),
         (pa.table({"id": ["x"], "day": DAYS[:1], "ts": ["late"]}), "column 'ts' has type string"),
         (pa.table({"id": ["x"], "ts": [1]}), "partition field"),
+        (
+            pa.Table.from_arrays([pa.array(["x"]), pa.array(["y"])], names=["id", "id"]),
+            r"duplicate column names in the input: \['id', 'id'\]",
+        ),
     ],
-    ids=["null-key", "no-key-column", "type-change", "no-partition-field"],
+    ids=["null-key", "no-key-column", "type-change", "no-partition-field", "repeated-key"],
 )
 def test_bad_input_is_refused_before_anything_is_written(client, data, message) -> None:
     before = snapshot(client)
@@ -323,3 +327,27 @@ def test_a_new_table_has_at_least_min_groups_index_groups(tmp_path) -> None:
     sized = {"index.expected.records": 35, "metadata.record_index.records.per.group": 10}
     assert groups("sized", **sized) == 4
     assert groups("both", **sized, **{"metadata.record_index.min.groups": 6}) == 6
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("", "a table path must be a non-empty string, not ''"),
+        (None, "a table path must be a non-empty string, not None"),
+        ("zzz://bucket/t", "cannot open zzz://bucket/t: Protocol not known: zzz"),
+    ],
+)
+def test_a_bad_table_path_is_refused_by_name(tmp_path, path, message) -> None:
+    for call in (lambda: WriteClient.open(path), lambda: WriteClient.create(path, "id", [], None)):
+        with pytest.raises(ConfigError, match=message):
+            call()
+
+
+def test_a_file_where_the_table_would_be_is_named(tmp_path) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a table")
+    with pytest.raises(ConfigError, match=f"no lakebraid table at {blocker}"):
+        WriteClient.open(str(blocker))
+    with pytest.raises(ConfigError, match=f"cannot create a table at {blocker}: a file is in"):
+        WriteClient.create(str(blocker), "id", [], None)
+    assert blocker.read_text() == "not a table"

@@ -40,9 +40,9 @@ from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.integrity import guarded
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import progress
-from lakebraid.timeline.errors import LakebraidError
+from lakebraid.timeline.errors import InvalidPathError, LakebraidError
 from lakebraid.timeline.instant import Action, Instant
-from lakebraid.timeline.layout import parse_data_file_name
+from lakebraid.timeline.layout import DataFileName, parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import CorruptDataFileError
 from lakebraid.writers.services.validate_index import compare_index, current_keys
@@ -60,8 +60,27 @@ Listing = dict[str, dict[str, int]]
 Checksums = dict[tuple[str, str], int]  # (partition, file name) -> CRC-32 its commit recorded
 
 
-def _data_files(table: TableTimelines) -> Iterator[tuple[str, str, int]]:
-    """(partition path, file name, size) of every data file in storage."""
+Found = list[tuple[str, str, int]]  # (partition path, file name, size) in storage
+
+
+def _data_files(found: Found) -> Iterator[tuple[str, str, int]]:
+    """The data files of those ``found`` (files of data file extensions not named as data
+    files are :func:`foreign_files`)."""
+    return (entry for entry in found if _parsed(entry[1]) is not None)
+
+
+def foreign_files(found: Found) -> list[str]:
+    """Files of data file extensions in the table's folders that are not named as lakebraid
+    data files (a copied Spark part file, another table's files): no part of the table."""
+    return [f"{p}/{n}".lstrip("/") for p, n, _ in found if _parsed(n) is None]
+
+
+def found_files(table: TableTimelines) -> Found:
+    """Every file of a data file extension under the table's root, ``.braid/`` left out."""
+    return list(_found(table))
+
+
+def _found(table: TableTimelines) -> Iterator[tuple[str, str, int]]:
     fs, root = table.fs, table.layout.root
     for path, info in fs.find(root, detail=True).items():
         relative = path[len(root) :].lstrip("/")
@@ -69,6 +88,13 @@ def _data_files(table: TableTimelines) -> Iterator[tuple[str, str, int]]:
             continue
         partition, _, name = relative.rpartition("/")
         yield partition, name, int(info["size"])
+
+
+def _parsed(name: str) -> DataFileName | None:
+    try:
+        return parse_data_file_name(name)
+    except InvalidPathError:
+        return None
 
 
 def _statuses(
@@ -83,13 +109,14 @@ def _statuses(
             yield order[inst.time], status
 
 
-def rebuild(table: TableTimelines) -> tuple[Listing, Checksums]:
-    """The current files from storage, and the checksums their commits recorded."""
+def rebuild(table: TableTimelines, found: Found | None = None) -> tuple[Listing, Checksums]:
+    """The current files from storage (``found``: the files of :func:`found_files`, listed
+    now when not given), and the checksums their commits recorded."""
     visibility = table.visibility()
     order = {i.time: n for n, i in enumerate(visibility.visible)}
     newest: dict[str, tuple[int, str, str, int]] = {}
     logs: list[tuple[str, str, int]] = []
-    for partition, name, size in _data_files(table):
+    for partition, name, size in _data_files(found_files(table) if found is None else found):
         parsed = parse_data_file_name(name)
         rank = order.get(parsed.instant)
         if rank is None:
@@ -134,7 +161,8 @@ class _Validator:
     def __init__(self, table: TableTimelines):
         self.table = table
         self.problems: list[str] = []
-        self.expected, self.checksums = rebuild(table)
+        self.found = found_files(table)
+        self.expected, self.checksums = rebuild(table, self.found)
         self.reader = MetadataTable(table).reader()
         self.schema = schema_as_of(table)
         self.stats: dict[tuple[str, str, str], tuple[object, ...]] | None = None  # unread
@@ -173,6 +201,11 @@ class _Validator:
                 )
         self.attempt("record_index", self.compare_index)
         self.attempt("secondary_index", self.compare_secondary)
+        for path in foreign_files(self.found)[:20]:
+            self.problems.append(
+                f"{path}: not a lakebraid data file name, so no part of the table (never read, "
+                "never cleaned): move it out of the table's folder"
+            )
         return self.problems
 
     def _check_one(

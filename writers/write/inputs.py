@@ -107,6 +107,8 @@ def _check_columns(incoming: pa.Table, config: TableConfig, table: str) -> None:
     """The record key, precombine and partition columns are present (key and precombine
     without nulls); no reserved or repeated column name."""
     names = incoming.column_names
+    if len(set(names)) != len(names):  # first: a repeated name cannot be read by name
+        raise InputError(f"duplicate column names in the input: {names}", table=table)
     key = config.record_key
     if key not in names:
         raise InputError(
@@ -152,8 +154,6 @@ def _check_columns(incoming: pa.Table, config: TableConfig, table: str) -> None:
     reserved = [n for n in names if n.startswith("_braid_")]
     if reserved:
         raise InputError(f"column names {reserved} are reserved for lakebraid", table=table)
-    if len(set(names)) != len(names):
-        raise InputError(f"duplicate column names in the input: {names}", table=table)
 
 
 def check_input(
