@@ -53,7 +53,7 @@ from lakebraid.timeline.archive import (
     marked_version,
 )
 from lakebraid.timeline.durable import list_folder, put_if_absent
-from lakebraid.timeline.errors import InstantExistsError, InstantFileError
+from lakebraid.timeline.errors import ConfigError, InstantExistsError, InstantFileError
 from lakebraid.timeline.instant import Action, Instant, parse
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
@@ -120,6 +120,12 @@ def archive_if_due(table: TableTimelines) -> ArchiveResult | None:
 def archive(table: TableTimelines, keep: int | None = None) -> ArchiveResult | None:
     """Archive all but the newest ``keep`` (default ``archive.min.instants``) global
     instants, as far as pending work allows; None when nothing moved."""
+    if keep is not None and (type(keep) is not int or keep < 1):
+        raise ConfigError(
+            f"archive: keep must be a whole number of at least 1 (the newest instants stay on "
+            f"the active timeline), not {keep!r:.40}",
+            table=table.path,
+        )
     keep = keep if keep is not None else table.options.get(cfg.ARCHIVE_MIN)
     store, archive_ = table.store, table.store.archive
     with table.lock:

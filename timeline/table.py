@@ -132,7 +132,13 @@ class TableTimelines:
 
     # ---- timelines and visibility ----------------------------------------------------
     def timeline(self, kind: TimelineKind | str = TimelineKind.GLOBAL) -> Timeline:
-        return self.store.load(TimelineKind(kind))
+        try:
+            which = TimelineKind(kind)
+        except ValueError:
+            names = ", ".join(k.value for k in TimelineKind)
+            message = f"no timeline {kind!r:.40}: one of {names}"
+            raise ConfigError(message, table=self.path) from None
+        return self.store.load(which)
 
     def undo_bodies(self, global_timeline: Timeline) -> dict[str, UndoBody]:
         """The bodies of the completed rollbacks and restores (a completed body never

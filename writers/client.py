@@ -34,7 +34,6 @@ from lakebraid.timeline import table_config
 from lakebraid.timeline.archiver import ArchiveResult, archive
 from lakebraid.timeline.durable import check_url
 from lakebraid.timeline.instant import Instant
-from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec, IndexSettings, TableConfig, text_to_type
 from lakebraid.writers import settings
@@ -360,7 +359,7 @@ class WriteClient:
         ) from None
 
     def timeline(self, which: str = "global") -> list[Instant]:
-        return list(self.table.timeline(TimelineKind(which)))
+        return list(self.table.timeline(which))
 
     def file_paths(self, as_of: object = None, where: Any = None) -> list[str]:
         """Paths of the data files of the table as of a read point (from the metadata table),

@@ -16,7 +16,7 @@ from table_fixtures import DAYS
 from table_fixtures import random_batch as batch
 
 from lakebraid.metadata.table import MetadataTable
-from lakebraid.timeline.errors import ConfigError
+from lakebraid.timeline.errors import ConfigError, LakebraidError
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import InputError
@@ -351,3 +351,24 @@ def test_a_file_where_the_table_would_be_is_named(tmp_path) -> None:
     with pytest.raises(ConfigError, match=f"cannot create a table at {blocker}: a file is in"):
         WriteClient.create(str(blocker), "id", [], None)
     assert blocker.read_text() == "not a table"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda c: c.rollback(None), "rollback: None is not an instant time; give the 17-digit"),
+        (lambda c: c.rollback(5), "rollback: 5 is not an instant time"),
+        (lambda c: c.savepoint("abc"), "savepoint: 'abc' is not an instant time"),
+        (lambda c: c.restore("20261302000000000"), "restore: '20261302000000000' is not an"),
+        (lambda c: c.archive(keep="a"), "archive: keep must be a whole number of at least 1"),
+        (lambda c: c.archive(keep=0), "archive: keep must be a whole number of at least 1"),
+        (lambda c: c.compact(min_log_files="x"), "compact: min_log_files must be a whole"),
+        (lambda c: c.timeline("bogus"), "no timeline 'bogus': one of data, metadata, global"),
+    ],
+)
+def test_a_service_argument_of_the_wrong_kind_is_refused_by_name(client, call, message) -> None:
+    before = snapshot(client)
+    with pytest.raises(LakebraidError, match=message) as raised:
+        call(client)
+    assert raised.value.table == client.path
+    assert snapshot(client) == before

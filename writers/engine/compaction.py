@@ -23,6 +23,7 @@ from lakebraid.index.file_groups import DataSlice, current_slices
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.durable import storage_of
+from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers import settings
 from lakebraid.writers.commit.transaction import run_write
@@ -58,6 +59,11 @@ def compact_data(
     min_log_bytes: int | None = None,
 ) -> str | None:
     """Compact the due file slices as one commit; returns its instant (None: none due)."""
+    if type(min_logs) is not int:
+        raise ConfigError(
+            f"compact: min_log_files must be a whole number, not {min_logs!r:.40}",
+            table=table.path,
+        )
     started = perf_counter()
     reader = metadata.reader()
     due = due_slices(reader.files(), max(1, min_logs), min_log_bytes)

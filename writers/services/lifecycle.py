@@ -18,11 +18,24 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.timeline.durable import is_local
 from lakebraid.timeline.heartbeat import Heartbeat
-from lakebraid.timeline.instant import Action, State
+from lakebraid.timeline.instant import Action, State, is_valid_time
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers.errors import WriteError
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
+
+
+def check_commit_time(table: TableTimelines, time: object, what: str) -> str:
+    """``time`` if it is an instant time as text, else a ``WriteError`` saying what ``what``
+    (rollback, savepoint, restore) takes."""
+    if isinstance(time, str) and is_valid_time(time):
+        return time
+    raise WriteError(
+        f"{what}: {time!r:.60} is not an instant time; give the 17-digit time of a commit as "
+        "text (`lakebraid timeline` lists them)",
+        table=table.path,
+    )
 
 
 def requested_on(table: TableTimelines, time: str, action: Action) -> list[TimelineKind]:

@@ -21,6 +21,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import WriteError
 from lakebraid.writers.services.lifecycle import (
     G,
+    check_commit_time,
     complete_all,
     open_instant,
     run_opened,
@@ -90,6 +91,7 @@ def check_restorable(table: TableTimelines, time: str, verb: str) -> None:
 
 
 def savepoint(table: TableTimelines, time: str) -> str:
+    time = check_commit_time(table, time, "savepoint")
     check_restorable(table, time, "savepoint")
     body = encode_body(SavepointBody(target=time))
 
@@ -102,6 +104,7 @@ def savepoint(table: TableTimelines, time: str) -> str:
 
 def restore(table: TableTimelines, time: str) -> str:
     """Return data, metadata and index to the savepointed instant ``time``."""
+    time = check_commit_time(table, time, "restore")
     if time not in table.savepointed():
         raise WriteError(
             f"cannot restore to {time}: it has no savepoint; savepoint an instant first "

@@ -30,6 +30,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import WriteError
 from lakebraid.writers.services.lifecycle import (
     G,
+    check_commit_time,
     complete_all,
     open_instant,
     remove,
@@ -142,6 +143,7 @@ def rollback(
     not a reason to refuse. ``recovering``: roll back only if the instant is still pending
     with a dead heartbeat, judged under the table lock (a writer completes under the lock
     and drops its heartbeat only after), else return None."""
+    time = check_commit_time(table, time, "rollback")
     with table.lock:
         target = table.timeline(G).get(time, Action.COMMIT)
         if target is None:
