@@ -179,6 +179,16 @@ class TableConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError(
                 f"table {self.name!r}: the precombine field cannot be a partition field"
             )
+        reserved = [c for c in (self.record_key, self.precombine_field, *fields) if _ours(c)]
+        if reserved:
+            raise ConfigError(
+                f"table {self.name!r}: column names starting with _braid_ are lakebraid's own "
+                f"({reserved}); name the key, precombine and partition columns otherwise"
+            )
+
+
+def _ours(name: str | None) -> bool:
+    return isinstance(name, str) and name.startswith("_braid_")
 
 
 def type_to_text(data_type: pa.DataType) -> str:

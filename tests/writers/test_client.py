@@ -162,8 +162,21 @@ def snapshot(c: WriteClient) -> tuple:
             pa.Table.from_arrays([pa.array(["x"]), pa.array(["y"])], names=["id", "id"]),
             r"duplicate column names in the input: \['id', 'id'\]",
         ),
+        (
+            pa.table({"id": ["x"], "day": DAYS[:1], "ts": [1], "v": [1], "V": [2]}),
+            r"differ in more than case .*\['id', 'day', 'ts', 'v', 'V'\]",
+        ),
+        (pa.table({"id": ["x"], "day": DAYS[:1], "ts": [1], "": [1]}), "must be non-empty"),
     ],
-    ids=["null-key", "no-key-column", "type-change", "no-partition-field", "repeated-key"],
+    ids=[
+        "null-key",
+        "no-key-column",
+        "type-change",
+        "no-partition-field",
+        "repeated-key",
+        "case-twins",
+        "empty-name",
+    ],
 )
 def test_bad_input_is_refused_before_anything_is_written(client, data, message) -> None:
     before = snapshot(client)
@@ -372,3 +385,14 @@ def test_a_service_argument_of_the_wrong_kind_is_refused_by_name(client, call, m
         call(client)
     assert raised.value.table == client.path
     assert snapshot(client) == before
+
+
+@pytest.mark.parametrize(
+    "names",
+    [("_braid_record_key", None, []), ("id", "_braid_commit_time", []), ("id", None, ["_braid_p"])],
+)
+def test_lakebraid_column_names_cannot_be_key_precombine_or_partition(tmp_path, names) -> None:
+    key, precombine, partitions = names
+    with pytest.raises(ConfigError, match="column names starting with _braid_ are lakebraid's"):
+        WriteClient.create(str(tmp_path / "t"), key, partitions, precombine)
+    assert not (tmp_path / "t" / ".braid" / "table.json").exists()

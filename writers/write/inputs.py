@@ -109,6 +109,13 @@ def _check_columns(incoming: pa.Table, config: TableConfig, table: str) -> None:
     names = incoming.column_names
     if len(set(names)) != len(names):  # first: a repeated name cannot be read by name
         raise InputError(f"duplicate column names in the input: {names}", table=table)
+    folded = [n.lower() for n in names]
+    if "" in names or len(set(folded)) != len(folded):
+        raise InputError(
+            f"column names must be non-empty and differ in more than case (Spark reads them "
+            f"case-insensitively): {names}",
+            table=table,
+        )
     key = config.record_key
     if key not in names:
         raise InputError(
