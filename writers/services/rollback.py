@@ -147,8 +147,11 @@ def rollback(
     with table.lock:
         target = table.timeline(G).get(time, Action.COMMIT)
         if target is None:
+            other = table.timeline(G).get(time)
+            what = f"a {other.action.value}, not a commit," if other else "no commit"
             raise WriteError(
-                f"no commit {time} on the global timeline; `lakebraid timeline` lists them",
+                f"{time} is {what} on the global timeline: only commits can be rolled back; "
+                "`lakebraid timeline` lists them",
                 table=table.path,
                 instant=time,
             )

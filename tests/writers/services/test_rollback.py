@@ -320,3 +320,17 @@ def test_a_restore_keeps_the_retention_of_a_clean_it_passes(tmp_path) -> None:
     with pytest.raises(WriteError, match=f"cannot roll back {saved}"):
         c.rollback(saved)
     assert state(c) == at_saved and c.validate() == []
+
+
+def test_a_rollback_of_a_restore_or_of_no_instant_says_which(tmp_path) -> None:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    first = c.upsert(rows(["a"], "d1", 1, 1.0))
+    c.upsert(rows(["b"], "d1", 2, 2.0))
+    c.savepoint(first)
+    restored = c.restore(first)
+    before = state(c)
+    with pytest.raises(WriteError, match=f"{restored} is a restore, not a commit, on the global"):
+        c.rollback(restored)
+    with pytest.raises(WriteError, match="20200101000000000 is no commit on the global timeline"):
+        c.rollback("20200101000000000")
+    assert state(c) == before
