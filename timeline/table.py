@@ -24,7 +24,7 @@ from lakebraid.timeline.durable import filesystem, is_local, put_if_absent
 from lakebraid.timeline.errors import ConfigError, InstantExistsError
 from lakebraid.timeline.heartbeat import Heartbeat, dead_pending, is_beating, now_ms, read_beat
 from lakebraid.timeline.instant import Action, Instant
-from lakebraid.timeline.layout import TableLayout, TimelineKind
+from lakebraid.timeline.layout import BRAID_DIR, TableLayout, TimelineKind
 from lakebraid.timeline.lock import make_lock
 from lakebraid.timeline.store import InstantStore
 from lakebraid.timeline.table_config import TableConfig
@@ -82,6 +82,7 @@ class TableTimelines:
         layout = TableLayout(root)
         options = cfg.Options({**config.options, **(runtime_options or {})})
         config.validate()
+        _check_not_nested(fs, root)
         try:
             fs.makedirs(layout.braid_dir, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
@@ -267,3 +268,23 @@ def as_of_point(global_timeline: Timeline, as_of: str | None) -> str | None:
 
 def _with_created(config: TableConfig, time: str) -> TableConfig:
     return msgspec.structs.replace(config, created_at=time)
+
+
+def _check_not_nested(fs: AbstractFileSystem, root: str) -> None:
+    """Refuse a table inside another table's folders: its files would be foreign files in
+    the outer table's partitions (``validate`` reports them), or land in its ``.braid``."""
+    parts = root.rstrip("/").split("/")
+    if BRAID_DIR in parts:
+        raise ConfigError(
+            f"cannot create a table at {root}: it is inside a table's {BRAID_DIR} folder; "
+            "choose a path outside every table",
+            table=root,
+        )
+    for depth in range(len(parts) - 1, 0, -1):
+        outer = "/".join(parts[:depth])
+        if outer and fs.exists(TableLayout(outer).table_config):
+            raise ConfigError(
+                f"cannot create a table at {root}: it is inside the table at {outer}; "
+                "choose a path outside every table",
+                table=root,
+            )

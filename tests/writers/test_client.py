@@ -396,3 +396,14 @@ def test_lakebraid_column_names_cannot_be_key_precombine_or_partition(tmp_path, 
     with pytest.raises(ConfigError, match="column names starting with _braid_ are lakebraid's"):
         WriteClient.create(str(tmp_path / "t"), key, partitions, precombine)
     assert not (tmp_path / "t" / ".braid" / "table.json").exists()
+
+
+@pytest.mark.parametrize("inside", ["day=2026-01-01", ".braid/x", "day=2026-01-01/deeper/t"])
+def test_a_table_inside_another_table_is_refused(tmp_path, inside) -> None:
+    outer = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    outer.upsert(pa.table({"id": ["a"], "day": ["2026-01-01"], "ts": [1]}))
+    before = snapshot(outer)
+    with pytest.raises(ConfigError, match=f"cannot create a table at {outer.path}/{inside}: it is"):
+        WriteClient.create(f"{outer.path}/{inside}", "id", [], None)
+    assert snapshot(outer) == before
+    assert outer.validate() == []

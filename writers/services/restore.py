@@ -91,7 +91,12 @@ def check_restorable(table: TableTimelines, time: str, verb: str) -> None:
 
 
 def savepoint(table: TableTimelines, time: str) -> str:
+    """Savepoint commit ``time``; returns the savepoint instant (the one it has already, if
+    any: savepointing twice makes no second savepoint)."""
     time = check_commit_time(table, time, "savepoint")
+    held = table.savepointed().get(time)
+    if held is not None:
+        return held
     check_restorable(table, time, "savepoint")
     body = encode_body(SavepointBody(target=time))
 

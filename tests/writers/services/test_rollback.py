@@ -334,3 +334,12 @@ def test_a_rollback_of_a_restore_or_of_no_instant_says_which(tmp_path) -> None:
     with pytest.raises(WriteError, match="20200101000000000 is no commit on the global timeline"):
         c.rollback("20200101000000000")
     assert state(c) == before
+
+
+def test_savepointing_a_commit_twice_gives_its_one_savepoint(tmp_path) -> None:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    first = c.upsert(rows(["a"], "d1", 1, 1.0))
+    held = c.savepoint(first)
+    assert WriteClient.open(c.path).savepoint(first) == held
+    savepoints = [i for i in c.timeline() if i.action.value == "savepoint"]
+    assert [i.time for i in savepoints] == [held]
