@@ -233,7 +233,8 @@ class WriteClient:
 
     def _delete(self, keys: Any, partition: Any) -> str:
         recover(self.table)
-        config, key_type = self.table.config, self._key_type()
+        config, schema = self.table.config, self.schema()
+        key_type = next((text_to_type(f.type) for f in schema if f.name == config.record_key), None)
         if partition is None and deletes_on_spark(self.table, keys):
             return delete_frame(self.table, self.metadata, keys)
         if not is_table(keys):  # key values: a list, set, array, Series (a bare str refused)
@@ -247,8 +248,8 @@ class WriteClient:
                     table=self.path,
                 )
             key_col = key_array(rows.column(key), key_type, table=self.path, what="delete")
-        parts = key_partitions(
-            config, len(key_col), partition, rows, table=self.path, what="delete"
+        parts = key_partitions(  # rows' partition columns: of the types the table gives
+            config, len(key_col), partition, rows, table=self.path, what="delete", schema=schema
         )
         return delete_keys(self.table, self.metadata, key_col, parts)
 

@@ -302,3 +302,16 @@ def test_cli_lookup_names_the_partition(tmp_path, capsys) -> None:
     assert found["a"]["partition"] == "day=d1" and found["b"] is None
     assert cli(["lookup", path, "a"]) == 1
     assert "partition-scoped" in capsys.readouterr().err
+
+
+def test_a_delete_whose_partition_column_has_another_type_is_refused(tmp_path) -> None:
+    """A value of another type names another partition path (5 is ``day=5``, "05" is
+    ``day=05``): the delete was a silent no-op. Refused as an upsert refuses the type."""
+    c = create(str(tmp_path / "t"))
+    c.upsert(pa.table({"id": ["k1", "k2"], "day": ["05", "a"], "ts": [1, 1]}))
+    timeline = c.timeline()
+    with pytest.raises(InputError, match="partition column 'day' has type int64 in the keys"):
+        c.delete(pa.table({"id": ["k1"], "day": [5]}))
+    assert c.timeline() == timeline
+    c.delete(pa.table({"id": ["k1"], "day": pa.array(["05"]).dictionary_encode()}))
+    assert [(r["id"], r["day"]) for r in c.read_arrow().to_pylist()] == [("k2", "a")]

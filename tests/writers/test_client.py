@@ -16,7 +16,7 @@ from table_fixtures import DAYS
 from table_fixtures import random_batch as batch
 
 from lakebraid.metadata.table import MetadataTable
-from lakebraid.timeline.errors import ConfigError, LakebraidError
+from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import InputError
@@ -340,70 +340,3 @@ def test_a_new_table_has_at_least_min_groups_index_groups(tmp_path) -> None:
     sized = {"index.expected.records": 35, "metadata.record_index.records.per.group": 10}
     assert groups("sized", **sized) == 4
     assert groups("both", **sized, **{"metadata.record_index.min.groups": 6}) == 6
-
-
-@pytest.mark.parametrize(
-    ("path", "message"),
-    [
-        ("", "a table path must be a non-empty string, not ''"),
-        (None, "a table path must be a non-empty string, not None"),
-        ("zzz://bucket/t", "cannot open zzz://bucket/t: Protocol not known: zzz"),
-    ],
-)
-def test_a_bad_table_path_is_refused_by_name(tmp_path, path, message) -> None:
-    for call in (lambda: WriteClient.open(path), lambda: WriteClient.create(path, "id", [], None)):
-        with pytest.raises(ConfigError, match=message):
-            call()
-
-
-def test_a_file_where_the_table_would_be_is_named(tmp_path) -> None:
-    blocker = tmp_path / "afile"
-    blocker.write_text("not a table")
-    with pytest.raises(ConfigError, match=f"no lakebraid table at {blocker}"):
-        WriteClient.open(str(blocker))
-    with pytest.raises(ConfigError, match=f"cannot create a table at {blocker}: a file is in"):
-        WriteClient.create(str(blocker), "id", [], None)
-    assert blocker.read_text() == "not a table"
-
-
-@pytest.mark.parametrize(
-    ("call", "message"),
-    [
-        (lambda c: c.rollback(None), "rollback: None is not an instant time; give the 17-digit"),
-        (lambda c: c.rollback(5), "rollback: 5 is not an instant time"),
-        (lambda c: c.savepoint("abc"), "savepoint: 'abc' is not an instant time"),
-        (lambda c: c.restore("20261302000000000"), "restore: '20261302000000000' is not an"),
-        (lambda c: c.archive(keep="a"), "archive: keep must be a whole number of at least 1"),
-        (lambda c: c.archive(keep=0), "archive: keep must be a whole number of at least 1"),
-        (lambda c: c.compact(min_log_files="x"), "compact: min_log_files must be a whole"),
-        (lambda c: c.timeline("bogus"), "no timeline 'bogus': one of data, metadata, global"),
-    ],
-)
-def test_a_service_argument_of_the_wrong_kind_is_refused_by_name(client, call, message) -> None:
-    before = snapshot(client)
-    with pytest.raises(LakebraidError, match=message) as raised:
-        call(client)
-    assert raised.value.table == client.path
-    assert snapshot(client) == before
-
-
-@pytest.mark.parametrize(
-    "names",
-    [("_braid_record_key", None, []), ("id", "_braid_commit_time", []), ("id", None, ["_braid_p"])],
-)
-def test_lakebraid_column_names_cannot_be_key_precombine_or_partition(tmp_path, names) -> None:
-    key, precombine, partitions = names
-    with pytest.raises(ConfigError, match="column names starting with _braid_ are lakebraid's"):
-        WriteClient.create(str(tmp_path / "t"), key, partitions, precombine)
-    assert not (tmp_path / "t" / ".braid" / "table.json").exists()
-
-
-@pytest.mark.parametrize("inside", ["day=2026-01-01", ".braid/x", "day=2026-01-01/deeper/t"])
-def test_a_table_inside_another_table_is_refused(tmp_path, inside) -> None:
-    outer = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
-    outer.upsert(pa.table({"id": ["a"], "day": ["2026-01-01"], "ts": [1]}))
-    before = snapshot(outer)
-    with pytest.raises(ConfigError, match=f"cannot create a table at {outer.path}/{inside}: it is"):
-        WriteClient.create(f"{outer.path}/{inside}", "id", [], None)
-    assert snapshot(outer) == before
-    assert outer.validate() == []

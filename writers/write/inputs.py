@@ -213,11 +213,13 @@ def key_partitions(
     *,
     table: str,
     what: str,
+    schema: Sequence[FieldSpec] = (),
 ) -> pa.Array | None:
     """The partition path of each of ``n`` keys a ``what`` (lookup, delete) names, for a
     table whose record index is partition-scoped (None for a global index): one
     ``partition`` for all (a mapping of the partition fields to values, or a path), else the
-    partition columns of ``rows`` (a delete given rows)."""
+    partition columns of ``rows`` (a delete given rows), which must have the types
+    ``schema`` (the table's) gives them: a value of another type would name another path."""
     fields = config.partition_fields
     from_rows = rows is not None and all(f in rows.column_names for f in fields)
     if not is_scoped(config) or partition is not None or not from_rows:
@@ -226,6 +228,7 @@ def key_partitions(
         return None
     if partition is None:
         assert rows is not None
+        _check_partition_types(rows, fields, schema, table, what)
         return partition_paths(rows, fields)
     if from_rows:
         raise InputError(
@@ -233,6 +236,23 @@ def key_partitions(
             table=table,
         )
     return pa.repeat(pa.scalar(partition_of(config, partition, table=table, what=what)), n)
+
+
+def _check_partition_types(
+    rows: pa.Table, fields: Sequence[str], schema: Sequence[FieldSpec], table: str, what: str
+) -> None:
+    known = {f.name: text_to_type(f.type) for f in schema}
+    for name in fields:
+        kind = rows.schema.field(name).type
+        kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+        want = known.get(name)
+        if want is not None and kind != want and want not in _WIDENS.get(kind, ()):
+            raise InputError(
+                f"{what}: partition column {name!r} has type {kind} in the keys but {want} in "
+                f"the table; cast it to {want} (a value of another type names another "
+                "partition)",
+                table=table,
+            )
 
 
 def field_list(fields: object, path: str) -> list[str]:

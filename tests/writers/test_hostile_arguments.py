@@ -1,0 +1,94 @@
+"""A hostile user's arguments to the write client: bad table paths, service arguments of the
+wrong kind, a table inside another one, lakebraid's own column names. Each is refused by name,
+and nothing already committed changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakebraid.timeline.errors import ConfigError, LakebraidError
+from lakebraid.writers.client import WriteClient
+
+
+@pytest.fixture
+def client(tmp_path) -> WriteClient:
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    c.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d2"], "ts": [1, 1]}))
+    return c
+
+
+def snapshot(c: WriteClient) -> tuple:
+    files = sorted(
+        str(p) for p in Path(c.path).rglob("*") if p.is_file() and "heartbeats" not in str(p)
+    )
+    return files, c.timeline("global"), c.timeline("data"), c.timeline("metadata")
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("", "a table path must be a non-empty string, not ''"),
+        (None, "a table path must be a non-empty string, not None"),
+        ("zzz://bucket/t", "cannot open zzz://bucket/t: Protocol not known: zzz"),
+    ],
+)
+def test_a_bad_table_path_is_refused_by_name(tmp_path, path, message) -> None:
+    for call in (lambda: WriteClient.open(path), lambda: WriteClient.create(path, "id", [], None)):
+        with pytest.raises(ConfigError, match=message):
+            call()
+
+
+def test_a_file_where_the_table_would_be_is_named(tmp_path) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a table")
+    with pytest.raises(ConfigError, match=f"no lakebraid table at {blocker}"):
+        WriteClient.open(str(blocker))
+    with pytest.raises(ConfigError, match=f"cannot create a table at {blocker}: a file is in"):
+        WriteClient.create(str(blocker), "id", [], None)
+    assert blocker.read_text() == "not a table"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda c: c.rollback(None), "rollback: None is not an instant time; give the 17-digit"),
+        (lambda c: c.rollback(5), "rollback: 5 is not an instant time"),
+        (lambda c: c.savepoint("abc"), "savepoint: 'abc' is not an instant time"),
+        (lambda c: c.restore("20261302000000000"), "restore: '20261302000000000' is not an"),
+        (lambda c: c.archive(keep="a"), "archive: keep must be a whole number of at least 1"),
+        (lambda c: c.archive(keep=0), "archive: keep must be a whole number of at least 1"),
+        (lambda c: c.compact(min_log_files="x"), "compact: min_log_files must be a whole"),
+        (lambda c: c.timeline("bogus"), "no timeline 'bogus': one of data, metadata, global"),
+    ],
+)
+def test_a_service_argument_of_the_wrong_kind_is_refused_by_name(client, call, message) -> None:
+    before = snapshot(client)
+    with pytest.raises(LakebraidError, match=message) as raised:
+        call(client)
+    assert raised.value.table == client.path
+    assert snapshot(client) == before
+
+
+@pytest.mark.parametrize(
+    "names",
+    [("_braid_record_key", None, []), ("id", "_braid_commit_time", []), ("id", None, ["_braid_p"])],
+)
+def test_lakebraid_column_names_cannot_be_key_precombine_or_partition(tmp_path, names) -> None:
+    key, precombine, partitions = names
+    with pytest.raises(ConfigError, match="column names starting with _braid_ are lakebraid's"):
+        WriteClient.create(str(tmp_path / "t"), key, partitions, precombine)
+    assert not (tmp_path / "t" / ".braid" / "table.json").exists()
+
+
+@pytest.mark.parametrize("inside", ["day=2026-01-01", ".braid/x", "day=2026-01-01/deeper/t"])
+def test_a_table_inside_another_table_is_refused(tmp_path, inside) -> None:
+    outer = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    outer.upsert(pa.table({"id": ["a"], "day": ["2026-01-01"], "ts": [1]}))
+    before = snapshot(outer)
+    with pytest.raises(ConfigError, match=f"cannot create a table at {outer.path}/{inside}: it is"):
+        WriteClient.create(f"{outer.path}/{inside}", "id", [], None)
+    assert snapshot(outer) == before
+    assert outer.validate() == []
