@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -68,3 +69,12 @@ def four_keys(value: int) -> pa.Table:
     """Keys k0..k3 of day d0, their ``ts`` and ``v`` both ``value`` (newer values win)."""
     keys = [f"k{i}" for i in range(4)]
     return pa.table({"id": keys, "day": ["d0"] * 4, "ts": [value] * 4, "v": [value] * 4})
+
+
+def snapshot(client: Any) -> tuple:
+    """Every file of a table (heartbeats left out) and its three timelines: equal before and
+    after a refused call when the call changed nothing."""
+    files = sorted(
+        str(p) for p in Path(client.path).rglob("*") if p.is_file() and "heartbeats" not in str(p)
+    )
+    return files, client.timeline("global"), client.timeline("data"), client.timeline("metadata")

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
-from table_fixtures import DAYS
+from table_fixtures import DAYS, snapshot
 from table_fixtures import random_batch as batch
 
 from lakebraid.metadata.table import MetadataTable
@@ -142,13 +142,6 @@ def client(tmp_path, spark) -> WriteClient:
     c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", spark=spark)
     c.insert(pa.table({"id": ["a", "b"], "day": DAYS[:2], "ts": [1, 1], "amount": [1.0, 2.0]}))
     return c
-
-
-def snapshot(c: WriteClient) -> tuple:
-    files = sorted(
-        str(p) for p in Path(c.path).rglob("*") if p.is_file() and "heartbeats" not in str(p)
-    )
-    return files, c.timeline("global"), c.timeline("data"), c.timeline("metadata")
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,9 @@ and nothing already committed changes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pytest
+from table_fixtures import snapshot
 
 from lakebraid.timeline.errors import ConfigError, LakebraidError
 from lakebraid.writers.client import WriteClient
@@ -15,16 +14,11 @@ from lakebraid.writers.client import WriteClient
 
 @pytest.fixture
 def client(tmp_path) -> WriteClient:
-    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
-    c.upsert(pa.table({"id": ["a", "b"], "day": ["d1", "d2"], "ts": [1, 1]}))
-    return c
-
-
-def snapshot(c: WriteClient) -> tuple:
-    files = sorted(
-        str(p) for p in Path(c.path).rglob("*") if p.is_file() and "heartbeats" not in str(p)
-    )
-    return files, c.timeline("global"), c.timeline("data"), c.timeline("metadata")
+    """A table of two commits (in-process: no Spark session)."""
+    created = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    for day in ("d1", "d2"):
+        created.upsert(pa.table({"id": [f"k-{day}"], "day": [day], "ts": [1]}))
+    return created
 
 
 @pytest.mark.parametrize(
