@@ -82,8 +82,8 @@ class TableLock:
         tb: TracebackType | None,
     ) -> None:
         self._local.depth -= 1
-        if self._local.depth == 0:
-            self._file_lock().release()
+        if self._local.depth == 0 and self._lock is not None:  # made when it was acquired
+            self._lock.release()
 
     def _file_lock(self) -> filelock.BaseFileLock:
         with self._made:

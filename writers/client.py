@@ -233,10 +233,10 @@ class WriteClient:
 
     def _delete(self, keys: Any, partition: Any) -> str:
         recover(self.table)
-        config, schema = self.table.config, self.schema()
-        key_type = next((text_to_type(f.type) for f in schema if f.name == config.record_key), None)
         if partition is None and deletes_on_spark(self.table, keys):
             return delete_frame(self.table, self.metadata, keys)
+        config, schema = self.table.config, self.table.config.schema or self.schema()
+        key_type = self._key_type(schema)
         if not is_table(keys):  # key values: a list, set, array, Series (a bare str refused)
             key_col, rows = key_texts(keys, key_type, table=self.path, what="delete"), None
         else:
@@ -253,9 +253,9 @@ class WriteClient:
         )
         return delete_keys(self.table, self.metadata, key_col, parts)
 
-    def _key_type(self) -> pa.DataType | None:
-        """The record key column's type (None until the first write fixes the schema)."""
-        for field in self.table.config.schema or self.schema():
+    def _key_type(self, schema: Sequence[FieldSpec] = ()) -> pa.DataType | None:
+        """The record key column's type (None until a write fixes it); ``schema``: the table's."""
+        for field in schema or self.table.config.schema or self.schema():
             if field.name == self.table.config.record_key:
                 return text_to_type(field.type)
         return None

@@ -63,31 +63,22 @@ Checksums = dict[tuple[str, str], int]  # (partition, file name) -> CRC-32 its c
 Found = list[tuple[str, str, int]]  # (partition path, file name, size) in storage
 
 
-def _data_files(found: Found) -> Iterator[tuple[str, str, int]]:
-    """The data files of those ``found`` (files of data file extensions not named as data
-    files are :func:`foreign_files`)."""
-    return (entry for entry in found if _parsed(entry[1]) is not None)
+def found_files(table: TableTimelines) -> Found:
+    """Every file of a data file extension under the table's root, ``.braid/`` left out."""
+    fs, root, found = table.fs, table.layout.root, []
+    for path, info in fs.find(root, detail=True).items():
+        relative = path[len(root) :].lstrip("/")
+        if relative.startswith(".braid/") or not relative.endswith((".parquet", ".log")):
+            continue
+        partition, _, name = relative.rpartition("/")
+        found.append((partition, name, int(info["size"])))
+    return found
 
 
 def foreign_files(found: Found) -> list[str]:
     """Files of data file extensions in the table's folders that are not named as lakebraid
     data files (a copied Spark part file, another table's files): no part of the table."""
     return [f"{p}/{n}".lstrip("/") for p, n, _ in found if _parsed(n) is None]
-
-
-def found_files(table: TableTimelines) -> Found:
-    """Every file of a data file extension under the table's root, ``.braid/`` left out."""
-    return list(_found(table))
-
-
-def _found(table: TableTimelines) -> Iterator[tuple[str, str, int]]:
-    fs, root = table.fs, table.layout.root
-    for path, info in fs.find(root, detail=True).items():
-        relative = path[len(root) :].lstrip("/")
-        if relative.startswith(".braid/") or not relative.endswith((".parquet", ".log")):
-            continue
-        partition, _, name = relative.rpartition("/")
-        yield partition, name, int(info["size"])
 
 
 def _parsed(name: str) -> DataFileName | None:
@@ -116,10 +107,10 @@ def rebuild(table: TableTimelines, found: Found | None = None) -> tuple[Listing,
     order = {i.time: n for n, i in enumerate(visibility.visible)}
     newest: dict[str, tuple[int, str, str, int]] = {}
     logs: list[tuple[str, str, int]] = []
-    for partition, name, size in _data_files(found_files(table) if found is None else found):
-        parsed = parse_data_file_name(name)
-        rank = order.get(parsed.instant)
-        if rank is None:
+    for partition, name, size in found_files(table) if found is None else found:
+        parsed = _parsed(name)  # None: a foreign file (:func:`foreign_files`)
+        rank = None if parsed is None else order.get(parsed.instant)
+        if parsed is None or rank is None:
             continue
         if parsed.kind == "log":  # merge-on-read: every visible log is in its slice
             logs.append((partition, name, size))

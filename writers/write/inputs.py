@@ -96,6 +96,12 @@ def spark_problem(data_type: pa.DataType) -> str | None:
     return None
 
 
+def _fits(kind: pa.DataType, want: pa.DataType) -> bool:
+    """Whether values of ``kind`` are written to a column of type ``want`` (the same type,
+    or a narrower integer or float it widens)."""
+    return kind == want or want in _WIDENS.get(kind, ())
+
+
 def nan_count(column: pa.ChunkedArray | pa.Array) -> int:
     """Rows of a floating-point column holding NaN (0 for any other type)."""
     if not pa.types.is_floating(column.type):
@@ -180,7 +186,7 @@ def check_input(
     for field in incoming.schema:
         if field.name in known:
             want = text_to_type(known[field.name].type)
-            if field.type != want and want not in _WIDENS.get(field.type, ()):
+            if not _fits(field.type, want):
                 raise InputError(
                     f"column {field.name!r} has type {field.type} in the input but "
                     f"{want} in the table; cast it to {want} (changing a column's type is "
@@ -246,7 +252,7 @@ def _check_partition_types(
         kind = rows.schema.field(name).type
         kind = kind.value_type if pa.types.is_dictionary(kind) else kind
         want = known.get(name)
-        if want is not None and kind != want and want not in _WIDENS.get(kind, ()):
+        if want is not None and not _fits(kind, want):
             raise InputError(
                 f"{what}: partition column {name!r} has type {kind} in the keys but {want} in "
                 f"the table; cast it to {want} (a value of another type names another "

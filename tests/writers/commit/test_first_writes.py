@@ -14,6 +14,21 @@ from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import WriteConflictError
 
 
+def write_between(monkeypatch, path: str, rows: pa.Table) -> list[str]:
+    """Make the next in-process write run another writer's whole upsert of ``rows`` after its
+    own reads and before its commit; the list receives that upsert's instant."""
+    real, others = inprocess.run_write, []
+
+    def other_write_first(*args, **kwargs):
+        if not others:  # once: the other writer's upsert runs no write of its own first
+            others.append("running")
+            others[0] = WriteClient.open(path).upsert(rows)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(inprocess, "run_write", other_write_first)
+    return others
+
+
 @pytest.mark.parametrize("table_type", ["copy_on_write", "merge_on_read"])
 @pytest.mark.parametrize("op", ["upsert", "insert", "bulk_insert"])
 def test_a_write_that_read_an_empty_table_conflicts_with_a_commit_made_since(
@@ -21,16 +36,7 @@ def test_a_write_that_read_an_empty_table_conflicts_with_a_commit_made_since(
 ):
     path = str(tmp_path / "t")
     WriteClient.create(path, "id", [], "v", table_type=table_type)
-    real = inprocess.run_write
-    others: list[str] = []
-
-    def other_write_first(*args, **kwargs):
-        if not others:  # once: the other writer's whole upsert, after this one's reads
-            others.append("running")
-            others[0] = WriteClient.open(path).upsert(pa.table({"id": [999], "v": [1]}))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(inprocess, "run_write", other_write_first)
+    others = write_between(monkeypatch, path, pa.table({"id": [999], "v": [1]}))
     with pytest.raises(WriteConflictError) as raised:
         getattr(WriteClient.open(path), op)(pa.table({"id": [999], "v": [2]}))
     assert others[0] in str(raised.value)  # names the commit it conflicts with
@@ -43,16 +49,7 @@ def test_a_write_that_read_an_empty_table_conflicts_with_a_commit_made_since(
 def test_first_writes_of_other_keys_both_commit(tmp_path, monkeypatch):
     path = str(tmp_path / "t")
     WriteClient.create(path, "id", [], "v")
-    real = inprocess.run_write
-    done: list[str] = []
-
-    def other_write_first(*args, **kwargs):
-        if not done:
-            done.append("running")
-            done[0] = WriteClient.open(path).upsert(pa.table({"id": [1], "v": [1]}))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(inprocess, "run_write", other_write_first)
+    write_between(monkeypatch, path, pa.table({"id": [1], "v": [1]}))
     WriteClient.open(path).upsert(pa.table({"id": [2], "v": [2]}))
     monkeypatch.undo()
     after = WriteClient.open(path)
