@@ -43,7 +43,7 @@ from lakebraid.writers.engine.spark.delete import delete_frame, deletes_on_spark
 from lakebraid.writers.engine.spark.session import attach, embedded_session, reading_session
 from lakebraid.writers.engine.spark.write import write_frame
 from lakebraid.writers.errors import VanishedFileError, WriteError
-from lakebraid.writers.read import plan
+from lakebraid.writers.read import listing, plan
 from lakebraid.writers.services.clean import clean
 from lakebraid.writers.services.describe import describe
 from lakebraid.writers.services.history import history
@@ -323,10 +323,10 @@ class WriteClient:
     def files(
         self, partition: str | None = None, as_of: object = None
     ) -> dict[str, dict[str, int]]:
-        return self._reader(as_of).files(partition)
+        return listing.listed_files(self.table, self._reader(as_of), partition)
 
     def column_stats(self, column: str, as_of: object = None) -> list[ColumnStatsRecord]:
-        return self._reader(as_of).column_stats(column)
+        return listing.column_statistics(self.table, self.metadata, column, as_of)
 
     def _reader(self, as_of: object) -> MetadataReader:
         return self.metadata.reader(self.table.read_point(as_of))

@@ -86,3 +86,27 @@ def test_a_table_inside_another_table_is_refused(tmp_path, inside) -> None:
         WriteClient.create(f"{outer.path}/{inside}", "id", [], None)
     assert snapshot(outer) == before
     assert outer.validate() == []
+
+
+@pytest.mark.parametrize(
+    ("partition", "message"),
+    [
+        ("nope", "'nope' is not a partition path of this table: its partition paths read day="),
+        ("dy=d1", "'dy=d1' is not a partition path"),
+        ("", "'' is not a partition path"),
+        ("day=d1/x=1", "'day=d1/x=1' is not a partition path"),
+        ("day=d%31", "partition path 'day=d%31' is written 'day=d1' in this table; pass that"),
+        (5, "partition must be a partition path such as day=<value>, got 5"),
+    ],
+)
+def test_a_listing_of_a_malformed_partition_is_refused(client, partition, message) -> None:
+    with pytest.raises(LakebraidError, match=message):
+        client.files(partition)
+    assert list(client.files("day=d1")) == ["day=d1"]
+    assert client.files("day=never") == {}  # a well-formed partition without files
+
+
+def test_statistics_of_an_unknown_column_are_refused(client) -> None:
+    with pytest.raises(LakebraidError, match=r"no column 'nope' \(columns: id, day, ts\)"):
+        client.column_stats("nope")
+    assert len(client.column_stats("ts")) == 2
