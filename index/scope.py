@@ -105,10 +105,11 @@ def check_partition_given(config: TableConfig, partition: object, *, table: str,
     to a table whose index is global (it would be ignored)."""
     if is_scoped(config) and partition is None:
         rows = f", or pass rows with the partition columns {config.partition_fields}"
+        cli = f" (in the CLI: --partition {_example(config.partition_fields)})"
         raise RecordKeyError(
             f"{what}: the table's record index is partition-scoped (a key is unique within its "
             f"partition): name the partition, {what}(keys, partition={{...}})"
-            f"{rows if what == 'delete' else ''}",
+            f"{rows if what == 'delete' else cli}",
             table=table,
         )
     if not is_scoped(config) and partition is not None:

@@ -301,7 +301,8 @@ def test_cli_lookup_names_the_partition(tmp_path, capsys) -> None:
     found = json.loads(capsys.readouterr().out)
     assert found["a"]["partition"] == "day=d1" and found["b"] is None
     assert cli(["lookup", path, "a"]) == 1
-    assert "partition-scoped" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "partition-scoped" in err and "(in the CLI: --partition day=...)" in err
 
 
 def test_a_delete_whose_partition_column_has_another_type_is_refused(tmp_path) -> None:

@@ -43,7 +43,7 @@ def test_savepoint_of_a_cleaned_commit_is_refused_and_nothing_is_lost(client) ->
     assert client.clean() is not None
     before = client.read_arrow().sort_by("id").to_pylist()
     on_disk = files_on_disk(client)
-    with pytest.raises(WriteError, match="earliest commit that can still be restored is") as err:
+    with pytest.raises(WriteError, match="can still be savepointed and restored is") as err:
         client.savepoint(ts[0])
     assert err.value.instant == ts[0]
     with pytest.raises(WriteError, match="has no savepoint"):

@@ -41,8 +41,8 @@ def earliest_restorable(table: TableTimelines) -> str:
         if i.action is Action.COMMIT and (
             i.time in held or since is None or i.completion_time >= since  # type: ignore[operator]
         ):
-            return f"the earliest commit that can still be restored is {i.time}"
-    return "no commit can be restored"
+            return f"the earliest commit that can still be savepointed and restored is {i.time}"
+    return "no commit can be savepointed and restored any more"
 
 
 def missing_files(table: TableTimelines, time: str) -> list[str]:
