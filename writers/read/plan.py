@@ -273,15 +273,7 @@ def read_spark(
         )
         if any(pa.types.is_floating(f.type) for f in schema):
             reader = reader.options(**NAN_SAFE_PARQUET)
-        frame = reader.parquet(*urls)
-        columns = [
-            F.col(derive).cast("string").alias(RECORD_KEY)
-            if n == RECORD_KEY and derive is not None
-            else F.col(n)
-            for n in schema.names
-            if n in frame.columns or (n == RECORD_KEY and derive is not None)
-        ]
-        frame = frame.select(*columns)
+        frame = _table_columns(reader.parquet(*urls), schema, derive)
     if merged:  # file slices with logs: merged by Python workers, one task per slice
         frame = frame.unionByName(
             read_merged(spark, merged, schema, storage, derive, ordering(table))
@@ -289,3 +281,19 @@ def read_spark(
     if where is not None:
         frame = frame.where(where)
     return frame
+
+
+def _table_columns(frame: Any, schema: pa.Schema, derive: str | None) -> Any:
+    """``frame`` (data files read by Spark) in the table's read schema: the virtual record key
+    derived, and a column none of the files holds (added to the table after they were
+    written) as nulls of its type, as every other read gives it."""
+    types = {f.name: f.dataType for f in from_arrow_schema(schema).fields}
+    columns = [
+        F.col(derive).cast("string").alias(n)
+        if n == RECORD_KEY and derive is not None
+        else F.col(n)
+        if n in frame.columns
+        else F.lit(None).cast(types[n]).alias(n)
+        for n in schema.names
+    ]
+    return frame.select(*columns)

@@ -142,6 +142,7 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     slices: dict[str, dict[str, DataSlice]] = {}
     spec: list[tuple[str, str, bool]] = []
     merge_on_read: bool = False
+    existing: str | None = None  # an insert's duplicate-key policy (``route_frame``)
 
 
 def _schema_with(schema: pa.Schema, *fields: pa.Field) -> pa.Schema:
@@ -195,7 +196,7 @@ def _dedup_tag(
         reader = MetadataReader(fs, TableLayout(root), ctx.point, cfg.Options(ctx.options))
         keys, hashes = row_index_keys(table, ctx.scoped), key_hashes(table, ctx.scoped)
         table = tag(table, *locate(reader, keys, hashes))  # keys are unique now
-        if ctx.ordering is not None:
+        if ctx.ordering is not None and ctx.existing != "fail":  # "fail": a held key refuses
             table = stale_moves(table, _stored_rows(ctx, fs, root), ctx.ordering, ctx.key)
     else:  # an empty table holds no key: every row is new
         table = tag(table, empty_table(Partition.RECORD_INDEX))
@@ -275,6 +276,7 @@ def route_frame(
         pa.field(OP, pa.int8()),
     )
     tally = df.sparkSession.sparkContext.accumulator({}, CountsParam())
+    ctx = msgspec.structs.replace(ctx, existing=existing)  # before the event-time check
     cached = _tagged(df, ctx, tagging, prepared_schema, tally)
     held = F.col(OLD_FILE_ID).isNotNull()  # keys the table already holds
     tagged = cached.where(~held) if existing == "drop" and tagging else cached

@@ -99,6 +99,18 @@ def test_schema_as_of_and_schema_evolution_match_the_client(client, spark):
     assert sorted_rows(filtered) == sorted_rows(client.read(as_of=first, where=where))
 
 
+def test_a_pruned_read_keeps_the_columns_its_files_lack(client, spark):
+    """Files written before a column was added: a read pruned to them (or read-optimized)
+    still has the column, as nulls, so a filter on it resolves."""
+    client.upsert(rows(["a"], [DAYS[0]], 2, 5.0, note=["x"]))
+    columns = client.read().columns
+    for where in ("id = 'b'", "id = 'b' and note is null"):
+        pruned = client.read(where=where)
+        assert pruned.columns == columns
+        assert [r["note"] for r in sorted_rows(pruned)] == [None]
+    assert client.read(mode="read_optimized").columns == columns
+
+
 def test_an_empty_selection_reads_nothing(client, spark):
     frame = load(spark, client.path).where("day = '1999-01-01'")
     assert frame.count() == 0 and frame.columns == client.read().columns

@@ -100,6 +100,20 @@ def test_an_insert_of_held_keys_on_spark_names_them_and_writes_nothing(tmp_path,
     assert after.read_arrow().num_rows == 20
 
 
+@pytest.mark.parametrize("operation", ["insert", "bulk_insert"])
+def test_an_insert_of_a_held_key_moving_back_in_event_time_is_refused(tmp_path, spark, operation):
+    """The held key moves partition with a lower precombine value: the event-time check would
+    drop the row, but the insert's duplicate rule comes first (as in-process): refused."""
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark)
+    client.bulk_insert(rows(list(range(20)), 5))
+    commits = completed_commits(client)
+    frame = spark.createDataFrame([(3, "elsewhere", 1)], "id long, day string, ts long")
+    with pytest.raises(InputError, match=r"1 key\(s\) already exist in the table \('3'\)"):
+        getattr(WriteClient.open(path, spark, **ON_SPARK), operation)(frame)
+    nothing_written(WriteClient.open(path, spark), commits, 20)
+
+
 @pytest.mark.parametrize("column", ["id", "ts"])
 @pytest.mark.parametrize("held", [False, True], ids=["empty table", "tagged"])
 @pytest.mark.parametrize("single_pass", [True, False], ids=["one pass", "by index group"])
