@@ -29,6 +29,13 @@ Rules, in the order they are judged:
    file in that group: readers pick one base per group, so the two could not both count
    (retry it: the group is no longer empty, the retry writes a log).
 
+8. :func:`undid_my_reads` -- a rollback or restore that had not completed at this write's
+   read point (pending, or completed since) undoes a commit the write's reads saw: the write
+   built its files on that commit's (rolling back a commit the write's reads saw, its rows
+   would come back through the write's files; a compaction would fold them into a base), so
+   it must not complete (retry it on the table as the undo leaves it). A rollback of a commit
+   that never completed (a dead writer's) undoes nothing the write saw.
+
 Anything else completed in between (a clean, a compaction, a savepoint, a commit on disjoint
 groups and keys) is no conflict. Keys are asked for only when a commit passed rule 3 (reading
 another commit's keys costs a read of its record-index logs).
@@ -73,6 +80,7 @@ class Other(msgspec.Struct, frozen=True, kw_only=True):
     visible: bool = False
     groups: frozenset[Group] = frozenset()  # commits: the file groups they rewrote
     target: str | None = None  # rollbacks and restores: their target (from the requested plan)
+    target_completed: str | None = None  # rollbacks: their target's completion time, if any
     alive: bool = False  # pending instants: their writer's heartbeat is live
 
 
@@ -96,6 +104,16 @@ def undone_by_restore(mine: Mine, other: Other) -> bool:
         and other.target is not None
         and other.target < mine.time
     )
+
+
+def undid_my_reads(mine: Mine, other: Other) -> bool:
+    if other.action not in (Action.ROLLBACK, Action.RESTORE) or mine.read_at is None:
+        return False
+    if other.completion_time is not None and other.completion_time <= mine.read_at:
+        return False  # done before the write's reads: they saw the table as it left it
+    if other.action is Action.RESTORE:
+        return True  # it undoes every commit after its target: the reads saw the table
+    return other.target_completed is not None and other.target_completed <= mine.read_at
 
 
 def _completed_since(mine: Mine, other: Other) -> bool:
@@ -146,7 +164,9 @@ def check(
     found = [
         other.time
         for other in others
-        if resharded_during(mine, other) or indexed_during(mine, other)
+        if resharded_during(mine, other)
+        or indexed_during(mine, other)
+        or undid_my_reads(mine, other)
     ]
     if based_beside(mine):
         found.extend(sorted(mine.base_neighbours))

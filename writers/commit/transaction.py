@@ -41,15 +41,16 @@ from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import InstantChanges, WrittenLog
 from lakebraid.timeline import progress
-from lakebraid.timeline.bodies import RestoreBody, encode_body
+from lakebraid.timeline.bodies import encode_body
 from lakebraid.timeline.errors import RetryableError, StateUnknownError
 from lakebraid.timeline.heartbeat import Heartbeat
-from lakebraid.timeline.instant import Action, Instant, State
+from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit import conflicts
 from lakebraid.writers.commit.metrics import PhaseClock, index_entries, metrics_of
+from lakebraid.writers.commit.undos import undo_instants
 from lakebraid.writers.errors import ConflictDetected, WriteConflictError
 from lakebraid.writers.services.inline import run_inline
 from lakebraid.writers.services.markers import sweep_committed
@@ -207,8 +208,8 @@ class Transaction:
             others = list(verdict.conflicts)
             raise ConflictDetected(
                 f"instants {others} got in the way of {time}: commits completed since it "
-                "started that touched the same file groups or keys, or a reindex of the "
-                "record index",
+                "started that touched the same file groups or keys, a reindex of the record "
+                "index, or a rollback or restore of a commit its reads saw",
                 others=others,
                 table=table.path,
                 instant=time,  # type: ignore[arg-type]
@@ -250,14 +251,7 @@ class Transaction:
             base_neighbours=self._neighbours(base_groups),
         )
         glob = table.timeline(G)
-        others = []
-        for inst in glob.since(time):
-            if inst.action in (Action.ROLLBACK, Action.RESTORE):
-                requested = Instant(inst.time, inst.action, State.REQUESTED)
-                plan = table.store.read_typed(G, requested, RestoreBody)
-                others.append(
-                    conflicts.Other(time=inst.time, action=inst.action, target=plan.target)
-                )
+        others = undo_instants(table, glob, time, mine.since)
         undone = table.visibility(global_timeline=glob).undone
         others.extend(
             self._commit_of(inst)

@@ -114,10 +114,75 @@ SCENARIOS = {
         {},
         Verdict(undone_by=LATER),
     ),
-    "a restore requested before this write began": (
-        [Other(time=READ, action=Action.RESTORE, target=T0)],
+    "a restore requested before this write began, completed before its read point": (
+        [Other(time=T0, action=Action.RESTORE, completion_time=READ, target=T0)],
         {},
         Verdict(),
+    ),
+    "a restore requested before this write began, still pending (it undoes what it read)": (
+        [Other(time=READ, action=Action.RESTORE, target=T0)],
+        {},
+        Verdict(conflicts=(READ,)),
+    ),
+    "a restore requested before this write began, completed since its read point": (
+        [Other(time=READ, action=Action.RESTORE, completion_time=LATEST, target=T0)],
+        {},
+        Verdict(conflicts=(READ,)),
+    ),
+    "a rollback, completed since the read point, of a commit the reads saw": (
+        [
+            Other(
+                time=LATER,
+                action=Action.ROLLBACK,
+                completion_time=LATEST,
+                target=T0,
+                target_completed=READ,
+            )
+        ],
+        {},
+        Verdict(conflicts=(LATER,)),
+    ),
+    "a rollback still pending of a commit the reads saw (requested before this write)": (
+        [Other(time=READ, action=Action.ROLLBACK, target=T0, target_completed=READ)],
+        {},
+        Verdict(conflicts=(READ,)),
+    ),
+    "a rollback completed before the read point": (
+        [
+            Other(
+                time=READ,
+                action=Action.ROLLBACK,
+                completion_time=READ,
+                target=T0,
+                target_completed=T0,
+            )
+        ],
+        {},
+        Verdict(),
+    ),
+    "a rollback of a commit that never completed (a dead writer's)": (
+        [Other(time=LATER, action=Action.ROLLBACK, completion_time=LATEST, target=T0)],
+        {},
+        Verdict(),
+    ),
+    "a rollback of a commit completed after the read point (the reads did not see it)": (
+        [Other(time=LATER, action=Action.ROLLBACK, target=T0, target_completed=LATEST)],
+        {},
+        Verdict(),
+    ),
+    "a table empty at the read point: a rollback completed since": (
+        [
+            Other(
+                time=LATER,
+                action=Action.ROLLBACK,
+                completion_time=LATEST,
+                target=T0,
+                target_completed=T0,
+            )
+        ],
+        {},
+        Verdict(),
+        None,
     ),
     "a clean in between": (
         [Other(time=LATER, action=Action.CLEAN, completion_time=LATEST, visible=True)],
