@@ -20,6 +20,7 @@ from __future__ import annotations
 import msgspec
 
 from lakebraid.index.rebase import plan_rebase, write_rebased
+from lakebraid.index.record_index import logged_keys
 from lakebraid.metadata.commits import read_commit
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
@@ -95,6 +96,32 @@ def check_dependents(table: TableTimelines, target: Instant) -> None:
         raise WriteError(
             f"cannot roll back {target.time}: later commits {blocking} rewrote its file "
             "groups; roll those back first, newest first",
+            table=table.path,
+            instant=target.time,
+        )
+    _check_key_dependents(table, target, later)
+
+
+def _check_key_dependents(table: TableTimelines, target: Instant, later: list[Instant]) -> None:
+    """Refuse to roll back a commit that placed or removed a key whose record-index entry a
+    later visible commit changed again in another file group (a delete, then the key written
+    to another partition): the rollback would put the key back beside its new home."""
+    folder = table.layout.metadata_partition_dir(str(Partition.RECORD_INDEX))
+
+    def keys(inst: Instant) -> set[str]:
+        return logged_keys(table.fs, folder, read_commit(table, inst).logs)
+
+    mine = keys(target)
+    if not mine:
+        return
+    clashes = {i.time: sorted(keys(i) & mine)[:3] for i in later}
+    blocking = {t: k for t, k in clashes.items() if k}
+    if blocking:
+        raise WriteError(
+            f"cannot roll back {target.time}: later commits {sorted(blocking)} moved, wrote or "
+            f"deleted keys it wrote or deleted (such as "
+            f"{', '.join(map(repr, next(iter(blocking.values()))))}); roll those back first, "
+            "newest first",
             table=table.path,
             instant=target.time,
         )

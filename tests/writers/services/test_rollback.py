@@ -76,6 +76,29 @@ def test_rollback_refuses_while_a_later_commit_rewrote_the_same_groups(client) -
     assert {r["id"]: r["amount"] for r in state(client)[0]}["a1"] == 1.0
 
 
+@pytest.mark.parametrize("kind", ["copy_on_write", "merge_on_read"])
+def test_rollback_refuses_while_a_later_commit_moved_its_keys_elsewhere(tmp_path, kind) -> None:
+    """A delete, then the key written to another partition (another file group): rolling the
+    delete back alone would hold the key twice. Refused until the later commit is undone."""
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type=kind)
+    c.insert(rows(["k", "a"], DAYS[0], 1, 1.0))
+    c.insert(rows(["b"], DAYS[1], 1, 1.0))
+    deleted = c.delete(["k"])
+    moved = c.upsert(rows(["k"], DAYS[1], 2, 2.0))
+    before = state(c)
+    with pytest.raises(WriteError, match=f"later commits \\['{moved}'\\] moved, wrote or deleted"):
+        c.rollback(deleted)
+    assert state(c) == before and c.validate() == []
+    c.rollback(moved)
+    c.rollback(deleted)
+    assert [(r["id"], r["day"]) for r in state(c)[0]] == [
+        ("a", DAYS[0]),
+        ("b", DAYS[1]),
+        ("k", DAYS[0]),
+    ]
+    assert c.validate() == []
+
+
 def test_rollback_after_metadata_compaction(client) -> None:
     before = state(client)
     t = client.upsert(rows(["a3", "c1"], DAYS[2], 2, 7.0))
