@@ -17,6 +17,7 @@ import msgspec
 import pyarrow as pa
 
 from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.records import decode_stat_value, encode_stat_value
 from lakebraid.metadata.writer import WrittenLog
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
@@ -140,3 +141,28 @@ def schema_as_of(table: TableTimelines, as_of: str | None = None) -> list[FieldS
             if body.schema:
                 return list(body.schema)
     return list(table.config.schema)
+
+
+def encode_status(status: WriteStatus) -> bytes:
+    """``status`` as msgpack bytes for a Spark task's result. Its statistics values take the
+    metadata table's typed form (``records.encode_stat_value``): plain msgpack would turn a
+    date or a naive timestamp into text, and the column statistics would then hold text."""
+    stats = [
+        msgspec.structs.replace(
+            c, min_value=encode_stat_value(c.min_value), max_value=encode_stat_value(c.max_value)
+        )
+        for c in status.stats
+    ]
+    return msgspec.msgpack.encode(msgspec.structs.replace(status, stats=stats))
+
+
+def decode_status(data: bytes) -> WriteStatus:
+    """Inverse of :func:`encode_status`."""
+    status = msgspec.msgpack.decode(data, type=WriteStatus)
+    stats = [
+        msgspec.structs.replace(
+            c, min_value=decode_stat_value(c.min_value), max_value=decode_stat_value(c.max_value)
+        )
+        for c in status.stats
+    ]
+    return msgspec.structs.replace(status, stats=stats)

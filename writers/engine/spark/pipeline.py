@@ -57,7 +57,7 @@ from lakebraid.index.keys import RECORD_KEY, key_text
 from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.metadata.arrow_records import empty_table
-from lakebraid.metadata.commits import WriteStatus
+from lakebraid.metadata.commits import WriteStatus, decode_status, encode_status
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import ReadPoint
@@ -246,7 +246,7 @@ def _rewrite(
     out = []
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
         status = tasks.run(names[int(ordered[start])], payload.slice(start, end - start))
-        out.append(msgspec.msgpack.encode(status))
+        out.append(encode_status(status))
     yield pa.RecordBatch.from_arrays([pa.array(out, pa.binary())], [STATUS])
 
 
@@ -270,7 +270,7 @@ def route_frame(
     the rows of current groups' base files (``operations.Room.rows``), which the rewrite's
     dealing of groups to tasks weighs."""
     prepared_schema = _schema_with(
-        to_arrow_schema(df.schema),
+        to_arrow_schema(df.schema, timezone="UTC"),  # only its Spark types are used
         pa.field(RECORD_KEY, pa.string()),
         pa.field(PARTITION, pa.string()),
         pa.field(OP, pa.int8()),
@@ -393,4 +393,4 @@ def rewrite_frame(
         .mapInArrow(functools.partial(_rewrite, packed, names, key), f"{STATUS} binary")
         .collect()
     )
-    return [msgspec.msgpack.decode(r[STATUS], type=WriteStatus) for r in statuses]
+    return [decode_status(r[STATUS]) for r in statuses]

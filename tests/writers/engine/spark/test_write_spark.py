@@ -153,3 +153,30 @@ def test_a_nan_precombine_value_on_spark_is_refused_by_name(tmp_path, spark, hel
         WriteClient.open(path, spark, **ON_SPARK).upsert(frame)
     assert raised.value.table == path
     nothing_written(WriteClient.open(path, spark), commits, 20 if held else 0)
+
+
+def test_time_columns_on_spark_keep_typed_statistics(tmp_path, spark):
+    """A TIMESTAMP column (with time zone) used to fail every Spark-engine write; date and
+    TIMESTAMP_NTZ statistics came back from the tasks as text, so ``validate()`` reported every
+    file and data skipping on them was lost."""
+    import datetime as dt
+
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark, **ON_SPARK)
+    frame = spark.sql(
+        "select id, concat('d', id % 2) as day, 1L as ts, "
+        "date_add(date'2024-01-01', cast(id as int)) as d, "
+        "timestamp_ntz'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, cast(id as int)) as tn, "
+        "timestamp'2024-01-01 00:00:00' as at from range(4)"
+    )
+    client.upsert(frame)
+    stats = {(s.partition, s.column): (s.min_value, s.max_value) for s in client.column_stats("d")}
+    assert stats[("day=d0", "d")] == (dt.date(2024, 1, 1), dt.date(2024, 1, 3))
+    assert all(
+        type(v) is dt.datetime
+        for s in client.column_stats("tn")
+        for v in (s.min_value, s.max_value)
+    )
+    assert client.validate() == []
+    assert len(client.file_paths(where="d = date'2024-01-04'")) == 1
+    assert client.read_arrow().num_rows == 4
