@@ -305,7 +305,8 @@ def open_base(fs: AbstractFileSystem, path: str) -> Footer:
     try:
         item = _footer(fs, path)
     except FileNotFoundError as exc:
-        raise MissingMetadataFileError(f"cannot read metadata base file {path}: {exc}") from None
+        message = f"cannot read metadata base file {path}: {exc}"
+        raise MissingMetadataFileError(message, path=path) from None
     FOOTERS.put(path, item)
     return item
 

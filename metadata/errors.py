@@ -33,7 +33,12 @@ class MetadataTypeError(MetadataError, TypeError):
 
 class MissingMetadataFileError(MetadataError, FileNotFoundError):
     """A metadata file a read needs is gone (a concurrent clean removed it, or the table is
-    damaged); also a ``FileNotFoundError``, so callers treat it as any vanished file."""
+    damaged); also a ``FileNotFoundError`` naming the file (``filename``), so callers treat it
+    as any vanished file."""
+
+    def __init__(self, message: str, *, path: str, table: str | None = None):
+        super().__init__(message, table=table)
+        self.filename = path
 
 
 class MetadataFormatError(MetadataError):
