@@ -37,9 +37,35 @@ def is_local(fs: AbstractFileSystem) -> bool:
 
 
 def check_url(url: object) -> None:
-    """Refuse a table path that is not a non-empty string."""
+    """Refuse a table path that is not a non-empty string, and an object-store URL with an
+    empty segment (``s3://bucket//t``: stores keep the empty name, so ``s3://bucket/t`` would
+    be another table, and the file system's own listings disagree on it)."""
     if not isinstance(url, str) or not url:
         raise ConfigError(f"a table path must be a non-empty string, not {url!r:.80}")
+    protocol, path = fsspec.core.split_protocol(url)
+    if protocol not in (None, "file", "local") and "//" in path.rstrip("/"):
+        raise ConfigError(
+            f"table URL {url} has an empty path segment ('//'); write it with single slashes"
+        )
+
+
+def check_bucket(fs: AbstractFileSystem, root: str) -> None:
+    """Refuse a table on an object store whose bucket does not exist (or is not visible with
+    these credentials): creating one would make a bucket of a typo'd name."""
+    if is_local(fs):
+        return
+    bucket = root.strip("/").split("/", 1)[0]
+    try:
+        found = fs.exists(bucket)
+    except OSError:
+        found = False
+    if not found:
+        raise ConfigError(
+            f"bucket {bucket!r} of table {fs.unstrip_protocol(root)} does not exist or is not "
+            "visible with these credentials; create the bucket first (lakebraid never creates "
+            "buckets)",
+            table=fs.unstrip_protocol(root),
+        )
 
 
 def filesystem(

@@ -20,7 +20,7 @@ from lakebraid.timeline.bodies import (
     RollbackBody,
     SavepointBody,
 )
-from lakebraid.timeline.durable import filesystem, is_local, put_if_absent
+from lakebraid.timeline.durable import check_bucket, filesystem, is_local, put_if_absent
 from lakebraid.timeline.errors import ConfigError, InstantExistsError
 from lakebraid.timeline.heartbeat import Heartbeat, dead_pending, is_beating, now_ms, read_beat
 from lakebraid.timeline.instant import Action, Instant
@@ -82,6 +82,7 @@ class TableTimelines:
         layout = TableLayout(root)
         options = cfg.Options({**config.options, **(runtime_options or {})})
         config.validate()
+        check_bucket(fs, root)
         _check_not_nested(fs, root)
         try:
             fs.makedirs(layout.braid_dir, exist_ok=True)

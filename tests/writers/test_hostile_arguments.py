@@ -110,3 +110,23 @@ def test_statistics_of_an_unknown_column_are_refused(client) -> None:
     with pytest.raises(LakebraidError, match=r"no column 'nope' \(columns: id, day, ts\)"):
         client.column_stats("nope")
     assert len(client.column_stats("ts")) == 2
+
+
+def test_a_table_in_a_missing_bucket_is_refused_and_no_bucket_is_made(s3_url) -> None:
+    url = s3_url()
+    missing = "s3://no-such-bucket-0b3e/t"
+    with pytest.raises(ConfigError, match=r"bucket 'no-such-bucket-0b3e' of table .* does not"):
+        WriteClient.create(missing, "id", [], None)
+    with pytest.raises(ConfigError):
+        WriteClient.open(missing)
+    bucket = url.split("/")[2]
+    created = WriteClient.create(url, "id", [], None)  # an existing bucket: fine
+    assert created.table.fs.exists(bucket) and not created.table.fs.exists("no-such-bucket-0b3e")
+
+
+def test_an_object_store_url_with_an_empty_segment_is_refused(s3_url) -> None:
+    bucket = s3_url().split("/")[2]
+    for url in (f"s3://{bucket}//t", f"s3://{bucket}/a//t"):
+        with pytest.raises(ConfigError, match="has an empty path segment"):
+            WriteClient.create(url, "id", [], None)
+    WriteClient.create(f"s3://{bucket}/t/", "id", [], None)  # a trailing slash is fine
