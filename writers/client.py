@@ -352,7 +352,7 @@ class WriteClient:
 
     def _vanished(self, as_of: object, missing: str) -> NoReturn:
         point = "now" if as_of is None else f"as of {as_of}"
-        self.table.read_point(as_of)  # raises AsOfError once the cleaner passed it
+        listing.check_listed_present(self.table, self.metadata, as_of, missing)
         raise VanishedFileError(
             f"{missing} was removed while reading {point} (a concurrent clean or restore); "
             "read again (if it keeps failing, run validate())",

@@ -12,6 +12,8 @@
   footer or the decoded data does not hold); names the file and says what to do.
 * :class:`CorruptDataLogError` -- a merge-on-read data log block is damaged; names the file
   and the byte offset of the block.
+* :class:`MissingDataFileError` -- a data file the table lists is not on storage (the table is
+  damaged; not retryable); names the file and says what to do.
 """
 
 from __future__ import annotations
@@ -59,6 +61,23 @@ class CorruptDataFileError(WriteError):
             f"corrupt data file {path}: {reason}; restore the file from a backup, or roll "
             f"back the {culprit} that wrote it (or restore the table to a savepoint before "
             f"it); `validate()` lists every damaged file",
+            table=table,
+            instant=instant if culprit != "it" else None,
+        )
+
+
+class MissingDataFileError(WriteError):
+    """A data file the table lists (at the read point) is not on storage: the table is
+    damaged, and reading or writing again would meet the same gap."""
+
+    def __init__(self, path: str, *, table: str | None = None, doing: str = ""):
+        self.path = path
+        instant = path.rsplit("_", 1)[-1].split(".")[0]
+        culprit = f"commit {instant}" if instant.isdigit() and len(instant) == 17 else "it"
+        super().__init__(
+            f"data file {path}, which the table lists, is missing from storage{doing}; "
+            f"restore the file from a backup, or roll back the {culprit} that wrote it (or "
+            "restore the table to a savepoint before it); `validate()` lists every missing file",
             table=table,
             instant=instant if culprit != "it" else None,
         )

@@ -51,7 +51,7 @@ from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit import conflicts
 from lakebraid.writers.commit.metrics import PhaseClock, index_entries, metrics_of
 from lakebraid.writers.commit.undos import undo_instants
-from lakebraid.writers.errors import ConflictDetected, WriteConflictError
+from lakebraid.writers.errors import ConflictDetected, MissingDataFileError, WriteConflictError
 from lakebraid.writers.services.inline import run_inline
 from lakebraid.writers.services.markers import sweep_committed
 from lakebraid.writers.services.rollback import rollback
@@ -323,6 +323,9 @@ def run_write(
                 table=table.path,
                 instant=time,
             ) from exc
+        if isinstance(exc, FileNotFoundError) and exc.filename:  # listed, yet not on storage
+            doing = "; this write was rolled back"
+            raise MissingDataFileError(str(exc.filename), table=table.path, doing=doing) from exc
         raise
     run_inline(metadata)  # never fails the write: a failed service is logged, retried later
     return time

@@ -6,6 +6,8 @@ or "no statistics", never a typo.
 
 from __future__ import annotations
 
+import posixpath
+
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import ColumnStatsRecord
@@ -13,7 +15,7 @@ from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.errors import InvalidPathError
 from lakebraid.timeline.layout import parse_partition_path, partition_path
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.errors import InputError
+from lakebraid.writers.errors import InputError, MissingDataFileError
 
 
 def listed_files(
@@ -62,3 +64,18 @@ def column_statistics(
             table=table.path,
         )
     return metadata.reader(point).column_stats(column)
+
+
+def check_listed_present(
+    table: TableTimelines, metadata: MetadataTable, as_of: object, missing: str
+) -> None:
+    """For a read that met ``missing`` gone: raise :class:`AsOfError` when the cleaner has
+    passed ``as_of`` since, and :class:`MissingDataFileError` when the read point (read
+    afresh) still lists the file and it is not on storage (the table is damaged: reading
+    again would fail again); return when the file has left the table (a concurrent clean or
+    restore: the caller says read again)."""
+    point = table.read_point(as_of)  # raises AsOfError once the cleaner passed it
+    name = posixpath.basename(missing)
+    listed = any(name in files for files in metadata.reader(point).files().values())
+    if listed and not table.fs.exists(missing):
+        raise MissingDataFileError(missing, table=table.path)

@@ -13,7 +13,7 @@ from lakebraid.timeline.errors import RetryableError
 from lakebraid.timeline.visibility import undone_times
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine import inprocess
-from lakebraid.writers.errors import WriteConflictError
+from lakebraid.writers.errors import MissingDataFileError, WriteConflictError
 
 OPTIONS = RETAIN_ONE
 rows = four_keys
@@ -71,7 +71,7 @@ def test_a_missing_file_the_table_still_lists_is_not_a_conflict(table, monkeypat
         os.remove(gone[0])  # a damaged disk: the table still lists it
 
     _before_rewrite(monkeypatch, remove_current)
-    with pytest.raises(FileNotFoundError) as err:
+    with pytest.raises(MissingDataFileError, match="which the table lists, is missing") as err:
         table.upsert(rows(5))
     assert not isinstance(err.value, RetryableError)
     assert os.path.basename(gone[0]) in str(err.value)
