@@ -153,11 +153,8 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
         try:
             try:
                 found = tagged.select(OLD_PARTITION, OLD_FILE_ID).distinct().collect()
-            except Exception as exc:  # _keys met a null key: nothing is written yet
-                if NULL_ROWS not in str(exc):
-                    raise
-                message = "delete: null key(s); record keys are never null"
-                raise RecordKeyError(message, table=table.path) from None
+            except Exception as exc:  # _keys refused a key: nothing is written yet
+                raise _refused_keys(exc, table.path) from None
             targets = sorted((row[0], row[1]) for row in found)
 
             def write(time: str) -> list[WriteStatus]:
@@ -182,3 +179,17 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
     if config.merge_on_read:
         compact_if_due(table, metadata)  # never fails the write
     return time
+
+
+def _refused_keys(exc: Exception, table: str) -> Exception:
+    """A failed key job as the in-process delete reports it: a null key, or a key
+    ``index.keys.key_array`` refused in a task (its message, without the worker's traceback);
+    any other failure as it is."""
+    text = str(exc)
+    if NULL_ROWS in text:
+        return RecordKeyError("delete: null key(s); record keys are never null", table=table)
+    marker = "RecordKeyError: "
+    if marker in text:
+        message = text.split(marker, 1)[1].split("\n", 1)[0]
+        return RecordKeyError(message.split(" [table ", 1)[0], table=table)
+    return exc

@@ -68,3 +68,14 @@ def test_a_null_key_is_refused_and_nothing_is_written(tmp_path, spark) -> None:
         WriteClient.open(path, spark, **ON_SPARK).delete(frame)
     assert len(client.timeline()) == commits
     assert sorted(client.read_arrow().column("id").to_pylist()) == list(range(5))
+
+
+def test_a_key_not_of_the_key_type_is_refused_by_name(tmp_path, spark) -> None:
+    """7.5 is no int64 key: refused as in-process, not as a worker's traceback."""
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark, **ON_SPARK)
+    client.upsert(rows([7, 8], 1))
+    keys = spark.createDataFrame([(7.5,), (8.0,)], "id double")
+    with pytest.raises(RecordKeyError, match="keys of type double cannot be read as the table's"):
+        client.delete(keys)
+    assert client.read_arrow().num_rows == 2 and client.validate() == []
