@@ -191,8 +191,16 @@ def _ours(name: str | None) -> bool:
     return isinstance(name, str) and name.startswith("_braid_")
 
 
+def canonical_type(data_type: pa.DataType) -> pa.DataType:
+    """``data_type`` as the table format holds it: a list's items named ``item`` and nullable
+    at every depth (Spark's Arrow lists name them ``element``, not null: the same values)."""
+    if pa.types.is_list(data_type):
+        return pa.list_(canonical_type(data_type.value_type))
+    return data_type
+
+
 def type_to_text(data_type: pa.DataType) -> str:
-    text = str(data_type)
+    text = str(canonical_type(data_type))
     text_to_type(text)  # refuse now what could not be read back
     return text
 

@@ -18,7 +18,13 @@ from lakebraid.index.errors import RecordKeyError
 from lakebraid.index.keys import check_key_type
 from lakebraid.index.scope import check_partition_given, is_scoped, partition_of
 from lakebraid.timeline.errors import ConfigError
-from lakebraid.timeline.table_config import FieldSpec, TableConfig, text_to_type, type_to_text
+from lakebraid.timeline.table_config import (
+    FieldSpec,
+    TableConfig,
+    canonical_type,
+    text_to_type,
+    type_to_text,
+)
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.write.partition_codes import partition_paths
 
@@ -99,7 +105,7 @@ def spark_problem(data_type: pa.DataType) -> str | None:
 def _fits(kind: pa.DataType, want: pa.DataType) -> bool:
     """Whether values of ``kind`` are written to a column of type ``want`` (the same type,
     or a narrower integer or float it widens)."""
-    return kind == want or want in _WIDENS.get(kind, ())
+    return kind == want or canonical_type(kind) == want or want in _WIDENS.get(kind, ())
 
 
 def nan_count(column: pa.ChunkedArray | pa.Array) -> int:

@@ -180,3 +180,19 @@ def test_time_columns_on_spark_keep_typed_statistics(tmp_path, spark):
     assert client.validate() == []
     assert len(client.file_paths(where="d = date'2024-01-04'")) == 1
     assert client.read_arrow().num_rows == 4
+
+
+@pytest.mark.parametrize("on_spark", [True, False], ids=["spark engine", "in-process"])
+def test_spark_array_columns_are_written(tmp_path, spark, on_spark):
+    """Spark's Arrow lists name their items ``element`` (not null); the table holds them as
+    ``list<item: ...>``, the same values (every Spark array column was refused, with advice to
+    cast it to the list type it was)."""
+    path = str(tmp_path / "t")
+    options = ON_SPARK if on_spark else {}
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark, **options)
+    client.upsert(spark.sql("select 1L id, 'd' day, 1L ts, array(1, 2) arr"))
+    client.upsert(spark.sql("select 2L id, 'd' day, 1L ts, array(3) arr"))
+    assert [f.type for f in client.schema() if f.name == "arr"] == ["list<item: int32>"]
+    got = sorted((r["id"], r["arr"]) for r in client.read_arrow().to_pylist())
+    assert got == [(1, [1, 2]), (2, [3])]
+    assert client.validate() == []
