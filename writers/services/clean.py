@@ -124,6 +124,16 @@ def plan_clean(table: TableTimelines, previous: CleanPlan | None = None) -> Clea
     if len(commits) <= keep_n:
         return None
     earliest = commits[-keep_n]
+    if previous is not None:
+        # the retention never moves back (a rollback or restore leaves fewer visible commits):
+        # the previous clean deleted what reads before its retained point needed, data files
+        # and the metadata file slices, so the files listing as of an earlier point would be
+        # read from what is left of them, and keep too little
+        kept_from = table.timeline(G).get(previous.earliest_retained, Action.COMMIT)
+        if kept_from is not None and (kept_from.completion_time or "") > (
+            earliest.completion_time or ""
+        ):
+            earliest = kept_from
     held = table.savepointed()
     points = [earliest.completion_time] + [i.completion_time for i in commits if i.time in held]
     running = _running_rewrites(table)
