@@ -48,6 +48,7 @@ from lakebraid.timeline.durable import is_local, storage_of
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.errors import InputError
+from lakebraid.writers.read.columns import column
 from lakebraid.writers.read.spark_files import read_files, read_merged
 from lakebraid.writers.read.units import Keep, ReadUnit, read_units
 from lakebraid.writers.read.units import plan_units as plan_read_units
@@ -289,9 +290,9 @@ def _table_columns(frame: Any, schema: pa.Schema, derive: str | None) -> Any:
     written) as nulls of its type, as every other read gives it."""
     types = {f.name: f.dataType for f in from_arrow_schema(schema).fields}
     columns = [
-        F.col(derive).cast("string").alias(n)
+        column(derive).cast("string").alias(n)
         if n == RECORD_KEY and derive is not None
-        else F.col(n)
+        else column(n)
         if n in frame.columns
         else F.lit(None).cast(types[n]).alias(n)
         for n in schema.names

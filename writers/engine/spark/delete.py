@@ -56,6 +56,7 @@ from lakebraid.writers.engine.spark.pipeline import (
     rewrite_frame,
 )
 from lakebraid.writers.engine.spark.write import context
+from lakebraid.writers.read.columns import column
 from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.filegroup import OP, OP_DELETE
 from lakebraid.writers.write.inputs import is_spark_frame
@@ -140,7 +141,7 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
     schema = schema_as_of(table)
     ctx = context(table, reader.point, listing, files, spec_of(schema))
     packed = msgspec.msgpack.encode(ctx)
-    keys = frame.select(key).mapInArrow(
+    keys = frame.select(column(key).alias("key")).mapInArrow(  # a plain name for mapInArrow
         functools.partial(_keys, packed, _key_type(table, schema)), from_arrow_schema(KEYS_SCHEMA)
     )
     groups = reader.point.group_counts["record_index"]

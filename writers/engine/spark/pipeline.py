@@ -73,6 +73,7 @@ from lakebraid.writers.engine.spark.routing import (
     task_keys,
 )
 from lakebraid.writers.engine.spark.summary import Counts, CountsParam, summarize, task_counts
+from lakebraid.writers.read.columns import column
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
 from lakebraid.writers.write.inputs import nan_count
 from lakebraid.writers.write.logappend import IN_GROUP, TaskSet
@@ -150,9 +151,9 @@ def _schema_with(schema: pa.Schema, *fields: pa.Field) -> pa.Schema:
 
 
 def _prepared(table: pa.Table, ctx: Context) -> pa.Table:
-    for column in (ctx.key, ctx.precombine):
-        if column is not None and table.column(column).null_count:
-            raise ValueError(f"{NULL_ROWS}: a row of the input has a null {column!r}")
+    for name in (ctx.key, ctx.precombine):
+        if name is not None and table.column(name).null_count:
+            raise ValueError(f"{NULL_ROWS}: a row of the input has a null {name!r}")
     if ctx.precombine is not None and nan_count(table.column(ctx.precombine)):
         raise ValueError(f"{NULL_ROWS}: a row of the input has a NaN {ctx.precombine!r}")
     table = prepare(table, ctx.key, ctx.partition_fields)
@@ -319,7 +320,7 @@ def _tagged(
     # and one per input partition up to one per group (inputs of many small partitions)
     inputs = min(groups, df.rdd.getNumPartitions())
     tasks = max(2, df.sparkSession.sparkContext.defaultParallelism, inputs)
-    shuffled = df.repartition(tasks, ctx.key)  # every row of a key in one task
+    shuffled = df.repartition(tasks, column(ctx.key))  # every row of a key in one task
     work = functools.partial(_dedup_tag, packed, False, tagging, counts)
     return cache(shuffled.mapInArrow(work, tagged_schema))
 

@@ -22,6 +22,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
+from lakebraid.writers.read.columns import column
 from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT
 from lakebraid.writers.write.route import KEY_HASH, PARTITION, TARGET_FILE_ID, Slot
 
@@ -69,7 +70,7 @@ def route_rows(tagged: DataFrame, plan: Mapping[str, list[Slot]]) -> DataFrame:
         TARGET_FILE_ID: F.when(leaving, F.col(OLD_FILE_ID)).otherwise(F.col(TARGET_FILE_ID)),
     }
     return rows.select(
-        *[swapped.get(c, F.col(c)).alias(c) for c in [*tagged.columns, TARGET_FILE_ID]]
+        *[swapped.get(c, column(c)).alias(c) for c in [*tagged.columns, TARGET_FILE_ID]]
     )
 
 

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from lakebraid.index.keys import key_text
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
+from lakebraid.writers.read.columns import column
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
 from lakebraid.writers.write.route import PARTITION, duplicate_keys_error
 
@@ -79,7 +80,7 @@ def summarize(
         duplicates = sum(rows for g, (rows, _) in groups.items() if g[2] is not None)
         if duplicates:
             held = F.col(OLD_FILE_ID).isNotNull()
-            sample = cached.where(held).select(key).limit(10).toArrow()
+            sample = cached.where(held).select(column(key)).limit(10).toArrow()
             keys = key_text(sample.column(key)).to_pylist()
             raise duplicate_keys_error(operation, duplicates, keys, table)
     inserts: dict[str, int] = {}

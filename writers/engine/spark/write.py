@@ -31,6 +31,7 @@ from lakebraid.writers.engine.spark.pipeline import (
     route_frame,
 )
 from lakebraid.writers.errors import InputError
+from lakebraid.writers.read.columns import column as spark_column
 from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.inputs import check_input
 from lakebraid.writers.write.logappend import TaskSet, write_tasks
@@ -40,7 +41,16 @@ from lakebraid.writers.write.operations import insert_room, ordering
 def check_frame(frame: Any, table: TableTimelines) -> list[FieldSpec]:
     """The schema after writing ``frame``; refuses a frame whose schema does not fit. Null
     record keys and precombine values are refused by the pipeline's first pass over the rows
-    (:func:`null_rows_named`), not by a job of their own."""
+    (:func:`null_rows_named`), not by a job of their own. A column name holding a dot is
+    refused: PySpark's ``mapInArrow`` reads it as a struct field path."""
+    dotted = [name for name in frame.columns if "." in name]
+    if dotted:
+        raise InputError(
+            f"columns {dotted} hold a '.', which the Spark engine cannot pass to its Python "
+            "tasks (PySpark reads it as a struct field); rename them, or write the rows "
+            "in-process (write.inprocess.max.rows above their count)",
+            table=table.path,
+        )
     return check_input(
         frame.limit(0).toArrow(), table.config, schema_as_of(table), table=table.path
     )
@@ -64,10 +74,10 @@ def null_rows_named(frame: Any, table: TableTimelines) -> Iterator[None]:
         ]
         null = F.lit(False)
         for column in checked:
-            null = null | F.col(column).isNull()
+            null = null | spark_column(column).isNull()
         floating = {f.name for f in frame.schema if f.dataType.typeName() in ("float", "double")}
         if config.precombine_field in floating:
-            null = null | F.isnan(F.col(config.precombine_field))
+            null = null | F.isnan(spark_column(config.precombine_field))
         bad = frame.where(null).limit(1).toArrow()
         check_input(bad, config, schema_as_of(table), table=table.path)  # raises InputError
         raise
