@@ -263,7 +263,7 @@ class InstantStore:
             return self.lock.clock
         candidates = []
         try:
-            text = self.fs.cat_file(self.layout.clock).decode().strip()
+            text = self.fs.cat_file(self.layout.clock).decode(errors="replace").strip()
             if is_valid_time(text):
                 candidates.append(text)
         except FileNotFoundError:

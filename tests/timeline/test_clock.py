@@ -66,3 +66,15 @@ def test_times_exceed_global_timeline_even_without_clock_file(new_table) -> None
     table.store.request(G, future, Action.COMMIT)  # e.g. written by a skewed host
     os.remove(table.layout.clock)
     assert table.next_time() > future
+
+
+@pytest.mark.parametrize("damage", [b"2026\xff\xfe0101000000000", b"garbage", b""])
+def test_a_damaged_clock_file_is_passed_over_like_a_missing_one(new_table, damage) -> None:
+    """Times come from the global timeline too: a clock file that is not a time (not even
+    text) is ignored, as a missing one is, instead of failing every write."""
+    table = new_table()
+    future = millis_to_time(time_to_millis(table.next_time()) + 86_400_000)
+    table.store.request(G, future, Action.COMMIT)
+    with open(table.layout.clock, "wb") as handle:
+        handle.write(damage)
+    assert table.next_time() > future
