@@ -130,3 +130,13 @@ def test_an_object_store_url_with_an_empty_segment_is_refused(s3_url) -> None:
         with pytest.raises(ConfigError, match="has an empty path segment"):
             WriteClient.create(url, "id", [], None)
     WriteClient.create(f"s3://{bucket}/t/", "id", [], None)  # a trailing slash is fine
+
+
+def test_a_frame_arrow_cannot_convert_is_refused_by_name(client) -> None:
+    import pandas as pd
+
+    before = snapshot(client)
+    frame = pd.DataFrame({"id": ["k-x", "k-y"], "day": ["d1", "d1"], "ts": [1, "two"]})
+    with pytest.raises(LakebraidError, match=r"cannot convert the DataFrame to Arrow: .* cast or"):
+        client.upsert(frame)
+    assert snapshot(client) == before

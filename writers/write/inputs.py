@@ -56,10 +56,17 @@ def to_arrow(data: Any) -> pa.Table:
         return data
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data])
-    if is_spark_frame(data):
-        return data.toArrow()
-    if type(data).__module__.startswith("pandas"):
-        return pa.Table.from_pandas(data, preserve_index=False)
+    try:
+        if is_spark_frame(data):
+            return data.toArrow()
+        if type(data).__module__.startswith("pandas"):
+            return pa.Table.from_pandas(data, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InputError(
+            f"cannot convert the {type(data).__name__} to Arrow: {exc}; a column of a type "
+            "tables do not hold (struct, map) or of mixed types is the usual cause: cast or "
+            "drop it"
+        ) from None
     raise InputError(
         f"cannot write a {type(data).__name__}: pass a Spark DataFrame, a pyarrow Table or a "
         "pandas DataFrame"
