@@ -32,3 +32,25 @@ def test_a_foreign_file_in_a_partition_folder_is_reported_and_nothing_else(tmp_p
     stray.unlink()
     (path / "p=b" / "notes.log").unlink()
     assert WriteClient.open(str(path)).validate() == []
+
+
+def test_a_lost_commit_point_is_named(tmp_path) -> None:
+    """The global instant file of a middle commit is gone: the commit reads as never written
+    (later commits build on it). ``validate()`` names the commit and its missing file; the
+    latest commit in that state (what a writer dying between the timelines leaves, which
+    recovery rolls back) is not reported."""
+    import glob
+    import os
+
+    def lost_after_removing(which: int, name: str) -> tuple[list[str], str]:
+        c = WriteClient.create(str(tmp_path / name), "id", ["p"], "ts")
+        c.bulk_insert(pa.table({"id": ["a", "b"], "p": ["x", "x"], "ts": [1, 1]}))
+        times = [c.delete(["b"]), c.upsert(pa.table({"id": ["a"], "p": ["x"], "ts": [3]}))]
+        assert c.validate() == []
+        os.remove(glob.glob(f"{c.path}/.braid/global/{times[which]}_*.commit")[0])
+        found = WriteClient.open(c.path).validate()
+        return [p for p in found if p.startswith("timelines:")], times[which]
+
+    lost, middle = lost_after_removing(0, "middle")
+    assert len(lost) == 1 and f"commit {middle} completed on the data and metadata" in lost[0]
+    assert lost_after_removing(1, "latest")[0] == []
