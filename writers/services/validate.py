@@ -45,7 +45,7 @@ from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import DataFileName, parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import CorruptDataFileError
-from lakebraid.writers.services.commit_points import lost_commit_points
+from lakebraid.writers.services.commit_points import lost_commit_points, lost_metadata_logs
 from lakebraid.writers.services.validate_index import compare_index, current_keys
 from lakebraid.writers.write.datafile import (
     column_stats,
@@ -192,7 +192,7 @@ class _Validator:
                     f"column_stats: {extra[0]}/{extra[1]} {extra[2]} has no visible file"
                 )
         self.attempt("record_index", self.compare_index)
-        self.problems += lost_commit_points(self.table)
+        self.problems += lost_commit_points(self.table) + lost_metadata_logs(self.table)
         self.attempt("secondary_index", self.compare_secondary)
         for path in foreign_files(self.found)[:20]:
             self.problems.append(

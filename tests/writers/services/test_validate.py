@@ -54,3 +54,23 @@ def test_a_lost_commit_point_is_named(tmp_path) -> None:
     lost, middle = lost_after_removing(0, "middle")
     assert len(lost) == 1 and f"commit {middle} completed on the data and metadata" in lost[0]
     assert lost_after_removing(1, "latest")[0] == []
+
+
+def test_a_lost_metadata_log_is_named(tmp_path) -> None:
+    """A commit's ``files`` log is gone and no later base folded it: reads build the listing
+    from the slice before it (the deleted row is back, no error); ``validate()`` names it."""
+    import glob
+    import os
+
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["p"], "ts")
+    c.bulk_insert(pa.table({"id": ["a", "b"], "p": ["x", "x"], "ts": [1, 1]}))
+    deleted = c.delete(["b"])
+    c.compact_metadata()  # a base at a later time: the logs before it may go
+    folded = glob.glob(f"{c.path}/.braid/metadata/files/*_{deleted}.log")
+    for path in folded:
+        os.remove(path)
+    assert c.validate() == [], "a log a later base folded is no loss"
+    later = c.delete(["a"])
+    os.remove(glob.glob(f"{c.path}/.braid/metadata/files/*_{later}.log")[0])
+    lost = [p for p in WriteClient.open(c.path).validate() if p.startswith("metadata:")]
+    assert len(lost) == 1 and f"written by commit {later}, is missing" in lost[0]
