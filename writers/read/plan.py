@@ -34,7 +34,7 @@ import msgspec
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 
 from lakebraid.index.column_stats import Condition, SqlSettings, keep_files, parse_conditions
 from lakebraid.index.file_stats import recorded_columns
@@ -287,14 +287,19 @@ def read_spark(
 def _table_columns(frame: Any, schema: pa.Schema, derive: str | None) -> Any:
     """``frame`` (data files read by Spark) in the table's read schema: the virtual record key
     derived, and a column none of the files holds (added to the table after they were
-    written) as nulls of its type, as every other read gives it."""
-    types = {f.name: f.dataType for f in from_arrow_schema(schema).fields}
-    columns = [
-        column(derive).cast("string").alias(n)
-        if n == RECORD_KEY and derive is not None
-        else column(n)
-        if n in frame.columns
-        else F.lit(None).cast(types[n]).alias(n)
-        for n in schema.names
-    ]
+    written) as nulls of its type, as every other read gives it (a type PySpark cannot map
+    from Arrow is left out, as Spark's own read of those files leaves it)."""
+    columns = []
+    for field in schema:
+        n = field.name
+        if n == RECORD_KEY and derive is not None:
+            columns.append(column(derive).cast("string").alias(n))
+        elif n in frame.columns:
+            columns.append(column(n))
+        else:
+            try:
+                kind = from_arrow_type(field.type)
+            except Exception:  # PySpark has no Spark type for it
+                continue
+            columns.append(F.lit(None).cast(kind).alias(n))
     return frame.select(*columns)
