@@ -19,7 +19,7 @@ from lakebraid.timeline.bodies import CleanPlan, RollbackPlan
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.services.clean import execute_clean
-from lakebraid.writers.services.lifecycle import G
+from lakebraid.writers.services.lifecycle import G, remove
 from lakebraid.writers.services.restore import finish_restore
 from lakebraid.writers.services.rollback import execute_rollback_plan, rollback
 
@@ -35,6 +35,8 @@ def recover(table: TableTimelines) -> list[str]:
         elif inst.action is Action.COMMIT and inst.time not in undone:
             if rollback(table, inst.time, recovering=True) is not None:
                 done.append(inst.time)
+    for time in done:  # the dead writers' heartbeat files: nothing reads them any more
+        remove(table.fs, table.layout.heartbeat(time))
     return done
 
 

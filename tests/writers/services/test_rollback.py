@@ -140,6 +140,7 @@ def test_a_writer_killed_mid_commit_is_rolled_back_by_the_next_write(client, run
     client.upsert(rows(["b1"], DAYS[1], 5, 3.0))
     assert dead.time in client.table.visibility().undone
     assert not [f for f in data_files(client) if dead.time in f], "its files are deleted"
+    assert not os.path.exists(client.table.layout.heartbeat(dead.time)), "and its heartbeat"
     assert files_before <= data_files(client)
     assert client.lookup(["zz"])["zz"] is None
     assert client.validate() == []
