@@ -71,6 +71,13 @@ def four_keys(value: int) -> pa.Table:
     return pa.table({"id": keys, "day": ["d0"] * 4, "ts": [value] * 4, "v": [value] * 4})
 
 
+def versioned_rows(keys: list[str], value: int) -> pa.Table:
+    """``keys`` in partition ``p=a``, their ``v`` and ``ts`` both ``value`` (newer values win)."""
+    n = len(keys)
+    v = pa.array([value] * n, pa.int64())
+    return pa.table({"id": keys, "p": ["a"] * n, "v": v, "ts": v})
+
+
 def snapshot(client: Any) -> tuple:
     """Every file of a table (heartbeats left out) and its three timelines: equal before and
     after a refused call when the call changed nothing."""

@@ -18,7 +18,8 @@ Integrity: each current file's CRC-32 is compared with the one its commit's writ
 recorded (statuses written before ``crc32`` existed have none: not checked). A damaged or
 unreadable file, or an unreadable metadata table, is one problem among the others: every
 problem is listed, the validator never stops at the first. Keys the index places in a file
-that cannot be read are not reported again.
+that cannot be read are not reported again. The files older read points still need (a
+retained or savepointed point's) are checked by name and size (``validate_retained``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import CorruptDataFileError
 from lakebraid.writers.services.commit_points import lost_commit_points, lost_metadata_logs
 from lakebraid.writers.services.validate_index import compare_index, current_keys
+from lakebraid.writers.services.validate_retained import lost_retained_files
 from lakebraid.writers.write.datafile import (
     column_stats,
     data_schema,
@@ -194,6 +196,7 @@ class _Validator:
         self.attempt("record_index", self.compare_index)
         self.problems += lost_commit_points(self.table) + lost_metadata_logs(self.table)
         self.attempt("secondary_index", self.compare_secondary)
+        self.attempt("retained file slices", self.check_retained)
         for path in foreign_files(self.found)[:20]:
             self.problems.append(
                 f"{path}: not a lakebraid data file name, so no part of the table (never read, "
@@ -277,6 +280,11 @@ class _Validator:
             self.problems.append(f"secondary_index: {_entry_text(entry)} is missing")
         for entry in sorted(have - want)[:20]:
             self.problems.append(f"secondary_index: {_entry_text(entry)} is in no current file")
+
+    def check_retained(self) -> None:
+        listed = self.reader.files()
+        current = {(p, name) for p, files in listed.items() for name in files}
+        self.problems += lost_retained_files(self.table, self.found, current)
 
     def compare_listing(self) -> None:
         actual = self.reader.files()

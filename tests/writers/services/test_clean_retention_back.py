@@ -4,8 +4,8 @@ back: the previous clean already deleted the data files and metadata file slices
 before its retained point needed, so a files listing as of the older point is read from what
 is left of the metadata table and is incomplete, and the clean deletes live files."""
 
-import pyarrow as pa
 import pytest
+from table_fixtures import versioned_rows
 
 from lakebraid.timeline.as_of import AsOfError
 from lakebraid.timeline.errors import LakebraidError
@@ -18,18 +18,6 @@ OPTS = {
     "metadata.compact.max.log.files": 0,
     "archive.inline": False,
 }
-
-
-def _rows(keys, v):
-    n = len(keys)
-    return pa.table(
-        {
-            "id": keys,
-            "p": ["a"] * n,
-            "v": pa.array([v] * n, pa.int64()),
-            "ts": pa.array([v] * n, pa.int64()),
-        }
-    )
 
 
 def _state(client, as_of=None):
@@ -46,16 +34,16 @@ def test_clean_after_rollback_keeps_retention_and_live_files(tmp_path):
     c = WriteClient.create(
         str(tmp_path / "t"), "id", ["p"], "ts", table_type="merge_on_read", **OPTS
     )
-    c1 = c.upsert(_rows([f"k{i}" for i in range(10)], 1))  # base file
+    c1 = c.upsert(versioned_rows([f"k{i}" for i in range(10)], 1))  # base file
     c.savepoint(c1)  # the next cleans scan every commit since c1
-    c.upsert(_rows(["n0", "n1"], 2))  # log: two new rows
+    c.upsert(versioned_rows(["n0", "n1"], 2))  # log: two new rows
     c3 = c.compact(min_log_files=1)  # compaction commit: a new base holding c1 + c2
-    c4 = c.upsert(_rows(["k2", "k3"], 4))  # log over that base
+    c4 = c.upsert(versioned_rows(["k2", "k3"], 4))  # log over that base
     assert c.compact_metadata() is not None  # folds the metadata logs of c1..c4
-    c5 = c.upsert(_rows(["k4"], 5))
+    c5 = c.upsert(versioned_rows(["k4"], 5))
     at_c3, at_c4, at_c5 = _state(c, c3), _state(c, c4), _state(c)
     assert {"n0", "n1"} <= at_c3.keys() and c3 is not None
-    c6 = c.upsert(_rows(["k5"], 6))
+    c6 = c.upsert(versioned_rows(["k5"], 6))
 
     assert c.clean() is not None  # keeps from c5: deletes c4's metadata slices (folded)
     c.rollback(c6)

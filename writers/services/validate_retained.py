@@ -1,0 +1,80 @@
+"""A check for ``validate()`` of the files that reads of older points need: the cleaner keeps
+every file a retained read point lists (``writers.services.clean``), so each must be in
+storage at the size its commit recorded. A retained point is the earliest commit of the
+latest clean (the first visible commit when no clean ran), every savepointed commit before
+it, and every commit completed after it. Storage lacking such a file, or holding it at
+another size, makes ``read(as_of=...)`` of those points fail, though reads of now succeed.
+
+The files of the current read point are left to the rest of the validation, which reads them
+whole; these are compared by name and size only (no read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from lakebraid.metadata.commits import read_commit
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.timeline.instant import Action
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
+
+File = tuple[str, str]  # (partition path, data file name)
+
+
+def lost_retained_files(
+    table: TableTimelines, found: Iterable[tuple[str, str, int]], current: set[File]
+) -> list[str]:
+    """One problem per file a retained read point needs that storage (``found``: partition,
+    name, size) lacks or holds at another size; the files in ``current`` are not checked."""
+    need = {f: n for f, n in _needed(table).items() if f not in current}
+    sizes = {(partition, name): size for partition, name, size in found}
+    problems = []
+    for (partition, name), (size, why) in sorted(need.items()):
+        path = f"{partition}/{name}".lstrip("/")
+        got = sizes.get((partition, name))
+        if got is None:
+            problems.append(
+                f"data file {path} ({why}) is missing: reads as of that point fail, reads of "
+                "now do not need it; restore it from a backup, or read only later points"
+            )
+        elif size and got != size:
+            problems.append(
+                f"data file {path} ({why}) is {got} bytes, its commit wrote {size}: truncated "
+                "or replaced; reads as of that point fail or read other rows; restore it from "
+                "a backup"
+            )
+    return problems
+
+
+def _needed(table: TableTimelines) -> dict[File, tuple[int, str]]:
+    """Every file a retained read point lists: (its recorded size, which point needs it)."""
+    glob = table.timeline(TimelineKind.GLOBAL)
+    visibility = table.visibility(global_timeline=glob)
+    commits = [i for i in visibility.visible if i.action is Action.COMMIT]
+    if not commits:
+        return {}
+    start = table.retained_from(glob, visibility) or commits[0].completion_time
+    assert start is not None
+    held = table.savepointed(visibility)
+    points = [start] + [
+        i.completion_time
+        for i in commits
+        if i.time in held and i.completion_time is not None and i.completion_time < start
+    ]
+    need: dict[File, tuple[int, str]] = {}
+    metadata = MetadataTable(table)
+    for point in points:
+        for partition, files in metadata.reader(point).files().items():
+            for name, size in files.items():
+                need[(partition, name)] = (size, f"listed as of {point}")
+    for inst in commits:
+        if (inst.completion_time or "") <= start:
+            continue
+        for status in read_commit(table, inst).statuses:
+            if status.file_name is not None:
+                need[(status.partition, status.file_name)] = (
+                    status.size,
+                    f"written by commit {inst.time}",
+                )
+    return need
