@@ -43,12 +43,12 @@ from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import progress
 from lakebraid.timeline.errors import InvalidPathError, LakebraidError
 from lakebraid.timeline.instant import Action, Instant
-from lakebraid.timeline.layout import DataFileName, parse_data_file_name
+from lakebraid.timeline.layout import DataFileName, TimelineKind, parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import CorruptDataFileError
 from lakebraid.writers.services.commit_points import lost_commit_points, lost_metadata_logs
 from lakebraid.writers.services.validate_index import compare_index, current_keys
-from lakebraid.writers.services.validate_retained import lost_retained_files
+from lakebraid.writers.services.validate_retained import lost_retained_files, still_needed
 from lakebraid.writers.write.datafile import (
     column_stats,
     data_schema,
@@ -147,8 +147,18 @@ def rebuild_listing(table: TableTimelines) -> Listing:
 
 def validate(table: TableTimelines) -> list[str]:
     """Every difference between the metadata table (now) and a rebuild from storage, and
-    every damaged or unreadable file."""
-    return _Validator(table).run()
+    every damaged or unreadable file. One snapshot of the timelines, loaded before storage is
+    listed, serves every part: a commit that completes meanwhile is not visible in it, and
+    its files, listed or not, are no part of the rebuild (writers may run alongside)."""
+    with table.store.load_scope():
+        for kind in TimelineKind:
+            table.timeline(kind)
+        validator = _Validator(table)
+        problems = validator.run()
+    if validator.retained:  # fresh timelines: a clean since may have released them
+        needed = still_needed(table)
+        problems += [p for f, p in validator.retained.items() if f in needed]
+    return problems
 
 
 class _Validator:
@@ -164,6 +174,7 @@ class _Validator:
         # the current files' keys and their groups (partition, file id): validate_index
         self.current, self.owners, _ = current_keys({})
         self.damaged: set[tuple[str, str]] = set()  # (partition, file id) of unreadable files
+        self.retained: dict[tuple[str, str], str] = {}  # file older points need -> problem
 
     def attempt(self, what: str, work: Callable[[], None]) -> None:
         """Run one part of the validation; a lakebraid error is a problem, then go on."""
@@ -196,7 +207,7 @@ class _Validator:
         self.attempt("record_index", self.compare_index)
         self.problems += lost_commit_points(self.table) + lost_metadata_logs(self.table)
         self.attempt("secondary_index", self.compare_secondary)
-        self.attempt("retained file slices", self.check_retained)
+        self.attempt("retained file slices", self.check_retained)  # see validate()
         for path in foreign_files(self.found)[:20]:
             self.problems.append(
                 f"{path}: not a lakebraid data file name, so no part of the table (never read, "
@@ -284,7 +295,7 @@ class _Validator:
     def check_retained(self) -> None:
         listed = self.reader.files()
         current = {(p, name) for p, files in listed.items() for name in files}
-        self.problems += lost_retained_files(self.table, self.found, current)
+        self.retained = lost_retained_files(self.table, self.found, current)
 
     def compare_listing(self) -> None:
         actual = self.reader.files()

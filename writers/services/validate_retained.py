@@ -6,7 +6,9 @@ it, and every commit completed after it. Storage lacking such a file, or holding
 another size, makes ``read(as_of=...)`` of those points fail, though reads of now succeed.
 
 The files of the current read point are left to the rest of the validation, which reads them
-whole; these are compared by name and size only (no read).
+whole; these are compared by name and size only (no read). A file found missing is reported
+only if timelines loaded after storage was listed still need it: a clean running beside the
+validation moves the retention on and deletes what only older points needed.
 """
 
 from __future__ import annotations
@@ -24,27 +26,34 @@ File = tuple[str, str]  # (partition path, data file name)
 
 def lost_retained_files(
     table: TableTimelines, found: Iterable[tuple[str, str, int]], current: set[File]
-) -> list[str]:
-    """One problem per file a retained read point needs that storage (``found``: partition,
-    name, size) lacks or holds at another size; the files in ``current`` are not checked."""
+) -> dict[File, str]:
+    """Per file a retained read point of the timelines as loaded needs that storage
+    (``found``: partition, name, size) lacks or holds at another size, the problem; the files
+    in ``current`` are not checked. A clean may have completed since those timelines were
+    loaded: :func:`still_needed` tells which of these a fresh load still needs."""
     need = {f: n for f, n in _needed(table).items() if f not in current}
     sizes = {(partition, name): size for partition, name, size in found}
-    problems = []
+    problems = {}
     for (partition, name), (size, why) in sorted(need.items()):
         path = f"{partition}/{name}".lstrip("/")
         got = sizes.get((partition, name))
         if got is None:
-            problems.append(
+            problems[(partition, name)] = (
                 f"data file {path} ({why}) is missing: reads as of that point fail, reads of "
                 "now do not need it; restore it from a backup, or read only later points"
             )
         elif size and got != size:
-            problems.append(
+            problems[(partition, name)] = (
                 f"data file {path} ({why}) is {got} bytes, its commit wrote {size}: truncated "
                 "or replaced; reads as of that point fail or read other rows; restore it from "
                 "a backup"
             )
     return problems
+
+
+def still_needed(table: TableTimelines) -> set[File]:
+    """The files retained read points need, the timelines loaded now."""
+    return set(_needed(table))
 
 
 def _needed(table: TableTimelines) -> dict[File, tuple[int, str]]:
