@@ -211,7 +211,8 @@ def marked_version(names: Iterable[str]) -> int:
     return max((int(v) for v in found if v.isdigit()), default=0)
 
 
-# immutable files (names carry a random token), so these caches never go stale
+# archive files are immutable (names carry a random token), so these caches never go stale;
+# a manifest's name is its version alone: a snapshot is checked against the listing (_snapshot_at)
 _NAMES: dict[str, list[tuple[TimelineKind, Instant]]] = {}
 _SNAPSHOTS: dict[tuple[str, str, tuple[str, ...]], Snapshot] = {}
 _BODIES: collections.OrderedDict[str, dict[tuple[str, str], bytes]] = collections.OrderedDict()
@@ -240,14 +241,22 @@ class Archive:
             if not manifests:
                 return EMPTY
             try:
-                return self._snapshot_at(manifests[-1])
+                return self._snapshot_at(manifests[-1], set(names))
             except FileNotFoundError:
                 if attempt == _RETRIES - 1:
                     raise
         raise AssertionError("unreachable")
 
-    def _snapshot_at(self, name: str) -> Snapshot:
-        known = [key for key in _SNAPSHOTS if key[:2] == (self.folder, name)]
+    def _snapshot_at(self, name: str, listed: set[str]) -> Snapshot:
+        """The snapshot of manifest ``name``; one read before is used again while every file
+        it names is in the folder's ``listed`` names (a manifest's name is its version alone,
+        so a table deleted and created again at the same path reuses it; the files' random
+        tokens tell the tables apart)."""
+        known = [
+            key
+            for key in _SNAPSHOTS
+            if key[:2] == (self.folder, name) and listed.issuperset(key[2])
+        ]
         if known:
             return _SNAPSHOTS[known[0]]
         path = self.path(name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -141,3 +142,23 @@ def test_a_failing_archival_never_fails_the_write(tmp_path, monkeypatch, caplog)
     client.upsert(rows(["k9"], 99))  # the next write archives
     assert client.table.store.archive.snapshot().manifest is not None
     assert len(client.table.timeline(TimelineKind.GLOBAL)) == 11
+
+
+def test_a_table_created_again_at_the_path_of_an_archived_one_reads_its_own_archive(
+    tmp_path,
+) -> None:
+    """A manifest's name is its version alone: the second table's first manifest has the
+    first table's name; the process must not take the first table's archive for it."""
+    path = str(tmp_path / "t")
+    times = {}
+    for tag in ("a", "b"):
+        shutil.rmtree(path, ignore_errors=True)
+        client = WriteClient.create(path, "id", [], "ts", **{"archive.inline": False})
+        times[tag] = [client.upsert(pa.table({"id": [f"{tag}{j}"], "ts": [j]})) for j in range(8)]
+        assert client.archive(keep=3) is not None
+        assert WriteClient.open(path).read_arrow(as_of=times[tag][0]).column("id").to_pylist() == [
+            f"{tag}0"
+        ]
+    seen = {i.time for i in WriteClient.open(path).timeline("global")}
+    assert seen.isdisjoint(times["a"]) and set(times["b"]) <= seen
+    assert len(WriteClient.open(path).history()) >= 8
