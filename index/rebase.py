@@ -29,7 +29,13 @@ from lakebraid.index.column_stats_rebase import rebase_column_stats
 from lakebraid.index.errors import IndexLayerError, ReindexRunningError
 from lakebraid.index.lookup import lookup
 from lakebraid.index.secondary_rebase import rebase_secondary
-from lakebraid.index.undo_points import correction, touched_keys, write_corrected_bases
+from lakebraid.index.undo_points import (
+    correction,
+    every_key,
+    evidence_cleaned,
+    touched_keys,
+    write_corrected_bases,
+)
 from lakebraid.metadata.arrow_records import KEY, SCHEMAS
 from lakebraid.metadata.basefile import read_base
 from lakebraid.metadata.records import Partition
@@ -86,6 +92,7 @@ def write_rebased(
         return
     undone = frozenset(undone)
     keys = touched_keys(metadata_table, undone)
+    cleaned = evidence_cleaned(metadata_table.table, undone)
     mine: dict[str, str] = {}  # corrections already written by this undo
     meta = metadata_table.table.timeline(TimelineKind.METADATA)
     for rewrite, base in sorted(rebased.items()):
@@ -97,6 +104,8 @@ def write_rebased(
                 table=metadata_table.table.path,
                 instant=rewrite,
             )
+        if cleaned:  # the undone instants' logs may be gone: correct every key
+            keys = every_key(metadata_table, inst, undone, mine)
         if inst.action is Action.INDEX:
             plan = metadata_table.table.store.read_typed(TimelineKind.METADATA, inst, IndexPlan)
             if plan.kind == "column_stats":

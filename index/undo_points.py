@@ -50,6 +50,38 @@ def touched_keys(metadata_table: MetadataTable, instants: frozenset[str]) -> pa.
     return pc.unique(pa.chunked_array(parts).combine_chunks())
 
 
+def evidence_cleaned(table: TableTimelines, undone: Collection[str]) -> bool:
+    """Whether a clean may have deleted what tells the keys ``undone`` touched: it deletes the
+    metadata slices of instants settled before its retention (their record-index logs, once
+    a later base folded them) and the data files only older points listed. So a restore to a
+    savepoint from before the retention undoes instants whose logs may be gone."""
+    glob = table.timeline(TimelineKind.GLOBAL)
+    retained = table.retained_from(glob, table.visibility(global_timeline=glob))
+    if retained is None:
+        return False
+    return any(
+        i.time in undone and i.completion_time is not None and i.completion_time <= retained
+        for i in glob.completed()
+    )
+
+
+def every_key(
+    metadata_table: MetadataTable, rewrite: Instant, undone: frozenset[str], mine: dict[str, str]
+) -> pa.Array:
+    """Every record key the index holds at ``rewrite``'s completion or as of its request
+    without ``undone``: a superset of the keys ``undone`` touched, for a correction whose
+    evidence a clean removed (:func:`evidence_cleaned`). A key no undone instant touched has
+    the same entry in the rewrite's bases as without them, so correcting it changes nothing."""
+    fix = correction(metadata_table, rewrite, undone, mine)
+    parts = [
+        reader.group_table(INDEX, i).column(KEY)
+        for reader in (fix.at, fix.before)
+        for i in range(reader.group_count(INDEX))
+    ]
+    parts = [p.combine_chunks().cast(pa.string()) for p in parts if len(p)]
+    return pc.unique(pa.concat_arrays(parts)) if parts else pa.array([], pa.string())
+
+
 def with_undone(point: ReadPoint, undone: frozenset[str], mine: dict[str, str]) -> ReadPoint:
     """``point`` as it will read once the undo of ``undone`` completes, with the corrected
     bases this undo already wrote."""
