@@ -324,6 +324,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LakebraidError as exc:
         print(f"lakebraid {args.command}: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        if not storage_failure(exc):
+            raise  # a bug: its traceback is what a report needs
+        print(
+            f"lakebraid {args.command}: the storage failed ({type(exc).__name__}: {exc}); "
+            "nothing committed is lost: a command cut off midway leaves a pending instant "
+            "that recovery rolls back or finishes (WriteClient.recover(), or the next write "
+            "once its heartbeat is stale); run the command again once the storage answers",
+            file=sys.stderr,
+        )
+        return 1
+
+
+STORAGE_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "fsspec")
+
+
+def storage_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) is the storage's: an ``OSError``
+    or an error of the object-store client (an endpoint that does not answer, a dropped
+    connection)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError):
+            return True
+        if type(current).__module__.split(".")[0] in STORAGE_MODULES:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 if __name__ == "__main__":

@@ -179,7 +179,12 @@ def _check_columns(incoming: pa.Table, config: TableConfig, table: str) -> None:
         )
     reserved = [n for n in names if n.startswith("_braid_")]
     if reserved:
-        raise InputError(f"column names {reserved} are reserved for lakebraid", table=table)
+        raise InputError(
+            f"column names {reserved} are reserved for lakebraid (a read adds them to every "
+            "row it returns); drop them before writing, e.g. frame.drop(*names) on Spark or "
+            "table.drop_columns(names) on Arrow",
+            table=table,
+        )
 
 
 def check_input(

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 
@@ -9,6 +11,7 @@ import pytest
 
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
+from lakebraid.writers.cli.loopback_s3 import CREDENTIALS
 from lakebraid.writers.cli.main import build_parser, main
 from lakebraid.writers.client import WriteClient
 
@@ -41,6 +44,25 @@ def test_missing_table_one_line_reason_nonzero(tmp_path) -> None:
     )
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "no lakebraid table" in proc.stderr
+
+
+def test_unreachable_storage_one_line_reason_nonzero() -> None:
+    """No server listens at the endpoint: the S3 client's error, after its retries, is one
+    line saying the storage failed and that nothing committed is lost."""
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, **CREDENTIALS, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "lakebraid.writers.cli.main", "show", "s3://bucket/t"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert "the storage failed" in proc.stderr and f"127.0.0.1:{port}" in proc.stderr
 
 
 def test_lookup_files_and_rollback_round_trip_as_subprocesses(tmp_path) -> None:

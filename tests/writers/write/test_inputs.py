@@ -58,3 +58,12 @@ def test_nan_count_counts_floating_nans_only():
     assert nan_count(pa.chunked_array([[math.nan], [1.0]], pa.float64())) == 1
     assert nan_count(pa.array([1, 2])) == 0
     assert nan_count(pa.array(["nan"])) == 0
+
+
+def test_a_table_read_written_back_is_refused_with_what_to_drop(tmp_path: Path) -> None:
+    client = WriteClient.create(str(tmp_path / "t"), "id", [], None)
+    client.upsert(pa.table({"id": ["a"], "v": [1]}))
+    read = client.read_arrow()
+    with pytest.raises(InputError, match=r"_braid_commit_time.*drop them before writing"):
+        client.upsert(read)
+    assert client.upsert(read.drop_columns(["_braid_commit_time", "_braid_record_key"]))
