@@ -77,22 +77,25 @@ def check_point(
     savepointed: Collection[str],
     latest_commit_at_point: str | None,
     table: str | None = None,
+    given: object = None,
 ) -> None:
     """Refuse a completion-time read point outside the table's readable history.
 
     ``latest``: the newest completion time on the global timeline (or the creation time of a
     table without instants); ``retained_from``: the completion time of the earliest commit
     the latest clean kept; ``latest_commit_at_point``: the newest visible commit at ``point``
-    (a savepointed one is always readable)."""
+    (a savepointed one is always readable); ``given``: the caller's ``as_of``, named beside
+    ``point`` when they differ (a write's instant time reads as of its completion)."""
+    shown = point if given is None or given == point else f"{given!r} (read point {point})"
     if created_at is not None and point < created_at:
         raise AsOfError(
-            f"as_of {point} is before the table was created ({created_at}); read as of "
+            f"as_of {shown} is before the table was created ({created_at}); read as of "
             f"{created_at} or later",
             table=table,
         )
     if latest is not None and point > latest:
         raise AsOfError(
-            f"as_of {point} is after the latest commit of the table ({latest}); omit as_of "
+            f"as_of {shown} is after the latest commit of the table ({latest}); omit as_of "
             "to read the current state, or give a time up to the latest commit",
             table=table,
         )
@@ -102,7 +105,7 @@ def check_point(
         return
     kept = f"; savepointed commits can still be read: {sorted(savepointed)}" if savepointed else ""
     raise AsOfError(
-        f"as_of {point} is older than the clean retention: the cleaner removed the files it "
+        f"as_of {shown} is older than the clean retention: the cleaner removed the files it "
         f"needs; the earliest readable point is {retained_from}{kept} (raise "
         "clean.retain.commits or savepoint a commit to keep it readable)",
         table=table,

@@ -230,6 +230,7 @@ class TableTimelines:
             savepointed=savepointed,
             latest_commit_at_point=latest_commit,
             table=self.path,
+            given=as_of,
         )
         return point
 

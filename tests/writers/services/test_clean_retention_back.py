@@ -53,7 +53,8 @@ def test_clean_after_rollback_keeps_retention_and_live_files(tmp_path):
     assert _state(c) == at_c5  # the current snapshot's base (c3) and log (c4) are kept
     assert c.validate() == []
     assert _retained(c)[-1] == c5, "the retention stays at c5: it never moves back"
-    with pytest.raises(AsOfError):  # before the retention: refused, never silently old rows
+    # before the retention: refused, never silently old rows; the message names what was given
+    with pytest.raises(AsOfError, match=f"as_of '{c4}' \\(read point "):
         _state(c, c4)
     c.rollback(c5)
     assert _state(c) == at_c4
