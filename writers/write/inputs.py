@@ -177,6 +177,10 @@ def _check_columns(incoming: pa.Table, config: TableConfig, table: str) -> None:
             f"{config.partition_fields}); columns given: {names}",
             table=table,
         )
+    _check_reserved(names, table)
+
+
+def _check_reserved(names: list[str], table: str) -> None:
     reserved = [n for n in names if n.startswith("_braid_")]
     if reserved:
         raise InputError(
