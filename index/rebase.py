@@ -91,8 +91,10 @@ def write_rebased(
     if not rebased:
         return
     undone = frozenset(undone)
-    keys = touched_keys(metadata_table, undone)
     cleaned = evidence_cleaned(metadata_table.table, undone)
+    # the keys the undone instants touched, from their logs; every key, per rewrite, when a
+    # clean may have deleted those logs
+    keys = pa.array([], pa.string()) if cleaned else touched_keys(metadata_table, undone)
     mine: dict[str, str] = {}  # corrections already written by this undo
     meta = metadata_table.table.timeline(TimelineKind.METADATA)
     for rewrite, base in sorted(rebased.items()):
@@ -104,7 +106,7 @@ def write_rebased(
                 table=metadata_table.table.path,
                 instant=rewrite,
             )
-        if cleaned:  # the undone instants' logs may be gone: correct every key
+        if cleaned:
             keys = every_key(metadata_table, inst, undone, mine)
         if inst.action is Action.INDEX:
             plan = metadata_table.table.store.read_typed(TimelineKind.METADATA, inst, IndexPlan)

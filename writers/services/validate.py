@@ -24,6 +24,7 @@ retained or savepointed point's) are checked by name and size (``validate_retain
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
@@ -292,13 +293,17 @@ class _Validator:
         for entry in sorted(have - want)[:20]:
             self.problems.append(f"secondary_index: {_entry_text(entry)} is in no current file")
 
+    @functools.cached_property
+    def listed(self) -> Listing:
+        """The metadata table's listing (read once; a failed read is tried again)."""
+        return self.reader.files()
+
     def check_retained(self) -> None:
-        listed = self.reader.files()
-        current = {(p, name) for p, files in listed.items() for name in files}
+        current = {(p, name) for p, files in self.listed.items() for name in files}
         self.retained = lost_retained_files(self.table, self.found, current)
 
     def compare_listing(self) -> None:
-        actual = self.reader.files()
+        actual = self.listed
         for partition in sorted(set(self.expected) | set(actual)):
             want, have = self.expected.get(partition, {}), actual.get(partition, {})
             for name in sorted(set(want) | set(have)):
