@@ -72,3 +72,10 @@ class LockTimeoutError(RetryableError, TimelineError):
 class LockLostError(RetryableError, TimelineError):
     """The table lock's lease was taken over while this writer held it (it paused longer
     than the lease); nothing of the operation was committed: safe to retry."""
+
+
+class DecisionUnknownError(StateUnknownError, TimelineError):
+    """A global completion's lease record was created, but the store failed before the
+    holder could confirm that it stands or write its instant file: the commit may be
+    decided. The next holder of the table lock (the next write, ``recover()``) writes the
+    instant file of a decision that stands; recovery rolls back one that does not."""

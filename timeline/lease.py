@@ -4,17 +4,11 @@ Object stores have no file locks, no atomic rename and no append, but they creat
 only if its name is free (S3 ``If-None-Match: *``, 412 when taken) and list and read what
 was written (strong read-after-write consistency). The lock is built from those two alone.
 
-Layout (format version 1)::
-
-    .braid/lease/<seq, 20 digits>.json    one record per change, never overwritten
-
-A record (msgspec JSON, :class:`LeaseRecord`) says who holds the lock from then on (``owner``,
-``None`` once released), for how long without renewal (``lease_ms``), the last instant time
-issued (``clock``) and a completion the holder decided but may not have written yet
-(``pending``: the path and body of a global instant file). The newest record (the highest
-``seq``) is the lock's state. Every change, by anyone, is the creation of record ``seq + 1``
-with put-if-absent, so of two processes that read record ``n`` and act on it, exactly one
-creates ``n + 1``; the other gets 412 and knows it.
+The records (``.braid/lease/<seq>.json``, format in ``timeline.lease_record``) say who holds
+the lock, the last instant time issued and a decided completion not yet written. The newest
+record (the highest ``seq``) is the lock's state. Every change, by anyone, is the creation of
+record ``seq + 1`` with put-if-absent, so of two processes that read record ``n`` and act on
+it, exactly one creates ``n + 1``; the other gets 412 and knows it.
 
 Rules:
 
@@ -39,11 +33,13 @@ Rules:
   file before anything else, so a decided completion is never lost and never doubled.
 * **A paused holder**: whatever it does after its lease was broken fails at its next fenced
   change; its decided completions were carried forward by the breaker. A decision also lists
-  the folder after its create and fails if a higher record exists: once the breaker has
-  tidied old records, the paused holder's next number may be free again (deleted), and only
-  the listing, strongly consistent after the breaker's creates, shows the newer records. (A
-  time issued in that case may repeat one the breaker issued: its instant files then meet
-  put-if-absent, and nothing of it can complete.)
+  the folder after its create: if a higher record exists, the decision stands only if the
+  record after it carries it on (a breaker saw it as the newest) or its instant file exists;
+  otherwise it was made in a number freed by the breaker's tidying, which no one builds on,
+  and it fails. (A time issued in that case may repeat one the breaker issued: its instant
+  files then meet put-if-absent, and nothing of it can complete.) When the store fails that
+  check, or the instant file's write after a decision, the holder raises
+  ``DecisionUnknownError``: the next holder writes the file of a decision that stands.
   Writes it makes that are not fenced (data files, requested or inflight instant files) are
   those of any pending instant: invisible until a completion, which it can no longer decide.
 
@@ -55,66 +51,42 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from types import TracebackType
+from typing import TypeVar
 
 import msgspec
 from fsspec import AbstractFileSystem
 
 from lakebraid.timeline.durable import create_settled, list_folder
-from lakebraid.timeline.errors import LockLostError, LockTimeoutError, TimelineError
+from lakebraid.timeline.errors import (
+    DecisionUnknownError,
+    LakebraidError,
+    LockLostError,
+    LockTimeoutError,
+    TimelineError,
+)
 from lakebraid.timeline.layout import TableLayout
+from lakebraid.timeline.lease_record import (
+    ENCODER,
+    NAME,
+    LeaseRecord,
+    Pending,
+    decode_record,
+    record_name,
+    record_seq,
+)
 
-FORMAT_VERSION = 1
 KEEP = 8
 TIDY_EVERY = 32
-_DIGITS = 20
-_NAME = re.compile(rf"\d{{{_DIGITS}}}\.json")
 _ATTEMPTS = 4  # of a listing or a release record when the store fails
 _MAX_WAIT_S = 0.2  # longest sleep between two looks at a held lock (a LIST and a GET each)
+T = TypeVar("T")
 _RENEW_RETRY_S = 1.0  # next try after a failed renewal (the store failed, not the lease)
-
-
-class Pending(msgspec.Struct, frozen=True):
-    """A decided global completion: the instant file to write and its body."""
-
-    path: str
-    body: bytes
-
-
-class LeaseRecord(msgspec.Struct, frozen=True, kw_only=True):
-    version: int = FORMAT_VERSION
-    seq: int
-    owner: str | None
-    token: str | None = None  # the acquisition the record belongs to
-    lease_ms: int
-    clock: str | None = None
-    pending: Pending | None = None
-
-
-_ENCODER = msgspec.json.Encoder()
-_DECODER = msgspec.json.Decoder(LeaseRecord)
-
-
-def record_name(seq: int) -> str:
-    return f"{seq:0{_DIGITS}d}.json"
-
-
-def decode_record(data: bytes, where: str) -> LeaseRecord:
-    try:
-        record = _DECODER.decode(data)
-    except msgspec.DecodeError as exc:
-        raise TimelineError(f"lease record {where} is malformed: {exc}") from None
-    if record.version != FORMAT_VERSION:
-        raise TimelineError(
-            f"lease record {where} has format version {record.version}; this lakebraid reads "
-            f"version {FORMAT_VERSION}: upgrade lakebraid"
-        )
-    return record
 
 
 class LeaseLock:
@@ -185,13 +157,34 @@ class LeaseLock:
 
     def decide(self, path: str, body: bytes) -> None:
         """Complete a global instant: the record carrying it is the commit point; then the
-        instant file is written. LockLostError: nothing was decided."""
-        self._append(fenced=True, pending=Pending(path, body))
-        self._materialise()
+        instant file is written. LockLostError: nothing was decided. DecisionUnknownError:
+        the store failed around the decision, which may stand (the next holder then writes
+        its file) or not (recovery rolls the instant back)."""
+        try:
+            self._append(fenced=True, pending=Pending(path, body))
+        except LakebraidError:
+            raise
+        except Exception as exc:
+            raise self._unknown(path, exc, "whether it completed is unknown") from exc
+        try:
+            self._materialise()
+        except TimelineError:
+            raise
+        except Exception as exc:  # create_settled's StateUnknownError too
+            raise self._unknown(path, exc, "it completed; its file is not written") from exc
+
+    def _unknown(self, path: str, exc: Exception, outcome: str) -> DecisionUnknownError:
+        return DecisionUnknownError(
+            f"deciding the completion {path} failed in the store ({type(exc).__name__}: "
+            f"{exc}): {outcome}. The next holder of the table lock (the next write, or "
+            "`lakebraid recover PATH`) writes the instant file of a decision that stands, "
+            "and recovery rolls it back if it does not: do not retry the write",
+            table=self.layout.root,
+        )
 
     # ---- internals -------------------------------------------------------------------
     def _head(self) -> tuple[LeaseRecord | None, list[str]]:
-        names = sorted(n for n in list_folder(self.fs, self.folder) if _NAME.fullmatch(n))
+        names = sorted(n for n in list_folder(self.fs, self.folder) if NAME.fullmatch(n))
         mine = self._newest_mine
         if names and mine is not None and names[-1] == record_name(mine.seq):
             return mine, names  # the newest is the record this lock created last: no GET
@@ -255,12 +248,12 @@ class LeaseLock:
 
     def _create(self, record: LeaseRecord) -> bool:
         path = f"{self.folder}/{record_name(record.seq)}"
-        return create_settled(self.fs, path, _ENCODER.encode(record))
+        return create_settled(self.fs, path, ENCODER.encode(record))
 
     def _append(self, fenced: bool = False, **changes: object) -> LeaseRecord:
         """Create the record after this holder's last. ``fenced``: also list the folder
-        afterwards and fail if a higher record exists (the name was free only because a
-        breaker's tidy deleted it; see the module doc)."""
+        afterwards; a higher record fails it unless a breaker carried it on (the name was
+        free only because a breaker's tidy deleted it; see the module doc)."""
         with self._guard:
             last = self._last
             if self._lost is not None:
@@ -275,16 +268,22 @@ class LeaseLock:
                 self._last = self._newest_mine = own
                 record = self._after(own, changes)
             else:
-                if not (fenced and self._overtaken(record.seq)):
+                stands = not fenced or self._stands(record)
+                if stands or self._carried(record):  # carried: decided, by a breaker
                     self._last = self._newest_mine = record
+                    if not stands:  # the lock was lost, the decision holds
+                        self._lost = self._lost_error(record.seq)
                     return record
-            self._lost = LockLostError(
-                f"the table lock's lease ({self.folder}, record {record.seq}) was taken "
-                f"over: this writer paused longer than lock.lease.ms ({self._lease_ms}); "
-                "nothing of this operation was committed: retry it",
-                table=self.layout.root,
-            )
+            self._lost = self._lost_error(record.seq)
             raise self._lost
+
+    def _lost_error(self, seq: int) -> LockLostError:
+        return LockLostError(
+            f"the table lock's lease ({self.folder}, record {seq}) was taken over: this "
+            f"writer paused longer than lock.lease.ms ({self._lease_ms}); nothing of this "
+            "operation was committed: retry it",
+            table=self.layout.root,
+        )
 
     def _after(self, last: LeaseRecord, changes: dict[str, object]) -> LeaseRecord:
         """The record following ``last``; a pending completion stays until its file exists."""
@@ -302,23 +301,49 @@ class LeaseLock:
         token = self._last.token if self._last is not None else None
         return record if token is not None and record.token == token else None
 
-    def _overtaken(self, seq: int) -> bool:
-        for attempt in range(_ATTEMPTS):  # a listing is safe to repeat
+    def _stands(self, record: LeaseRecord) -> bool:
+        """Whether no higher record than the fenced ``record`` just created exists (see the
+        module doc); the store's error when it keeps failing (the decision's fate unknown)."""
+        names = self._settled(lambda: list_folder(self.fs, self.folder))
+        return not any(NAME.fullmatch(n) and record_seq(n) > record.seq for n in names)
+
+    def _carried(self, record: LeaseRecord) -> bool:
+        """Whether an overtaken decision holds all the same: a breaker that saw ``record``
+        as the newest carried its pending completion into the record after it (and wrote
+        its file before anything else, so once that record is tidied the file shows it)."""
+        if record.pending is None:
+            return False
+        after = f"{self.folder}/{record_name(record.seq + 1)}"
+        pending = record.pending
+
+        def read(path: str) -> bytes | None:
             try:
-                names = list_folder(self.fs, self.folder)
-                break
+                return self.fs.cat_file(path)
+            except FileNotFoundError:
+                return None
+
+        data = self._settled(lambda: read(after))
+        if data is not None and decode_record(data, after).pending == pending:
+            return True
+        return self._settled(lambda: read(pending.path)) == pending.body
+
+    def _settled(self, look: Callable[[], T]) -> T:
+        """``look`` (a read, safe to repeat), retried when the store fails."""
+        for attempt in range(_ATTEMPTS):
+            try:
+                return look()
             except Exception:
                 if attempt == _ATTEMPTS - 1:
                     raise
                 time.sleep(0.05 * 2**attempt)
-        return any(_NAME.fullmatch(n) and int(n[:_DIGITS]) > seq for n in names)
+        raise AssertionError("unreachable")
 
     def _materialise(self) -> None:
         last = self._last
         if last is None or last.pending is None:
             return
         pending = last.pending
-        if not create_settled(self.fs, pending.path, pending.body):
+        if not create_settled(self.fs, pending.path, pending.body):  # retries on its own
             raise TimelineError(
                 f"{pending.path} exists with a body other than the one its lease record "
                 f"{last.seq} decided; the table's timeline was written outside lakebraid",
@@ -364,8 +389,8 @@ class LeaseLock:
 
     def _tidy(self, newest: int) -> None:
         """Delete records older than the newest :data:`KEEP` (best effort)."""
-        names = [n for n in list_folder(self.fs, self.folder) if _NAME.fullmatch(n)]
-        old = [f"{self.folder}/{n}" for n in names if int(n[:_DIGITS]) <= newest - KEEP]
+        names = [n for n in list_folder(self.fs, self.folder) if NAME.fullmatch(n)]
+        old = [f"{self.folder}/{n}" for n in names if record_seq(n) <= newest - KEEP]
         if old:
             try:
                 self.fs.rm(old)

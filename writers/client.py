@@ -4,7 +4,7 @@ lakebraid table, as one handle.
 A facade: each method resolves its arguments and hands over to the room that does the work.
 Writes go to an engine (``writers.engine.inprocess`` for pyarrow and pandas input and small
 DataFrames, ``writers.engine.spark`` for the rest), each committing through
-``writers.commit.transaction.run_write``: data files and the metadata table's log blocks
+``writers.commit.envelope.run_write``: data files and the metadata table's log blocks
 (files, column_stats, record_index) become visible together at the global commit point, or
 not at all. Reads plan their files in ``writers.read.plan``; services: ``writers.services``.
 Input (a Spark DataFrame, a pyarrow Table or a pandas DataFrame) is checked first.
@@ -274,8 +274,8 @@ class WriteClient:
         return write_rows(self.table, self.metadata, to_arrow(data), operation, policy)
 
     def recover(self) -> list[str]:
-        """Finish dead rollbacks and roll back dead writes (every write does this first)."""
-        return recover(self.table)
+        """Settle dead writers' instants (every write does this first) and decided commits."""
+        return recover(self.table, settle=True)
 
     def rollback(self, instant: str) -> str:
         """Undo a pending (dead) or completed commit; returns the rollback instant."""

@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 from table_fixtures import small_config
 
 from lakebraid.timeline.errors import LockLostError, LockTimeoutError, TimelineError
-from lakebraid.timeline.lease import (
-    TIDY_EVERY,
-    LeaseLock,
+from lakebraid.timeline.lease import TIDY_EVERY, LeaseLock
+from lakebraid.timeline.lease_record import (
     LeaseRecord,
     Pending,
     decode_record,
@@ -138,6 +137,23 @@ def test_a_decided_completion_is_written_by_the_next_holder(s3_url):
         assert table.fs.cat_file(path) == b"decided body"
     with other:  # carried once: the next records no longer hold it
         assert other._last is not None and other._last.pending is None
+
+
+def test_an_overtaken_decision_that_a_breaker_carried_on_stands(s3_url):
+    """The holder paused between creating its decision and checking it: the breaker saw the
+    decision as the newest record and carried it on, so it stands although the lock is lost."""
+    table = _table(s3_url())
+    paused, other = _lock(table), _lock(table, timeout_s=10)
+    path = f"{table.layout.timeline_dir('global')}/00000000000000001_00000000000000002.commit"
+    paused.__enter__()
+    record = paused._append(pending=Pending(path, b"decided body"))  # not yet checked
+    _pause(paused)
+    with other:
+        pass
+    assert not paused._stands(record)  # a higher record exists: the breaker's
+    assert paused._carried(record)
+    unrelated = msgspec.structs.replace(record, pending=Pending(path + "x", b"other"))
+    assert not paused._carried(unrelated)  # what the breaker carried is the decision itself
 
 
 def test_a_decided_completion_whose_file_holds_other_bytes_is_reported(s3_url):

@@ -8,15 +8,15 @@ requests by kind (LIST, HEAD, GET, PUT, DELETE with multi-object deletes, POST) 
 faults at a seeded random rate: ``503`` SlowDown and ``500`` InternalError answered without
 forwarding, ``reset`` (connection reset, not forwarded) and ``lost`` (forwarded, so the server
 acts on it, then the connection is reset before the reply); not on moto's own ``/moto-api``.
+A test may also set :attr:`LoopbackS3.rule` to fail chosen requests (the proxy itself is in
+``loopback_proxy``).
 Buckets are addressed path-style, as S3 clients do for an IP endpoint.
 """
 
 from __future__ import annotations
 
-import http.client
 import random
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -25,14 +25,18 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import boto3
+
+from lakebraid.writers.cli.loopback_proxy import (  # noqa: F401 (re-exported)
+    ERRORS,
+    ProxyServer,
+    request_kind,
+)
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "lakebraid-test",
@@ -40,32 +44,6 @@ CREDENTIALS = {
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 FAULT_KINDS = ("503", "500", "reset", "lost")
-# Headers about one hop, not the message, kept from the other hop; the proxy answers
-# ``Expect: 100-continue`` itself before it reads the body.
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "upgrade", "expect"})
-REPLY_FRAMING = HOP_BY_HOP | {"transfer-encoding", "trailer"}
-ERROR_XML = (
-    '<?xml version="1.0" encoding="UTF-8"?>\n'
-    "<Error><Code>{}</Code><Message>{}</Message><RequestId>{}</RequestId></Error>"
-)
-ERRORS = {
-    "503": (503, "SlowDown", "Please reduce your request rate."),
-    "500": (500, "InternalError", "We encountered an internal error. Please try again."),
-}
-PIECE = 1 << 16
-
-
-def request_kind(method: str, target: str) -> str:
-    """The kind a request counts as: ``LIST`` for a GET on a bucket (or on the service, or
-    with a ListObjects query), ``DELETE`` for a multi-object delete, else its method."""
-    url = urlsplit(target)
-    query = parse_qs(url.query, keep_blank_values=True)
-    key = url.path.lstrip("/").partition("/")[2]
-    if method == "GET":
-        return "LIST" if not key or "list-type" in query else "GET"
-    if method == "POST" and "delete" in query:
-        return "DELETE"
-    return method
 
 
 def create_bucket(endpoint: str, name: str | None = None) -> str:
@@ -97,156 +75,6 @@ class Counting:
         return sum(self.counts.values())
 
 
-class _ProxyServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False  # idle keep-alive connections must not hold up close()
-    # socketserver's default backlog of 5 drops connection attempts of many concurrent
-    # clients on a busy machine (each a SYN retry of 1 s or more: a stall no real S3 has)
-    request_queue_size = 128
-
-    def __init__(self, owner: LoopbackS3, upstream: tuple[str, int]) -> None:
-        self.owner = owner
-        self.upstream = upstream
-        self.open_connections: set[socket.socket] = set()
-        super().__init__(("127.0.0.1", 0), _ProxyHandler)
-
-
-class _ProxyHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _ProxyServer
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle stall
-        self.upstream = http.client.HTTPConnection(*self.server.upstream, timeout=300)
-        self.server.open_connections.add(self.connection)  # set.add/discard: atomic
-
-    def finish(self) -> None:
-        self.server.open_connections.discard(self.connection)
-        self.upstream.close()
-        with suppress(OSError):
-            super().finish()
-
-    def handle(self) -> None:
-        try:
-            super().handle()
-        except (OSError, http.client.HTTPException):
-            self.close_connection = True  # the client or the server went away mid-reply
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: the tests' output is not the place for an access log
-
-    def do_GET(self) -> None:
-        body = self._read_body()
-        if body is None:
-            self.close_connection = True
-            return
-        fault = None
-        if not urlsplit(self.path).path.startswith("/moto-api"):
-            fault = self.server.owner._observe(request_kind(self.command, self.path))
-        if fault in ERRORS:
-            return self._answer_error(*ERRORS[fault])
-        if fault == "reset":
-            return self._reset()
-        try:
-            reply = self._exchange(body)
-        except (OSError, http.client.HTTPException) as error:
-            self.upstream.close()
-            return self._answer_error(502, "BadGateway", f"loopback proxy: {error!r}")
-        if fault == "lost":
-            reply.read()
-            return self._reset()
-        self._relay(reply)
-
-    do_HEAD = do_PUT = do_POST = do_DELETE = do_OPTIONS = do_PATCH = do_GET  # all alike
-
-    @property
-    def _chunked(self) -> bool:
-        return self.headers.get("Transfer-Encoding", "").lower().rstrip().endswith("chunked")
-
-    def _read_body(self) -> bytes | None:
-        """The body as sent, chunked framing and trailers included (None: the client left)."""
-        if not self._chunked:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            return body if len(body) == length else None
-        raw, size = bytearray(), -1
-        while True:  # chunks (size line, data, CRLF), the last of size 0, trailers, CRLF
-            line = self.rfile.readline(PIECE + 1)
-            if not line.endswith(b"\n"):
-                return None
-            raw += line
-            if size == 0:
-                if line in (b"\r\n", b"\n"):
-                    return bytes(raw)
-                continue
-            size = int(line.split(b";", 1)[0].strip() or b"0", 16)
-            if size:
-                data = self.rfile.read(size + 2)
-                if len(data) != size + 2:
-                    return None
-                raw += data
-
-    def _exchange(self, body: bytes) -> http.client.HTTPResponse:
-        """Send the request to moto, read its reply's head (reconnecting once if moto closed
-        a kept-alive connection)."""
-        while True:
-            fresh = self.upstream.sock is None
-            try:
-                self.upstream.putrequest(
-                    self.command, self.path, skip_host=True, skip_accept_encoding=True
-                )
-                for name, value in self.headers.items():
-                    lower = name.lower()
-                    if lower in HOP_BY_HOP or (self._chunked and lower == "content-length"):
-                        continue
-                    self.upstream.putheader(name, value)
-                self.upstream.endheaders(body or None)
-                return self.upstream.getresponse()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                self.upstream.close()
-                if fresh:
-                    raise
-
-    def _relay(self, reply: http.client.HTTPResponse) -> None:
-        """Send moto's reply to the client: its head as it came, its body streamed."""
-        self.send_response_only(reply.status, reply.reason)
-        for name, value in reply.getheaders():
-            if name.lower() not in REPLY_FRAMING:
-                self.send_header(name, value)
-        if self.command == "HEAD" or reply.status in (204, 304) or reply.status < 200:
-            reply.read()
-            self.end_headers()
-        elif reply.length is not None:
-            self.end_headers()
-            while piece := reply.read1(PIECE):
-                self.wfile.write(piece)
-        else:  # chunked, or ended by moto closing the connection: chunked to the client
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            while piece := reply.read1(PIECE):
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-            self.wfile.write(b"0\r\n\r\n")
-
-    def _answer_error(self, status: int, code: str, message: str) -> None:
-        request_id = uuid.uuid4().hex[:16].upper()
-        body = ERROR_XML.format(code, message, request_id).encode()
-        self.send_response_only(status)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("x-amz-request-id", request_id)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _reset(self) -> None:
-        """Close the client's connection abruptly: with SO_LINGER 0 the close sends a reset."""
-        self.close_connection = True
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.rfile.close()  # drops the socket's last file reference, so close() is real
-        self.connection.close()
-
-
 class LoopbackS3:
     """moto's S3 server behind a counting, fault-injecting proxy at :attr:`endpoint`."""
 
@@ -254,7 +82,7 @@ class LoopbackS3:
         self._log_dir = Path(log_dir) if log_dir is not None else None
         self._temp: tempfile.TemporaryDirectory[str] | None = None
         self._server: subprocess.Popen[bytes] | None = None
-        self._proxy: _ProxyServer | None = None
+        self._proxy: ProxyServer | None = None
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._faults: Counter[str] = Counter()
@@ -262,6 +90,9 @@ class LoopbackS3:
         self._kinds: tuple[str, ...] = FAULT_KINDS
         self._random = random.Random(0)
         self._left: int | None = None
+        # a test's own fault rule: (kind, path and query, body) -> fault or None; called
+        # under the proxy's lock, in the order requests arrive
+        self.rule: Callable[[str, str, bytes], str | None] | None = None
         self.endpoint = self.server_endpoint = ""  # the proxy's URL; moto's
         self.log_path: Path | None = None
 
@@ -293,7 +124,7 @@ class LoopbackS3:
                 if self._server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"moto server did not start (log {self.log_path})")
                 time.sleep(0.1)
-            self._proxy = _ProxyServer(self, ("127.0.0.1", port))
+            self._proxy = ProxyServer(self, ("127.0.0.1", port))
         except BaseException:
             self.close()
             raise
@@ -387,10 +218,15 @@ class LoopbackS3:
             self._random = random.Random(seed)
             self._left = limit
 
-    def _observe(self, kind: str) -> str | None:
-        """Count one request; return the fault to inject on it, if any."""
+    def observe(self, kind: str, target: str, body: bytes) -> str | None:
+        """Count one request; return the fault to inject on it, if any: the :attr:`rule`'s,
+        else one drawn at the :meth:`inject` rate."""
         with self._lock:
             self._counts[kind] += 1
+            fault = self.rule(kind, target, body) if self.rule is not None else None
+            if fault is not None:
+                self._faults[fault] += 1
+                return fault
             if self._rate <= 0.0 or self._left == 0 or self._random.random() >= self._rate:
                 return None
             if self._left is not None:

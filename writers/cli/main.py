@@ -101,6 +101,13 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return _service(args, method, "compaction", "compacted", "nothing to compact")
 
 
+def cmd_recover(args: argparse.Namespace) -> int:
+    done = _client_call(args, "recover")()  # type: ignore[operator]
+    text = f"settled {', '.join(done)}" if done else "nothing to recover"  # type: ignore[arg-type]
+    print(json.dumps({"recovered": done}) if args.json else text)
+    return 0
+
+
 def cmd_clean(args: argparse.Namespace) -> int:
     return _service(args, "clean", "clean", "cleaned", "nothing to clean")
 
@@ -294,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("restore", cmd_restore, True, "return the table to a savepointed commit"),
         ("compact", cmd_compact, False, "compact the metadata table (--data: the data's logs)"),
         ("clean", cmd_clean, False, "delete file slices beyond the retention"),
+        ("recover", cmd_recover, False, "settle dead writers' instants and decided commits"),
         ("validate", cmd_validate, False, "compare the metadata table with storage"),
     ):
         cmd = _command(sub, name, text, run)

@@ -19,7 +19,6 @@ milliseconds per phase).
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable, Collection, Sequence
 
 import msgspec
@@ -42,7 +41,12 @@ from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import InstantChanges, WrittenLog
 from lakebraid.timeline import progress
 from lakebraid.timeline.bodies import encode_body
-from lakebraid.timeline.errors import RetryableError, StateUnknownError
+from lakebraid.timeline.errors import (
+    IllegalTransitionError,
+    InstantExistsError,
+    RetryableError,
+    StateUnknownError,
+)
 from lakebraid.timeline.heartbeat import Heartbeat
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
@@ -51,10 +55,7 @@ from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit import conflicts
 from lakebraid.writers.commit.metrics import PhaseClock, index_entries, metrics_of
 from lakebraid.writers.commit.undos import undo_instants
-from lakebraid.writers.errors import ConflictDetected, MissingDataFileError, WriteConflictError
-from lakebraid.writers.services.inline import run_inline
-from lakebraid.writers.services.markers import sweep_committed
-from lakebraid.writers.services.rollback import rollback
+from lakebraid.writers.errors import ConflictDetected, WriteConflictError
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
 
@@ -125,6 +126,7 @@ class Transaction:
         self.time: str | None = None
         self._heartbeat: Heartbeat | None = None
         self._bodies: dict[str, CommitMetadata] = {}
+        self.unknown = False  # the commit point's write failed: it may have completed
 
     def begin(self) -> str:
         table = self.table
@@ -177,21 +179,36 @@ class Transaction:
             completion = table.next_time()
             table.store.complete(D, time, Action.COMMIT, done, completion_time=completion)
             table.store.complete(M, time, Action.DELTACOMMIT, completion_time=completion)
-            try:
-                table.store.complete(G, time, Action.COMMIT, done, completion_time=completion)
-            except OSError as exc:
-                raise StateUnknownError(
-                    f"writing the commit point of {time} failed ({exc}); whether it committed "
-                    "is unknown: `lakebraid timeline PATH` shows it; nothing was undone (the "
-                    "next writer's recovery rolls it back if it did not commit)",
-                    table=table.path,
-                    instant=time,
-                ) from exc
+            self._decide(done, completion)
         try:
             self.close()
         except Exception:  # committed: a heartbeat file left of a completed instant is inert
             pass
         return time
+
+    def _decide(self, done: bytes, completion: str) -> None:
+        """Write the global completion, the commit point. Any failure but one known to come
+        before the decision (a lost lock, a transition refused) leaves the outcome unknown:
+        :class:`StateUnknownError`, and ``unknown`` is set so nothing rolls the write back."""
+        table, time = self.table, self.time
+        assert time is not None
+        try:
+            table.store.complete(G, time, Action.COMMIT, done, completion_time=completion)
+        except BaseException as exc:
+            if isinstance(exc, RetryableError) or (
+                isinstance(exc, IllegalTransitionError) and not isinstance(exc, InstantExistsError)
+            ):
+                raise  # refused before the decision: nothing of it completed
+            self.unknown = True
+            if isinstance(exc, StateUnknownError) or not isinstance(exc, Exception):
+                raise
+            raise StateUnknownError(
+                f"writing the commit point of {time} failed ({type(exc).__name__}: {exc}); "
+                "whether it committed is unknown: `lakebraid timeline PATH` shows it; nothing "
+                "was undone (the next writer's recovery rolls it back if it did not commit)",
+                table=table.path,
+                instant=time,
+            ) from exc
 
     def _refuse(self, verdict: conflicts.Verdict) -> None:
         """Raise if the conflict rules say this write may not complete."""
@@ -292,92 +309,6 @@ class Transaction:
         if self._heartbeat is not None:
             self._heartbeat.stop(remove=not failed)
             self._heartbeat = None
-
-
-def run_write(
-    table: TableTimelines,
-    metadata: MetadataTable,
-    operation: str,
-    read_at: str | None,
-    schema: Sequence[FieldSpec],
-    write: Callable[[str], list[WriteStatus]],
-    started: float | None = None,
-) -> str:
-    """The envelope of every write, whichever engine runs ``write`` (instant time -> write
-    statuses): begin, write, commit; on a conflict roll this write back and raise
-    :class:`WriteConflictError`; on any other failure roll it back at once. Then the inline
-    services when due (``writers.services.inline``). Returns the instant time. ``started``:
-    when the engine began (``time.perf_counter()``), the start of the ``prepare`` phase."""
-    tx = Transaction(table, metadata, operation, read_at, PhaseClock(started))
-    time = tx.begin()
-    try:
-        statuses = write(time)
-        tx.clock.lap("write")
-        _finish(tx, statuses, schema)
-    except BaseException as exc:
-        _abandon(tx, exc)
-        if isinstance(exc, FileNotFoundError) and _replaced(metadata, exc):
-            raise WriteConflictError(
-                f"{exc.filename}, which this write read, was replaced by a concurrent commit "
-                "and cleaned meanwhile; this write was rolled back: retry it",
-                table=table.path,
-                instant=time,
-            ) from exc
-        if isinstance(exc, FileNotFoundError) and exc.filename:  # listed, yet not on storage
-            doing = "; this write was rolled back"
-            raise MissingDataFileError(str(exc.filename), table=table.path, doing=doing) from exc
-        raise
-    run_inline(metadata)  # never fails the write: a failed service is logged, retried later
-    return time
-
-
-def _replaced(metadata: MetadataTable, missing: FileNotFoundError) -> bool:
-    """Whether a file a write found missing has left the table (a concurrent commit replaced
-    it and a clean removed it since the write planned), not a file the table still lists."""
-    name = posixpath.basename(str(missing.filename or ""))
-    listing = metadata.reader().files() if name else {}
-    return bool(name) and all(name not in files for files in listing.values())
-
-
-def _finish(tx: Transaction, statuses: list[WriteStatus], schema: Sequence[FieldSpec]) -> None:
-    """Commit and sweep the markers, or on a conflict roll this write back and raise."""
-    table = tx.table
-    try:
-        time = tx.commit(statuses, schema)
-    except ConflictDetected as conflict:
-        rollback(table, conflict.instant, own=True)  # type: ignore[arg-type]
-        tx.close()  # the heartbeat goes last: until then no recovery takes us for dead
-        raise WriteConflictError(
-            f"{conflict.message}; this write was rolled back and nothing of theirs was "
-            "touched: retry it",
-            table=table.path,
-            instant=conflict.instant,
-        ) from None
-    written = [f"{s.partition}/{s.file_name}".lstrip("/") for s in statuses if s.file_name]
-    try:
-        sweep_committed(table, time, written)
-    except Exception:  # committed already: the cleaner sweeps what this left
-        pass
-
-
-def _abandon(tx: Transaction, exc: BaseException) -> None:
-    """After a failure inside a write, roll its own instant back at once (its files and log
-    blocks go, nothing stays pending). Not when the outcome is unknown or the global commit
-    completed; if the rollback fails too, the heartbeat is left to expire and the next
-    writer's recovery finishes it."""
-    table, time = tx.table, tx.time
-    if isinstance(exc, StateUnknownError):  # the heartbeat expires; recovery decides
-        tx.close(failed=True)
-        return
-    pending = time is not None and not isinstance(exc, RetryableError)
-    try:
-        if pending:
-            target = table.timeline(G).get(time, Action.COMMIT)  # type: ignore[arg-type]
-            if target is not None and target.is_pending:
-                rollback(table, time, own=True)  # type: ignore[arg-type]
-        tx.close()
-    except Exception:
-        tx.close(failed=True)
 
 
 def _base_groups(logs: Sequence[WrittenLog]) -> frozenset[str]:

@@ -1,7 +1,7 @@
 """Compaction of merge-on-read data file groups (``WriteClient.compact``): every file slice
 with enough logs (``min_logs`` log files or ``min_log_bytes`` of them) is folded into a new
 base by ``writers.write.compact``, all in one commit of operation ``compaction`` through
-``writers.commit.transaction.run_write``, so it is atomic, rolled back on failure, undoable,
+``writers.commit.envelope.run_write``, so it is atomic, rolled back on failure, undoable,
 cleaned and recovered like any write.
 
 Concurrency: the compaction is a commit that rewrites its file groups, so a write that
@@ -26,7 +26,7 @@ from lakebraid.timeline.durable import storage_of
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers import settings
-from lakebraid.writers.commit.transaction import run_write
+from lakebraid.writers.commit.envelope import run_write
 from lakebraid.writers.write.compact import CompactTask, compact_file_group
 from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.filegroup import RewriteTask

@@ -3,7 +3,7 @@ few threads of this process.
 
 :func:`write_rows` and :func:`delete_keys` run one operation end to end (check the input,
 prepare and de-duplicate, tag through the record index, route, rewrite, commit through
-``writers.commit.transaction.run_write``). Rewrites (``writers.engine.rewrites``) run
+``writers.commit.envelope.run_write``). Rewrites (``writers.engine.rewrites``) run
 ``writers.write.filegroup.rewrite_file_group`` on (task, rows) pairs, the same function the
 Spark engine (``writers.engine.spark.pipeline``) runs in executors; small writes and pyarrow
 or pandas input take this path so they pay for no Spark job.
@@ -36,7 +36,7 @@ from lakebraid.timeline.durable import (
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers import settings
-from lakebraid.writers.commit.transaction import run_write
+from lakebraid.writers.commit.envelope import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
 from lakebraid.writers.engine.rewrites import InProcessEngine, Work
 from lakebraid.writers.write.datafile import spec_of, virtual_key

@@ -24,9 +24,14 @@ from lakebraid.writers.services.restore import finish_restore
 from lakebraid.writers.services.rollback import execute_rollback_plan, rollback
 
 
-def recover(table: TableTimelines) -> list[str]:
+def recover(table: TableTimelines, *, settle: bool = False) -> list[str]:
     """Finish rollbacks and restores whose writer died and roll back dead commits; returns
-    the times of the instants dealt with."""
+    the times of the instants dealt with. ``settle``: take the table lock first, so that on an
+    object store a completion decided in the lease whose instant file its writer could not
+    write is written now (every write does so when it takes the lock)."""
+    if settle:
+        with table.lock:
+            pass
     done = []
     undone = table.visibility().undone
     for inst in table.dead_instants():

@@ -166,10 +166,11 @@ def rollback(
 ) -> str | None:
     """Roll back the commit at ``time``; returns the rollback instant's time.
 
-    ``own``: the caller wrote the pending instant (a lost conflict), so its heartbeat is
-    not a reason to refuse. ``recovering``: roll back only if the instant is still pending
-    with a dead heartbeat, judged under the table lock (a writer completes under the lock
-    and drops its heartbeat only after), else return None."""
+    ``own``: the caller wrote the pending instant (a lost conflict, a failed write), so its
+    heartbeat is not a reason to refuse; None if it completed after all. ``recovering``:
+    roll back only if the instant is still pending with a dead heartbeat, judged under the
+    table lock (a writer completes under the lock and drops its heartbeat only after), else
+    return None."""
     time = check_commit_time(table, time, "rollback")
     with table.lock:
         target = table.timeline(G).get(time, Action.COMMIT)
@@ -182,7 +183,9 @@ def rollback(
                 table=table.path,
                 instant=time,
             )
-        if recovering and (target.is_completed or table.is_alive(time)):
+        if (recovering or own) and target.is_completed:
+            return None  # it committed after all (a decision its writer could not confirm)
+        if recovering and table.is_alive(time):
             return None
         already = time in table.visibility().undone
         if already and (own or recovering):

@@ -36,6 +36,22 @@ def test_timeline_command_json_and_text(new_table, capsys) -> None:
     assert "global timeline" in text and "metadata timeline" in text and t in text
 
 
+def test_recover_command_rolls_back_a_dead_writers_commit(tmp_path, capsys) -> None:
+    client = WriteClient.create(str(tmp_path / "t"), record_key="k")
+    client.upsert(pa.table({"k": ["a"]}))
+    table = client.table
+    dead = table.next_time()  # requested by a writer that died before its first heartbeat
+    for kind, action in ((TimelineKind.GLOBAL, Action.COMMIT), (TimelineKind.DATA, Action.COMMIT)):
+        table.store.request(kind, dead, action)
+    table.store.request(TimelineKind.METADATA, dead, Action.DELTACOMMIT)
+    assert main(["recover", client.path]) == 0
+    assert capsys.readouterr().out.strip() == f"settled {dead}"
+    assert dead in WriteClient.open(client.path).table.visibility().undone
+    assert main(["recover", client.path, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"recovered": []}
+    assert WriteClient.open(client.path).read_arrow()["k"].to_pylist() == ["a"]
+
+
 def test_missing_table_one_line_reason_nonzero(tmp_path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "lakebraid.writers.cli.main", "timeline", str(tmp_path / "none")],

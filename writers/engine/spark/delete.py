@@ -44,7 +44,7 @@ from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import text_to_type
 from lakebraid.writers import settings
-from lakebraid.writers.commit.transaction import run_write
+from lakebraid.writers.commit.envelope import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
 from lakebraid.writers.engine.spark.jobconf import job_settings
 from lakebraid.writers.engine.spark.pipeline import (

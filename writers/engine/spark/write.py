@@ -1,6 +1,6 @@
 """Writes of a Spark DataFrame by the Spark engine: the input check, then every step as Spark
 tasks (``writers.engine.spark.pipeline``: prepare, tag, route, rewrite), committed through
-the one envelope (``writers.commit.transaction.run_write``). The driver receives write
+the one envelope (``writers.commit.envelope.run_write``). The driver receives write
 statuses only."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.durable import storage_of
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
-from lakebraid.writers.commit.transaction import run_write
+from lakebraid.writers.commit.envelope import run_write
 from lakebraid.writers.engine.compaction import compact_if_due
 from lakebraid.writers.engine.spark.jobconf import job_settings
 from lakebraid.writers.engine.spark.pipeline import (
