@@ -11,6 +11,8 @@
   damaged block starts, and says what to do about it.
 * :class:`CorruptBaseFileError` -- a metadata base file (Parquet) is damaged (page checksum,
   footer, row-group note or decoded rows); names the file and says what to do about it.
+* :class:`StorageReadError` -- reading a file failed in the store or on the way (a 5xx, a
+  throttling reply, a dropped connection), not in the file: nothing is damaged; retry.
 """
 
 from __future__ import annotations
@@ -90,4 +92,17 @@ class CorruptBaseFileError(MetadataError):
             f"that instant",
             table=table,
             instant=instant if known else None,
+        )
+
+
+class StorageReadError(MetadataError, OSError):
+    """Reading ``path`` failed in the store or the network, not in the file's bytes (also an
+    ``OSError``): never reported as corruption; the read is safe to retry."""
+
+    def __init__(self, path: str, cause: BaseException, *, table: str | None = None):
+        self.filename = path
+        super().__init__(
+            f"reading {path} failed in the storage ({type(cause).__name__}: {cause}); the file "
+            "is not known to be damaged and nothing was changed: retry when the storage answers",
+            table=table,
         )

@@ -8,14 +8,16 @@ import errno
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.spec import AbstractBufferedFile
 
+from lakebraid.metadata.errors import StorageReadError
 from lakebraid.timeline.durable import is_local, read_bytes
+from lakebraid.timeline.errors import LakebraidError
 
 
 def local_path(fs: AbstractFileSystem, path: str) -> str | None:
@@ -46,12 +48,17 @@ def open_file(
         if buffer is not None:
             yield pa.BufferReader(buffer)
             return
-    if local is None:
-        with fs.open(path, mode, **({} if size is None else {"size": size})) as handle:
-            if size is not None and mode == "rb" and isinstance(handle, AbstractBufferedFile):
+    if local is None and mode == "rb":
+        with storage_read(path):
+            opened = fs.open(path, mode, **({} if size is None else {"size": size}))
+        with opened as handle:
+            if size is not None and isinstance(handle, AbstractBufferedFile):
                 # fsspec files ask the store for the details (a HEAD) at their first read
                 # otherwise; lakebraid's files never change under a name, so no ETag is kept
                 handle.details = {"name": path, "size": size, "type": "file"}
+            yield _Reading(handle, path)
+    elif local is None:
+        with fs.open(path, mode) as handle:
             yield handle
     elif memory_map and mode == "rb":
         with _native(pa.memory_map, local, "r") as mapped:
@@ -67,9 +74,44 @@ def whole_file(fs: AbstractFileSystem, path: str) -> memoryview:
     page cache; 0.36 -> 0.01 ms for a 300 KB log), elsewhere one GET."""
     local = local_path(fs, path)
     if local is None:
-        return memoryview(read_bytes(fs, path))
+        with storage_read(path):
+            return memoryview(read_bytes(fs, path))
     with _native(pa.memory_map, local, "r") as mapped:  # its buffers keep the mapping alive
         return memoryview(mapped.read_buffer())
+
+
+@contextmanager
+def storage_read(path: str) -> Iterator[None]:
+    """Run a read of ``path`` from an object store: a failure of the store or the network
+    becomes :class:`StorageReadError` (a missing file stays ``FileNotFoundError``), so a
+    caller that turns a file's parse errors into corruption never mistakes one for it."""
+    try:
+        yield
+    except (FileNotFoundError, LakebraidError):
+        raise
+    except Exception as exc:
+        raise StorageReadError(path, exc) from exc
+
+
+class _Reading:
+    """An fsspec file being read whose store failures are :class:`StorageReadError`s (Arrow
+    re-raises the exception a Python file's method raised, so they stay apart from the
+    parse errors of a damaged file)."""
+
+    def __init__(self, handle: BinaryIO, path: str):
+        self._handle = handle
+        self._path = path
+
+    def read(self, size: int = -1) -> bytes:
+        with storage_read(self._path):
+            return self._handle.read(size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        with storage_read(self._path):
+            return self._handle.seek(offset, whence)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
 
 
 def _native(kind: Callable[[str, str], pa.NativeFile], local: str, mode: str) -> pa.NativeFile:

@@ -16,7 +16,8 @@ rows. Four layers, each catching what the others cannot:
 * **Error wrapping.** :func:`guarded` turns any error pyarrow raises on a damaged file
   (``ArrowInvalid``, ``OSError``, decompression errors, thrift errors, ``UnicodeDecodeError``)
   into the caller's lakebraid error naming the file; a missing file is not corruption and
-  passes through unchanged.
+  passes through unchanged, nor is a failure of the store (``metadata.files.storage_read``:
+  ``StorageReadError``).
 
 :func:`file_crc32` is the whole-file checksum a write status records for ``validate()``.
 """
@@ -37,7 +38,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from lakebraid.metadata.checksum import crc32
-from lakebraid.metadata.errors import MetadataValueError
+from lakebraid.metadata.errors import MetadataValueError, StorageReadError
 
 WRITE_OPTIONS: dict[str, Any] = {"write_page_checksum": True}
 READ_OPTIONS: dict[str, Any] = {"page_checksum_verification": True}
@@ -56,7 +57,7 @@ def guarded(path: str, error: Callable[[str, str], Exception]) -> Iterator[None]
     """Run a read of ``path``; a damaged file's error becomes ``error(path, reason)``."""
     try:
         yield
-    except FileNotFoundError:
+    except (FileNotFoundError, StorageReadError):  # a missing file, a failed store: no damage
         raise
     except READ_ERRORS as exc:
         raise error(path, f"{type(exc).__name__}: {exc}") from exc

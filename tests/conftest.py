@@ -87,6 +87,18 @@ def s3_endpoint(loopback_s3):
 
 
 @pytest.fixture
+def s3_rule(loopback_s3):
+    """``s3_rule(rule)``: fail the requests ``rule(kind, path and query, body)`` names (it
+    returns a fault: ``503``, ``500``, ``reset``, ``lost``; or None) until the test ends."""
+
+    def install(rule):
+        loopback_s3.rule = rule
+
+    yield install
+    loopback_s3.rule = None
+
+
+@pytest.fixture
 def s3_url(loopback_s3):
     """``s3_url(name)``: the URL of a table in a fresh bucket on the loopback S3 server."""
 

@@ -38,6 +38,7 @@ from lakebraid.index.scope import in_partition, is_scoped
 from lakebraid.index.secondary import all_entries, file_entries
 from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.commits import WriteStatus, read_commit, schema_as_of
+from lakebraid.metadata.errors import StorageReadError
 from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.integrity import guarded
 from lakebraid.metadata.table import MetadataTable
@@ -182,7 +183,7 @@ class _Validator:
         try:
             work()
         except LakebraidError as exc:
-            self.problems.append(f"{what}: {exc}")
+            self.problems.append(f"{what}: {_finding(exc)}")
 
     def run(self) -> list[str]:
         self.attempt("metadata table", self.compare_listing)
@@ -232,7 +233,7 @@ class _Validator:
             else:
                 keys, columns = self.check_file(partition, name)
         except LakebraidError as exc:
-            self.problems.append(f"data file: {exc}")
+            self.problems.append(f"data file: {_finding(exc)}")
             self.damaged.add((partition, parsed.file_id))
             return
         seen.update((partition, name, column) for column in columns)
@@ -384,3 +385,10 @@ class _Validator:
 def _entry_text(entry: str) -> str:
     column, value, key = entry.split("\x00", 2)
     return f"column {column!r} value {value!r} key {key!r}"
+
+
+def _finding(exc: LakebraidError) -> LakebraidError:
+    """An error that is a finding about the table; a failing store is none: it is raised."""
+    if isinstance(exc, StorageReadError):
+        raise exc
+    return exc

@@ -26,7 +26,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.index.file_stats import column_stats as column_stats  # re-exported
 from lakebraid.index.file_stats import stats_columns as stats_columns  # re-exported
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.metadata.files import decode_threaded, open_file
+from lakebraid.metadata.files import decode_threaded, open_file, storage_read
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, check_footer, guarded
 from lakebraid.timeline.durable import is_local
 from lakebraid.timeline.table_config import FieldSpec, text_to_type
@@ -160,7 +160,9 @@ def read_parquet(
     keep = [f.name for f in dictionaries or [] if pa.types.is_dictionary(f.type)]
     options: dict[str, Any] = dict(read_dictionary=keep or None, **READ_OPTIONS)
     if columns is None and not is_local(fs):
-        return parquet_in(fs.cat_file(path), path, threads=threads, options=options)[0]
+        with storage_read(path):
+            data = fs.cat_file(path)
+        return parquet_in(data, path, threads=threads, options=options)[0]
     with guarded(path, CorruptDataFileError):
         with (
             open_file(fs, path, memory_map=True, whole=columns is None) as source,

@@ -6,7 +6,7 @@ visible."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
@@ -20,15 +20,6 @@ DECIDING = b'"pending":{'  # the body of the lease record that decides a complet
 # one attempt per request (botocore), so an outage fails fast; s3fs retries only SlowDown
 FAST = {"config_kwargs": {"retries": {"total_max_attempts": 1}}}
 COMPLETED_GLOBAL = re.compile(r"/\.braid/global/\d{17}_\d{17}\.commit")
-
-
-@pytest.fixture
-def rule(loopback_s3) -> Iterator[Callable[[Callable[[str, str, bytes], str | None]], None]]:
-    def install(chosen: Callable[[str, str, bytes], str | None]) -> None:
-        loopback_s3.rule = chosen
-
-    yield install
-    loopback_s3.rule = None
 
 
 def _after_decision(fault: str, kind: str, pattern: str) -> Callable[[str, str, bytes], str | None]:
@@ -57,11 +48,11 @@ def _global(client: WriteClient) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("fault", ["500", "reset"])
 def test_a_failed_check_after_the_decision_is_unknown_and_recover_makes_it_visible(
-    s3_url, loopback_s3, rule, fault
+    s3_url, loopback_s3, s3_rule, fault
 ):
     url = s3_url()
     client = _table(url)
-    rule(_after_decision(fault, "LIST", r"prefix=[^&]*\.braid%2Flease|\.braid/lease"))
+    s3_rule(_after_decision(fault, "LIST", r"prefix=[^&]*\.braid%2Flease|\.braid/lease"))
     with pytest.raises(DecisionUnknownError, match="whether it completed is unknown"):
         client.insert(pa.table({"k": ["b"], "v": [2], "ts": [2]}))
     loopback_s3.rule = None
@@ -75,11 +66,11 @@ def test_a_failed_check_after_the_decision_is_unknown_and_recover_makes_it_visib
 
 
 def test_a_failed_write_of_the_decided_instant_file_is_unknown_and_settled_by_the_next_write(
-    s3_url, loopback_s3, rule
+    s3_url, loopback_s3, s3_rule
 ):
     url = s3_url()
     client = _table(url)
-    rule(
+    s3_rule(
         lambda kind, target, body: (
             "503" if kind == "PUT" and COMPLETED_GLOBAL.search(target) else None
         )
