@@ -10,6 +10,7 @@ requested on and skip states already written.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from fsspec import AbstractFileSystem
 
 from lakebraid.timeline.durable import is_local
+from lakebraid.timeline.errors import LakebraidError, RetryableError, StateUnknownError
 from lakebraid.timeline.heartbeat import Heartbeat
 from lakebraid.timeline.instant import Action, State, is_valid_time
 from lakebraid.timeline.layout import TimelineKind
@@ -24,6 +26,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import WriteError
 
 G, D, M = TimelineKind.GLOBAL, TimelineKind.DATA, TimelineKind.METADATA
+LOG = logging.getLogger("lakebraid")
 
 
 def check_commit_time(table: TableTimelines, time: object, what: str) -> str:
@@ -72,23 +75,60 @@ def open_instant(table: TableTimelines, action: Action, body: bytes) -> tuple[st
     return time, heartbeat
 
 
-def run_opened(time: str, heartbeat: Heartbeat, work: Callable[[str], None]) -> str:
+def run_opened(
+    table: TableTimelines,
+    action: Action,
+    time: str,
+    heartbeat: Heartbeat,
+    work: Callable[[str], None],
+) -> str:
     """Run ``work(time)`` (which starts and completes the instant: :func:`start_all`,
-    :func:`complete_all`); on failure the heartbeat file stays, expires, and recovery
-    finishes the service."""
+    :func:`complete_all`). A failure after the instant completed on the global timeline
+    (deleting the files it undid, say) does not fail the service: it took effect, and the
+    cleaner removes what it left (logged). A failure before leaves the instant pending: the
+    heartbeat file stays, expires, and recovery finishes the service; a store's error then
+    becomes :class:`StateUnknownError` (it will take effect: do not retry, do not undo)."""
     try:
         work(time)
+    except Exception as exc:
+        if _completed(table, time, action):
+            LOG.warning("%s %s took effect; what it left is cleaned later: %s", action, time, exc)
+        else:
+            heartbeat.stop(remove=False)
+            if isinstance(exc, LakebraidError) and not isinstance(
+                exc, (RetryableError, StateUnknownError)
+            ):
+                raise  # a finding about the table (it will meet recovery too)
+            raise StateUnknownError(
+                f"the {action} {time} failed midway ({type(exc).__name__}: {exc}); it stays "
+                "requested and recovery finishes it once its heartbeat expires (the next "
+                "write, or `lakebraid recover PATH`): do not run it again",
+                table=table.path,
+                instant=time,
+            ) from exc
     except BaseException:
         heartbeat.stop(remove=False)
         raise
-    heartbeat.stop()
+    try:
+        heartbeat.stop()
+    except Exception as exc:  # the file of a completed instant is inert; the cleaner takes it
+        LOG.warning("%s %s completed; its heartbeat file stays: %s", action, time, exc)
     return time
+
+
+def _completed(table: TableTimelines, time: str, action: Action) -> bool:
+    """Whether ``time`` completed on the global timeline (False when that cannot be read)."""
+    try:
+        done = table.timeline(G).get(time, action)
+    except Exception:
+        return False
+    return done is not None and done.is_completed
 
 
 def run_service(
     table: TableTimelines, action: Action, body: bytes, work: Callable[[str], None]
 ) -> str:
-    return run_opened(*open_instant(table, action, body), work)
+    return run_opened(table, action, *open_instant(table, action, body), work)
 
 
 def remove(fs: AbstractFileSystem, path: str) -> None:

@@ -125,7 +125,7 @@ def restore(table: TableTimelines, time: str) -> str:
     def work(at: str) -> None:
         execute_undo(table, at, Action.RESTORE, plan, plan.undone)
 
-    return run_opened(undo, heartbeat, work)
+    return run_opened(table, Action.RESTORE, undo, heartbeat, work)
 
 
 def plan_restore(table: TableTimelines, time: str) -> RestorePlan:

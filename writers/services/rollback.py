@@ -208,7 +208,9 @@ def rollback(
         rebased = plan_rebase(table, [target], f"roll back {time}")
         plan = msgspec.structs.replace(plan_rollback(table, target), rebased=rebased)
         undo, heartbeat = open_instant(table, Action.ROLLBACK, encode_body(plan))
-    return run_opened(undo, heartbeat, lambda t: execute_rollback_plan(table, t, plan))
+    return run_opened(
+        table, Action.ROLLBACK, undo, heartbeat, lambda t: execute_rollback_plan(table, t, plan)
+    )
 
 
 def execute_rollback_plan(table: TableTimelines, undo: str, plan: RollbackPlan) -> None:
