@@ -50,6 +50,7 @@ from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.read.columns import column
 from lakebraid.writers.read.spark_files import read_files, read_merged
+from lakebraid.writers.read.spark_types import spark_schema, spark_type
 from lakebraid.writers.read.units import Keep, ReadUnit, read_units
 from lakebraid.writers.read.units import plan_units as plan_read_units
 from lakebraid.writers.write.datafile import (
@@ -200,7 +201,8 @@ def selected_paths(table: TableTimelines, spark: Any, point: str | None, where: 
 def empty_frame(spark: Any, schema: pa.Schema) -> Any:
     """An empty DataFrame of ``schema`` (Spark types as the data source declares them: a
     timestamp without time zone is timestamp_ntz, not Spark's inferred timestamp)."""
-    return spark.createDataFrame(schema.empty_table(), schema=from_arrow_schema(schema))
+    spark_arrow = spark_schema(schema)
+    return spark.createDataFrame(spark_arrow.empty_table(), schema=from_arrow_schema(spark_arrow))
 
 
 def _conf(spark: Any, key: str) -> str | None:
@@ -214,7 +216,8 @@ def sql_settings(spark: Any, schema: pa.Schema) -> SqlSettings:
     """How the session reads SQL text (an unreadable setting makes pruning more careful);
     ``spark`` None: as the embedded session's defaults read it (``SqlSettings()``)."""
     try:
-        types = {f.name: f.dataType.simpleString() for f in from_arrow_schema(schema).fields}
+        spark_types = from_arrow_schema(spark_schema(schema)).fields
+        types = {f.name: f.dataType.simpleString() for f in spark_types}
     except Exception:  # a type PySpark cannot map: no cast of a column is understood
         types = {}
     if spark is None:
@@ -298,7 +301,7 @@ def _table_columns(frame: Any, schema: pa.Schema, derive: str | None) -> Any:
             columns.append(column(n))
         else:
             try:
-                kind = from_arrow_type(field.type)
+                kind = from_arrow_type(spark_type(field.type))
             except Exception:  # PySpark has no Spark type for it
                 continue
             columns.append(F.lit(None).cast(kind).alias(n))

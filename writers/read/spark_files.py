@@ -26,6 +26,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakebraid.timeline.durable import filesystem
+from lakebraid.writers.read.spark_types import for_spark, spark_schema
 from lakebraid.writers.write.datafile import conform, read_parquet
 from lakebraid.writers.write.slices import ReadUnit, read_unit
 from lakebraid.writers.write.workers import settle
@@ -56,15 +57,25 @@ def _read_task(
     yield from _yielded(schema, (read_file(url, read, schema) for b in batches for url in _rows(b)))
 
 
+def _merge_task(
+    packed: bytes, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    settle()
+    read = msgspec.msgpack.decode(packed, type=FileRead)
+    yield from _yielded(schema, (_merged(u, read, schema) for b in batches for u in _rows(b)))
+
+
 def _rows(batch: pa.RecordBatch) -> list[Any]:
     return batch.column(0).to_pylist()
 
 
 def _yielded(schema: pa.Schema, tables: Iterator[pa.Table]) -> Iterator[pa.RecordBatch]:
-    """Each table's batches, in exactly ``schema`` (what ``mapInArrow`` was promised)."""
+    """Each table's batches (in ``schema``), in exactly the types Spark was promised
+    (``spark_schema(schema)``)."""
+    out = spark_schema(schema)
     for table in tables:
-        for out in table.to_batches():
-            yield pa.RecordBatch.from_arrays(out.columns, schema=schema)
+        for batch in for_spark(table, out).to_batches():
+            yield pa.RecordBatch.from_arrays(batch.columns, schema=out)
 
 
 def read_files(
@@ -80,16 +91,8 @@ def read_files(
     packed = msgspec.msgpack.encode(FileRead(storage=storage, derive_key=derive_key))
     frame = spark.createDataFrame([(u,) for u in urls], f"{URL} string")
     return frame.repartition(slices).mapInArrow(
-        functools.partial(_read_task, packed, schema), from_arrow_schema(schema)
+        functools.partial(_read_task, packed, schema), from_arrow_schema(spark_schema(schema))
     )
-
-
-def _merge_task(
-    packed: bytes, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    settle()
-    read = msgspec.msgpack.decode(packed, type=FileRead)
-    yield from _yielded(schema, (_merged(u, read, schema) for b in batches for u in _rows(b)))
 
 
 def _merged(unit: dict[str, Any], read: FileRead, schema: pa.Schema) -> pa.Table:
@@ -121,7 +124,7 @@ def read_merged(
         f"{URL} struct<base: string, logs: array<string>>",
     )
     return frame.repartition(slices).mapInArrow(
-        functools.partial(_merge_task, packed, schema), from_arrow_schema(schema)
+        functools.partial(_merge_task, packed, schema), from_arrow_schema(spark_schema(schema))
     )
 
 

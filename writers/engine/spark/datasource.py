@@ -62,6 +62,7 @@ from lakebraid.writers.engine.spark.datasource_write import LakebraidWriter
 from lakebraid.writers.errors import WriteError
 from lakebraid.writers.read.plan import merges_logs, plan_units, table_schema
 from lakebraid.writers.read.spark_files import FileRead, read_value, task_values
+from lakebraid.writers.read.spark_types import spark_schema
 from lakebraid.writers.write.datafile import spec_of, virtual_key
 from lakebraid.writers.write.operations import ordering
 from lakebraid.writers.write.workers import settle
@@ -168,7 +169,9 @@ class LakebraidDataSource(DataSource):
     def schema(self) -> StructType:
         root = _root_url(self.options, "spark.read.format('lakebraid')")
         table = _open(root, _table_options(self.options), _storage(self.options))
-        return from_arrow_schema(table_schema(_schema(table, self.options.get("as_of"))))
+        return from_arrow_schema(
+            spark_schema(table_schema(_schema(table, self.options.get("as_of"))))
+        )
 
     def reader(self, schema: StructType) -> LakebraidReader:
         root = _root_url(self.options, "spark.read.format('lakebraid')")
