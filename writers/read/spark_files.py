@@ -49,20 +49,17 @@ def read_file(url: str, read: FileRead, schema: pa.Schema) -> pa.Table:
     return conform(read_parquet(fs, path), schema, read.derive_key)
 
 
-def _read_task(
-    packed: bytes, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
+def _task(
+    each: Callable[[Any, FileRead, pa.Schema], pa.Table],
+    packed: bytes,
+    schema: pa.Schema,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
+    """A read task: ``each`` (:func:`read_file` of a URL, :func:`_merged` of a slice) of
+    every row's value."""
     settle()
     read = msgspec.msgpack.decode(packed, type=FileRead)
-    yield from _yielded(schema, (read_file(url, read, schema) for b in batches for url in _rows(b)))
-
-
-def _merge_task(
-    packed: bytes, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    settle()
-    read = msgspec.msgpack.decode(packed, type=FileRead)
-    yield from _yielded(schema, (_merged(u, read, schema) for b in batches for u in _rows(b)))
+    yield from _yielded(schema, (each(v, read, schema) for b in batches for v in _rows(b)))
 
 
 def _rows(batch: pa.RecordBatch) -> list[Any]:
@@ -91,7 +88,7 @@ def read_files(
     packed = msgspec.msgpack.encode(FileRead(storage=storage, derive_key=derive_key))
     frame = spark.createDataFrame([(u,) for u in urls], f"{URL} string")
     return frame.repartition(slices).mapInArrow(
-        functools.partial(_read_task, packed, schema), from_arrow_schema(spark_schema(schema))
+        functools.partial(_task, read_file, packed, schema), from_arrow_schema(spark_schema(schema))
     )
 
 
@@ -124,7 +121,7 @@ def read_merged(
         f"{URL} struct<base: string, logs: array<string>>",
     )
     return frame.repartition(slices).mapInArrow(
-        functools.partial(_merge_task, packed, schema), from_arrow_schema(spark_schema(schema))
+        functools.partial(_task, _merged, packed, schema), from_arrow_schema(spark_schema(schema))
     )
 
 
