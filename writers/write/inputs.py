@@ -75,15 +75,11 @@ def to_arrow(data: Any) -> pa.Table:
 
 def normalize_input(incoming: pa.Table, *, table: str) -> pa.Table:
     """Input columns in the types a table stores: dictionary columns decoded (pandas
-    categoricals), ``timestamp[ns]`` (pandas datetimes) as ``timestamp[us]``: Spark cannot read
-    nanosecond Parquet timestamps. A value with sub-microsecond digits is refused, never
-    truncated."""
+    categoricals), ``timestamp[ns]`` (pandas datetimes) as ``timestamp[us]``, in list elements
+    too: Spark cannot read nanosecond Parquet timestamps. A value with sub-microsecond digits
+    is refused, never truncated."""
     for at, field in enumerate(incoming.schema):
-        kind = field.type
-        if pa.types.is_dictionary(kind):
-            kind = kind.value_type
-        if pa.types.is_timestamp(kind) and kind.unit == "ns":
-            kind = pa.timestamp("us", tz=kind.tz)
+        kind = _stored(field.type)
         if kind == field.type:
             continue
         try:
@@ -96,6 +92,18 @@ def normalize_input(incoming: pa.Table, *, table: str) -> pa.Table:
             ) from None
         incoming = incoming.set_column(at, pa.field(field.name, kind, field.nullable), column)
     return incoming
+
+
+def _stored(kind: pa.DataType) -> pa.DataType:
+    """The type values of ``kind`` are stored as (see :func:`normalize_input`)."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if pa.types.is_timestamp(kind) and kind.unit == "ns":
+        return pa.timestamp("us", tz=kind.tz)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        inner = kind.value_field.with_type(_stored(kind.value_type))
+        return pa.list_(inner) if pa.types.is_list(kind) else pa.large_list(inner)
+    return kind
 
 
 def spark_problem(data_type: pa.DataType) -> str | None:

@@ -28,6 +28,7 @@ COLUMNS = {
     "dec256": pa.array([Decimal("1.50000"), None], pa.decimal256(20, 5)),
     "list_ms": pa.array([[WHEN], []], pa.list_(pa.timestamp("ms"))),
     "list_u16": pa.array([[65535], None], pa.list_(pa.uint16())),
+    "list_ns": pa.array([[WHEN], None], pa.list_(pa.timestamp("ns"))),  # stored as us
 }
 
 

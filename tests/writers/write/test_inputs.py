@@ -67,3 +67,17 @@ def test_a_table_read_written_back_is_refused_with_what_to_drop(tmp_path: Path) 
     with pytest.raises(InputError, match=r"_braid_commit_time.*drop them before writing"):
         client.upsert(read)
     assert client.upsert(read.drop_columns(["_braid_commit_time", "_braid_record_key"]))
+
+
+def test_nanosecond_timestamps_in_lists_are_stored_as_microseconds_or_refused(tmp_path):
+    from lakebraid.writers.write.inputs import normalize_input
+
+    exact = pa.array([[1_700_000_000_123_456_000], None, []], pa.list_(pa.timestamp("ns", "UTC")))
+    stored = normalize_input(pa.table({"v": exact}), table="t").column("v")
+    assert stored.type == pa.list_(pa.timestamp("us", "UTC"))
+    assert stored.to_pylist() == exact.to_pylist()  # the same instants
+    finer = pa.array([[1_700_000_000_123_456_789]], pa.list_(pa.timestamp("ns")))
+    client = WriteClient.create(str(tmp_path / "t"), record_key="id")
+    with pytest.raises(InputError, match=r"column 'v'.*round it to microseconds"):
+        client.upsert(pa.table({"id": ["a"], "v": finer}))
+    assert client.read_arrow().num_rows == 0  # nothing written
