@@ -89,7 +89,7 @@ def column_stats(
     for name in columns:
         column = table.column(name)
         lo = hi = None
-        kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+        kind = _bounds_type(column.type)
         if orderable(kind) and column.null_count < len(column):
             bounds = _footer_bounds(kind, footer.get(name, []))
             if bounds is None:
@@ -140,6 +140,17 @@ def orderable(kind: pa.DataType) -> bool:
     return not (pa.types.is_nested(kind) or pa.types.is_null(kind))
 
 
+def _bounds_type(kind: pa.DataType) -> pa.DataType:
+    """The type bounds are taken in: a dictionary's values; a zoned timestamp in UTC (the
+    same instants; the metadata keeps an aware bound as a UTC instant, and a local time near
+    year 1 or 9999 has no Python datetime)."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        return pa.timestamp(kind.unit, "UTC")
+    return kind
+
+
 def _plain(value: Any) -> Any:
     """A statistics value the metadata format holds exactly; others become None (no pruning)."""
     if isinstance(value, float) and math.isnan(value):
@@ -164,7 +175,7 @@ class GroupBounds:
         keys = pa.array(groups)
         for name in columns:
             column = table.column(name)
-            kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+            kind = _bounds_type(column.type)
             valid = pc.is_valid(column).to_numpy(zero_copy_only=False)
             self.nulls[name] = np.bincount(groups[~valid], minlength=count)
             if orderable(kind):

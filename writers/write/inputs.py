@@ -107,7 +107,14 @@ def _stored(kind: pa.DataType) -> pa.DataType:
 
 
 def spark_problem(data_type: pa.DataType) -> str | None:
-    """Why Spark could not read a column of ``data_type`` back (None: it can)."""
+    """Why a column of ``data_type`` could not be stored in Parquet or read back by Spark
+    (None: it can)."""
+    if pa.types.is_decimal(data_type) and data_type.scale < 0:
+        wide = data_type.precision - data_type.scale
+        return (
+            "Parquet cannot store a decimal of negative scale; cast it to "
+            f"decimal128({wide}, 0)" + (" or string" if wide > 38 else "")
+        )
     if pa.types.is_float16(data_type):
         return "Spark cannot read half floats; cast it to float32"
     if pa.types.is_decimal(data_type) and data_type.precision > 38:

@@ -81,3 +81,12 @@ def test_nanosecond_timestamps_in_lists_are_stored_as_microseconds_or_refused(tm
     with pytest.raises(InputError, match=r"column 'v'.*round it to microseconds"):
         client.upsert(pa.table({"id": ["a"], "v": finer}))
     assert client.read_arrow().num_rows == 0  # nothing written
+
+
+def test_a_decimal_of_negative_scale_is_refused_by_name(tmp_path):
+    client = WriteClient.create(str(tmp_path / "t"), record_key="id")
+    values = pa.array([1000], pa.decimal128(5, -2))
+    with pytest.raises(InputError, match=r"column 'v'.*negative scale.*decimal128\(7, 0\)"):
+        client.upsert(pa.table({"id": ["a"], "v": values}))
+    client.upsert(pa.table({"id": ["a"], "v": values.cast(pa.decimal128(7, 0))}))
+    assert client.read_arrow()["v"].to_pylist() == [1000]
