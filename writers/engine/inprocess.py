@@ -45,7 +45,7 @@ from lakebraid.writers.write.filegroup import (
     OP_DELETE,
     OP_UPSERT,
 )
-from lakebraid.writers.write.inputs import check_input, normalize_input
+from lakebraid.writers.write.inputs import check_input, normalize_input, void_columns
 from lakebraid.writers.write.logappend import (
     mark_in_group,
     write_tasks,
@@ -85,6 +85,7 @@ def write_rows(
     config = table.config
     incoming = normalize_input(incoming, table=table.path)
     schema = check_input(incoming, config, schema_as_of(table), table=table.path)
+    incoming = incoming.drop_columns(void_columns(incoming.column_names, schema))
     scoped = is_scoped(config)
     prepared = prepare(incoming, config.record_key, config.partition_fields, coded=True)
     prepared = with_key_hashes(prepared)

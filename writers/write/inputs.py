@@ -124,6 +124,41 @@ def spark_problem(data_type: pa.DataType) -> str | None:
     return None
 
 
+def _misfit(field: pa.Field, want: pa.DataType) -> str:
+    if pa.types.is_null(want):  # a table written before untyped columns were left out
+        return (
+            f"column {field.name!r} was first written with nulls only, so the table holds it "
+            f"as type null, which values of type {field.type} cannot change; write them into "
+            "a column of another name"
+        )
+    return (
+        f"column {field.name!r} has type {field.type} in the input but {want} in the table; "
+        f"cast it to {want} (changing a column's type is not supported)"
+    )
+
+
+def _untyped(field: pa.Field, config: TableConfig, table: str) -> bool:
+    """Whether a new input column has no type yet (all nulls, type null): the table leaves it
+    out (no file holds it, as Delta Lake drops void columns), so its first values later give
+    it their type. A key, precombine or partition column needs its type now: refused."""
+    if not pa.types.is_null(field.type):
+        return False
+    if field.name in {config.record_key, config.precombine_field, *config.partition_fields}:
+        raise InputError(
+            f"column {field.name!r} holds nulls only (type null), so it gives the table no "
+            "type for it; cast it to the type of its values, e.g. pa.nulls(n, pa.string())",
+            table=table,
+        )
+    return True
+
+
+def void_columns(names: Sequence[str], schema: Sequence[FieldSpec]) -> list[str]:
+    """The input columns ``names`` that the schema after the write leaves out (untyped new
+    columns): the engines drop them before writing."""
+    kept = {f.name for f in schema}
+    return [n for n in names if n not in kept]
+
+
 def _fits(kind: pa.DataType, want: pa.DataType) -> bool:
     """Whether values of ``kind`` are written to a column of type ``want`` (the same type,
     or a narrower integer or float it widens)."""
@@ -221,15 +256,11 @@ def check_input(
     known = {f.name: f for f in current}
     schema = list(current)
     for field in incoming.schema:
-        if field.name in known:
-            want = text_to_type(known[field.name].type)
+        held = known.get(field.name)
+        if held is not None:
+            want = text_to_type(held.type)
             if not _fits(field.type, want):
-                raise InputError(
-                    f"column {field.name!r} has type {field.type} in the input but "
-                    f"{want} in the table; cast it to {want} (changing a column's type is "
-                    "not supported)",
-                    table=table,
-                )
+                raise InputError(_misfit(field, want), table=table)
             continue
         try:
             text = type_to_text(field.type)
@@ -238,6 +269,8 @@ def check_input(
         problem = spark_problem(field.type)
         if problem is not None:
             raise InputError(f"column {field.name!r} ({field.type}): {problem}", table=table)
+        if _untyped(field, config, table):
+            continue  # left out until a write gives it values (void_columns)
         nullable = field.name != key and (field.nullable or bool(current))
         schema.append(FieldSpec(field.name, text, nullable))
     absent = [f.name for f in current if f.name not in names and not f.nullable]

@@ -33,7 +33,7 @@ from lakebraid.writers.engine.spark.pipeline import (
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.read.columns import column as spark_column
 from lakebraid.writers.write.datafile import spec_of
-from lakebraid.writers.write.inputs import check_input
+from lakebraid.writers.write.inputs import check_input, void_columns
 from lakebraid.writers.write.logappend import TaskSet, write_tasks
 from lakebraid.writers.write.operations import insert_room, ordering
 
@@ -120,6 +120,7 @@ def write_frame(
     started = perf_counter()
     config = table.config
     schema = check_frame(frame, table)
+    frame = frame.drop(*void_columns(frame.columns, schema))
     reader = metadata.reader()
     files = reader.files()
     listing = current_files(files)
