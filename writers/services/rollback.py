@@ -127,6 +127,19 @@ def _check_key_dependents(table: TableTimelines, target: Instant, later: list[In
         )
 
 
+def check_savepoint(table: TableTimelines, target: Instant) -> None:
+    """Refuse, as Hudi does, a rollback of a savepointed commit: the savepoint would name an
+    undone commit, and a restore to it would fail."""
+    mark = table.savepointed().get(target.time)
+    if mark is not None:
+        raise WriteError(
+            f"cannot roll back {target.time}: savepoint {mark} keeps it as a restore point; "
+            "restore to an earlier savepoint instead, or keep it",
+            table=table.path,
+            instant=target.time,
+        )
+
+
 def check_retention(table: TableTimelines, target: Instant) -> None:
     """Refuse a completed commit older than the last clean's earliest retained commit: the
     file slices before it (data files and the metadata slices a reader falls back to when
@@ -202,6 +215,7 @@ def rollback(
                 instant=time,
             )
         if target.is_completed:
+            check_savepoint(table, target)
             check_retention(table, target)
             check_dependents(table, target)
             check_previous_files(table, target)

@@ -367,3 +367,15 @@ def test_savepointing_a_commit_twice_gives_its_one_savepoint(tmp_path) -> None:
     assert WriteClient.open(c.path).savepoint(first) == held
     savepoints = [i for i in c.timeline() if i.action.value == "savepoint"]
     assert [i.time for i in savepoints] == [held]
+
+
+def test_a_savepointed_commit_is_not_rolled_back(client) -> None:
+    t2 = client.upsert(rows(["a1", "c1"], DAYS[2], 2, 3.0))
+    mark = client.savepoint(t2)
+    before = state(client)
+    with pytest.raises(WriteError, match=f"cannot roll back {t2}: savepoint {mark}"):
+        client.rollback(t2)
+    assert state(client) == before
+    client.upsert(rows(["a1"], DAYS[2], 3, 4.0))
+    client.restore(t2)  # the savepoint still restores
+    assert state(client) == before
