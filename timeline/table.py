@@ -175,13 +175,16 @@ class TableTimelines:
         return found
 
     def savepointed(self, visibility: Visibility | None = None) -> dict[str, str]:
-        """Visible savepoints: savepointed commit time -> savepoint instant time."""
+        """Visible savepoints of visible commits: savepointed commit time -> savepoint instant
+        time. A savepoint whose commit a restore to an earlier savepoint undid keeps nothing
+        and restores nothing: left out."""
         visibility = visibility if visibility is not None else self.visibility()
         found = {}
         for inst in visibility.visible:
             if inst.action is Action.SAVEPOINT:
                 body = self.store.read_typed(TimelineKind.GLOBAL, inst, SavepointBody)
-                found[body.target] = inst.time
+                if visibility.is_visible(body.target):
+                    found[body.target] = inst.time
         return found
 
     def retained_from(self, global_timeline: Timeline, visibility: Visibility) -> str | None:

@@ -379,3 +379,17 @@ def test_a_savepointed_commit_is_not_rolled_back(client) -> None:
     client.upsert(rows(["a1"], DAYS[2], 3, 4.0))
     client.restore(t2)  # the savepoint still restores
     assert state(client) == before
+
+
+def test_a_savepoint_whose_commit_a_restore_undid_is_gone(client) -> None:
+    t2 = client.upsert(rows(["a1", "c1"], DAYS[2], 2, 3.0))
+    client.savepoint(t2)
+    t3 = client.upsert(rows(["a2"], DAYS[0], 3, 4.0))
+    client.savepoint(t3)
+    client.restore(t2)  # undoes t3
+    assert sorted(client.table.savepointed()) == [t2]
+    with pytest.raises(WriteError, match=f"cannot restore to {t3}: it has no savepoint"):
+        client.restore(t3)
+    with pytest.raises(WriteError, match=f"cannot savepoint {t3}: it is not a visible commit"):
+        client.savepoint(t3)
+    assert client.validate() == []
