@@ -182,8 +182,10 @@ class _Validator:
         """Run one part of the validation; a lakebraid error is a problem, then go on."""
         try:
             work()
+        except StorageReadError:  # the store failed, not the table: no finding
+            raise
         except LakebraidError as exc:
-            self.problems.append(f"{what}: {_finding(exc)}")
+            self.problems.append(f"{what}: {exc}")
 
     def run(self) -> list[str]:
         self.attempt("metadata table", self.compare_listing)
@@ -232,8 +234,10 @@ class _Validator:
                 keys, columns = None, self.check_log(partition, name)
             else:
                 keys, columns = self.check_file(partition, name)
+        except StorageReadError:
+            raise
         except LakebraidError as exc:
-            self.problems.append(f"data file: {_finding(exc)}")
+            self.problems.append(f"data file: {exc}")
             self.damaged.add((partition, parsed.file_id))
             return
         seen.update((partition, name, column) for column in columns)
@@ -385,10 +389,3 @@ class _Validator:
 def _entry_text(entry: str) -> str:
     column, value, key = entry.split("\x00", 2)
     return f"column {column!r} value {value!r} key {key!r}"
-
-
-def _finding(exc: LakebraidError) -> LakebraidError:
-    """An error that is a finding about the table; a failing store is none: it is raised."""
-    if isinstance(exc, StorageReadError):
-        raise exc
-    return exc

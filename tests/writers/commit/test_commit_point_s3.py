@@ -55,7 +55,7 @@ def test_a_failed_check_after_the_decision_is_unknown_and_recover_makes_it_visib
     s3_rule(_after_decision(fault, "LIST", r"prefix=[^&]*\.braid%2Flease|\.braid/lease"))
     with pytest.raises(DecisionUnknownError, match="whether it completed is unknown"):
         client.insert(pa.table({"k": ["b"], "v": [2], "ts": [2]}))
-    loopback_s3.rule = None
+    s3_rule(None)
     other = WriteClient.open(url)
     assert ("rollback", "completed") not in _global(other)  # its writer undid nothing
     assert other.recover() == []  # the decided commit is written, not rolled back
@@ -77,7 +77,7 @@ def test_a_failed_write_of_the_decided_instant_file_is_unknown_and_settled_by_th
     )
     with pytest.raises(StateUnknownError, match="do not retry the write"):
         client.insert(pa.table({"k": ["b"], "v": [2], "ts": [2]}))
-    loopback_s3.rule = None
+    s3_rule(None)
     other = WriteClient.open(url)
     assert sorted(other.read_arrow()["k"].to_pylist()) == ["a"]  # decided, not yet written
     c = pa.table({"k": ["c"], "v": [3], "ts": [3]})
