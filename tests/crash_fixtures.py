@@ -38,6 +38,7 @@ OPERATION_CODE = {
     "'amount': [8.0] * 20}))",
     "rollback": "c.rollback(c.timeline()[-1].time)",
     "restore": "c.restore(SAVED)",
+    "delete savepoint": "c.delete_savepoint(SAVED)",
     "clean": "c.clean()",
     "compaction": "MetadataTable(c.table).compact()",
 }

@@ -1,13 +1,12 @@
 """The write client: insert, bulk_insert, upsert, delete, reads and table services of one
 lakebraid table, as one handle.
 
-A facade: each method resolves its arguments and hands over to the room that does the work.
-Writes go to an engine (``writers.engine.inprocess`` for pyarrow and pandas input and small
-DataFrames, ``writers.engine.spark`` for the rest), each committing through
-``writers.commit.envelope.run_write``: data files and the metadata table's log blocks
-(files, column_stats, record_index) become visible together at the global commit point, or
-not at all. Reads plan their files in ``writers.read.plan``; services: ``writers.services``.
-Input (a Spark DataFrame, a pyarrow Table or a pandas DataFrame) is checked first.
+A facade: each method checks its input (a Spark DataFrame, a pyarrow Table or a pandas
+DataFrame) and hands over to the room that does the work. Writes go to an engine
+(``writers.engine.inprocess`` for pyarrow and pandas input and small DataFrames,
+``writers.engine.spark`` for the rest), each committing through
+``writers.commit.envelope.run_write``: data files and the metadata table's log blocks become
+visible together at the global commit point, or not at all. Reads: ``writers.read.plan``.
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ from lakebraid.writers.services.clean import clean
 from lakebraid.writers.services.describe import describe
 from lakebraid.writers.services.history import history
 from lakebraid.writers.services.recovery import recover
-from lakebraid.writers.services.restore import restore, savepoint
+from lakebraid.writers.services.restore import delete_savepoint, restore, savepoint
 from lakebraid.writers.services.rollback import rollback
 from lakebraid.writers.services.validate import validate
 from lakebraid.writers.write.inputs import (
@@ -155,11 +154,10 @@ class WriteClient:
 
     def create_index(self, columns: str | Sequence[str], kind: str = "secondary") -> str:
         """Build an index on the live table, while writers keep committing; returns the index
-        instant. ``kind="secondary"``: a secondary index (value -> record keys) of the column
-        ``columns``; reads with ``col = v`` or ``col in (...)`` then open only the files
-        holding those values. ``kind="column_stats"``: statistics of more columns (a name or
-        a list of names, beyond the first ``metadata.column_stats.max.columns``), which every
-        write then records and reads prune by."""
+        instant. ``kind="secondary"``: an index (value -> record keys) of the column
+        ``columns``; reads with ``col = v`` or ``col in (...)`` open only files holding those
+        values. ``kind="column_stats"``: statistics of more columns (beyond the first
+        ``metadata.column_stats.max.columns``) that writes record and reads prune by."""
         _index_kind(kind, self.path)
         refuse_indexes(self.table, kind)
         recover(self.table)
@@ -177,10 +175,9 @@ class WriteClient:
         return drop_index(self.metadata, column)
 
     def indexes(self, as_of: object = None, kind: str = "secondary") -> dict[str, Any]:
-        """The indexes of ``kind`` as of a read point: column -> the instant that built it.
-        ``kind="column_stats"``: the columns with built statistics (the first
-        ``metadata.column_stats.max.columns`` always have them); ``"all"``: ``{kind: {column:
-        instant}}`` for both kinds."""
+        """The indexes of ``kind`` as of a read point: column -> the instant that built it
+        (``"column_stats"``: built statistics, beyond the first columns' that always exist;
+        ``"all"``: ``{kind: {column: instant}}`` for both kinds)."""
         if kind != "all":
             _index_kind(kind, self.path)
         point = self._reader(as_of).point
@@ -198,9 +195,8 @@ class WriteClient:
         return self.metadata.compact()
 
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
-        """One plain dict per completed instant, newest first (at most ``limit``): time,
-        completion time, action, operation, state, a write's metrics (rows, files, bytes,
-        index entries, milliseconds per phase), what a service undid, kept or cleaned."""
+        """One plain dict per completed instant, newest first (at most ``limit``): times,
+        action, operation, state, a write's metrics, what a service undid, kept or cleaned."""
         return history(self.table, limit)
 
     def show(self) -> dict[str, Any]:
@@ -295,6 +291,11 @@ class WriteClient:
     def savepoint(self, instant: str) -> str:
         """Keep a commit's files from cleaning and make it a restore point."""
         return savepoint(self.table, instant)
+
+    def delete_savepoint(self, instant: str) -> str:
+        """Delete a commit's savepoint (no longer kept, nor restorable); returns its undo."""
+        recover(self.table)
+        return delete_savepoint(self.table, instant)
 
     def restore(self, instant: str) -> str:
         """Return data, metadata and index to a savepointed commit, as one restore instant."""

@@ -33,6 +33,7 @@ OPERATIONS = {
     "twenty-partition insert": ["start:data", "mid-data-write", "complete:global"],
     "rollback": [*INSTANT_POINTS, "mid-delete"],
     "restore": [*INSTANT_POINTS, "mid-delete"],
+    "delete savepoint": INSTANT_POINTS,
     "clean": [*INSTANT_POINTS, "mid-delete"],
     "compaction": ["request:metadata", "start:metadata", "complete:metadata", "mid-base-write"],
 }
@@ -44,6 +45,7 @@ ACTIONS = {
     "twenty-partition insert": {"commit", "deltacommit"},
     "rollback": {"rollback"},
     "restore": {"restore"},
+    "delete savepoint": {"rollback"},
     "clean": {"clean"},
     "compaction": {"compaction"},
 }

@@ -70,6 +70,14 @@ def _client_call(args: argparse.Namespace, what: str) -> object:
 
 
 def cmd_savepoint(args: argparse.Namespace) -> int:
+    if args.delete:
+        undo = _client_call(args, "delete_savepoint")(args.instant)  # type: ignore[operator]
+        print(
+            json.dumps({"deleted_savepoint_of": args.instant, "rollback": undo})
+            if args.json
+            else f"deleted the savepoint of {args.instant} as rollback instant {undo}"
+        )
+        return 0
     mark = _client_call(args, "savepoint")(args.instant)  # type: ignore[operator]
     print(
         json.dumps({"savepoint": mark, "target": args.instant})
@@ -309,6 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("instant", help=INSTANT_HELP)
     sub.choices["compact"].add_argument(
         "--data", action="store_true", help="fold merge-on-read data logs into new bases"
+    )
+    sub.choices["savepoint"].add_argument(
+        "--delete", action="store_true", help="delete the commit's savepoint instead"
     )
     add_history_commands(sub, PATH_HELP)
     for cmd in sub.choices.values():

@@ -35,7 +35,6 @@ from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable, log_records
 from lakebraid.timeline import archiver
 from lakebraid.timeline import config as cfg
-from lakebraid.timeline.bodies import SavepointBody
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
@@ -207,11 +206,7 @@ def services(table: TableTimelines, reader: MetadataReader, ri: dict[str, Any]) 
         for i in table.visibility().visible
         if i.action is Action.COMMIT and (i.completion_time or "") > cleaned
     ]
-    savepoints = sorted(  # the commits they keep
-        table.store.read_typed(TimelineKind.GLOBAL, i, SavepointBody).target
-        for i in glob.completed()
-        if i.action is Action.SAVEPOINT
-    )
+    savepoints = sorted(table.savepointed())  # the commits they keep
     return {
         "last": last,
         "pending": pending,

@@ -8,6 +8,10 @@
   completion undoes every instant between ``t`` and itself for every reader (the visibility
   rule), except rollbacks, restores and savepoints. Re-entrant like a rollback. A reindex
   that folded one of those commits gets corrected record-index bases (``index.rebase``).
+* ``delete_savepoint(t)``: a ``rollback`` instant targeting ``t``'s savepoint instant (no
+  file deleted); once complete, ``t`` is no longer kept or restorable. A restore and a
+  deletion of its savepoint exclude each other: each checks the other under the table lock
+  before it requests its instant.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 from lakebraid.index.rebase import plan_rebase
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.as_of import AsOfError
-from lakebraid.timeline.bodies import RestorePlan, SavepointBody, encode_body
+from lakebraid.timeline.bodies import RestorePlan, RollbackPlan, SavepointBody, encode_body
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import WriteError
@@ -107,18 +111,76 @@ def savepoint(table: TableTimelines, time: str) -> str:
     return run_service(table, Action.SAVEPOINT, body, mark)
 
 
-def restore(table: TableTimelines, time: str) -> str:
-    """Return data, metadata and index to the savepointed instant ``time``."""
-    time = check_commit_time(table, time, "restore")
-    if time not in table.savepointed():
+def held_savepoint(table: TableTimelines, time: str, verb: str) -> str:
+    """The savepoint instant of commit ``time``; refused when it has none or a deletion of
+    it is running."""
+    mark = table.savepointed().get(time)
+    if mark is None:
         raise WriteError(
-            f"cannot restore to {time}: it has no savepoint; savepoint an instant first "
+            f"cannot {verb} {time}: it has no savepoint; savepoint an instant first "
             f"(savepointed: {sorted(table.savepointed()) or 'none'})",
             table=table.path,
             instant=time,
         )
+    deleting = pending_undos(table, Action.ROLLBACK, RollbackPlan, mark)
+    if deleting:
+        raise WriteError(
+            f"cannot {verb} {time}: its savepoint {mark} is being deleted (rollback "
+            f"{deleting[0]}); savepoint {time} again once that ends",
+            table=table.path,
+            instant=time,
+        )
+    return mark
+
+
+def pending_undos(
+    table: TableTimelines, action: Action, kind: type[RollbackPlan | RestorePlan], target: str
+) -> list[str]:
+    """The pending ``action`` instants (rollbacks or restores) whose plan targets ``target``."""
+    found = []
+    for inst in table.timeline(G).pending():
+        if inst.action is action:
+            requested = Instant(inst.time, action, State.REQUESTED)
+            if table.store.read_typed(G, requested, kind).target == target:
+                found.append(inst.time)
+    return found
+
+
+def delete_savepoint(table: TableTimelines, time: str) -> str:
+    """Delete the savepoint of commit ``time``; returns the deleting instant. It is a
+    ``rollback`` whose plan targets the savepoint instant and deletes no file: once it
+    completes, the savepoint is undone for every reader at every point (the visibility rule),
+    so the cleaner no longer keeps ``time``'s files, ``restore(time)`` is refused, and the
+    commit can be rolled back or savepointed again. Refused while a restore to ``time``
+    runs; a deletion whose writer died is finished by recovery, as any rollback."""
+    time = check_commit_time(table, time, "delete the savepoint of")
+    with table.lock:  # checked and requested at once: no restore to it starts meanwhile
+        mark = held_savepoint(table, time, "delete the savepoint of")
+        running = pending_undos(table, Action.RESTORE, RestorePlan, time)
+        if running:
+            raise WriteError(
+                f"cannot delete the savepoint of {time}: restore {running[0]} to it is "
+                "running; wait for it to end (if its writer died, `lakebraid recover` "
+                "finishes it)",
+                table=table.path,
+                instant=time,
+            )
+        plan = RollbackPlan(target=mark, target_action=Action.SAVEPOINT)
+        undo, heartbeat = open_instant(table, Action.ROLLBACK, encode_body(plan))
+
+    def work(at: str) -> None:
+        execute_undo(table, at, Action.ROLLBACK, plan, [mark])
+
+    return run_opened(table, Action.ROLLBACK, undo, heartbeat, work)
+
+
+def restore(table: TableTimelines, time: str) -> str:
+    """Return data, metadata and index to the savepointed instant ``time``."""
+    time = check_commit_time(table, time, "restore")
+    held_savepoint(table, time, "restore to")
     check_restorable(table, time, "restore to")
     with table.lock:  # the plan and the corrected bases' times, then the instant, at once
+        held_savepoint(table, time, "restore to")  # not deleted meanwhile
         plan = plan_restore(table, time)
         undo, heartbeat = open_instant(table, Action.RESTORE, encode_body(plan))
 

@@ -190,9 +190,11 @@ def rollback(
         if target is None:
             other = table.timeline(G).get(time)
             what = f"a {other.action.value}, not a commit," if other else "no commit"
+            hint = " (delete a savepoint with `lakebraid savepoint PATH COMMIT --delete`)"
             raise WriteError(
                 f"{time} is {what} on the global timeline: only commits can be rolled back; "
-                "`lakebraid timeline` lists them",
+                "`lakebraid timeline` lists them"
+                + (hint if other is not None and other.action is Action.SAVEPOINT else ""),
                 table=table.path,
                 instant=time,
             )
