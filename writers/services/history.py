@@ -82,7 +82,8 @@ def _body(
     if action is Action.ROLLBACK:
         rb = store.read_typed(kind, inst, RollbackPlan)
         files = {"data_files": len(rb.data_files), "metadata_logs": len(rb.logs)}
-        return "rollback", None, {"target": rb.target, **files}
+        target = {"target": rb.target, "target_action": rb.target_action.value}
+        return "rollback", None, {**target, **files}
     if action is Action.RESTORE:
         rs = store.read_typed(kind, inst, RestorePlan)
         files = {"data_files": len(rs.data_files), "metadata_logs": len(rs.logs)}

@@ -40,10 +40,14 @@ def test_the_cleaner_removes_what_only_the_deleted_savepoint_kept(saved) -> None
     c.clean()
     kept = data_files(c)
     assert state(c, first) == at_first  # the savepoint kept its files through the clean
-    now = state(c)
+    now, mark = state(c), c.table.savepointed()[first]
     undo = c.delete_savepoint(first)
     assert c.table.savepointed() == {} and state(c) == now
     assert c.table.timeline().get(undo, Action.ROLLBACK).is_completed
+    listed = {row["time"]: row for row in c.history()}
+    assert listed[undo]["details"]["target"] == mark
+    assert listed[undo]["details"]["target_action"] == "savepoint"
+    assert listed[mark]["state"] == "undone"
     assert c.clean() is not None
     gone = kept - data_files(c)
     assert gone, "the files only the savepoint kept are deleted"
