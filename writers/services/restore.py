@@ -114,11 +114,14 @@ def savepoint(table: TableTimelines, time: str) -> str:
 def held_savepoint(table: TableTimelines, time: str, verb: str) -> str:
     """The savepoint instant of commit ``time``; refused when it has none or a deletion of
     it is running."""
-    mark = table.savepointed().get(time)
+    held = table.savepointed()
+    mark = held.get(time)
     if mark is None:
+        kept = {m: t for t, m in held.items()}.get(time)  # the savepoint's own time given
+        hint = f"give the commit it keeps, {kept}" if kept else "savepoint an instant first"
         raise WriteError(
-            f"cannot {verb} {time}: it has no savepoint; savepoint an instant first "
-            f"(savepointed: {sorted(table.savepointed()) or 'none'})",
+            f"cannot {verb} {time}: it has no savepoint; {hint} "
+            f"(savepointed: {sorted(held) or 'none'})",
             table=table.path,
             instant=time,
         )

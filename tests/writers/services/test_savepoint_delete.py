@@ -97,6 +97,11 @@ def test_deleting_a_savepoint_that_is_not_there_is_refused_by_name(saved, instan
     commits = [i.time for i in c.timeline() if i.action is Action.COMMIT]
     with pytest.raises(WriteError, match=f"{commits[-1]}: it has no savepoint.*{first}"):
         c.delete_savepoint(commits[-1])  # a commit without one: the savepointed are listed
+    mark = c.table.savepointed()[first]
+    with pytest.raises(
+        WriteError, match=f"{mark}: it has no savepoint; give the commit it keeps, {first}"
+    ):
+        c.delete_savepoint(mark)  # the savepoint's own time, not its commit's
     c.delete_savepoint(first)
     with pytest.raises(WriteError, match=f"savepoint of {first}: it has no savepoint"):
         c.delete_savepoint(first)  # deleted twice
