@@ -20,7 +20,7 @@ from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.services.clean import execute_clean
 from lakebraid.writers.services.lifecycle import G, remove
-from lakebraid.writers.services.restore import finish_restore
+from lakebraid.writers.services.restore import finish_restore, requested_plan
 from lakebraid.writers.services.rollback import execute_rollback_plan, rollback
 
 
@@ -62,7 +62,5 @@ def finish_dead(table: TableTimelines, inst: Instant) -> bool:
         elif inst.action is Action.RESTORE:
             finish_restore(table, now)
         else:
-            requested = Instant(inst.time, Action.ROLLBACK, State.REQUESTED)
-            plan = table.store.read_typed(G, requested, RollbackPlan)
-            execute_rollback_plan(table, inst.time, plan)
+            execute_rollback_plan(table, inst.time, requested_plan(table, now, RollbackPlan))
     return True

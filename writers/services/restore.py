@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from lakebraid.index.rebase import plan_rebase
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.as_of import AsOfError
@@ -33,6 +35,8 @@ from lakebraid.writers.services.lifecycle import (
     start_all,
 )
 from lakebraid.writers.services.rollback import execute_undo, plan_rollback
+
+Plan = TypeVar("Plan", RollbackPlan, RestorePlan)
 
 
 def earliest_restorable(table: TableTimelines) -> str:
@@ -137,16 +141,19 @@ def held_savepoint(table: TableTimelines, time: str, verb: str) -> str:
 
 
 def pending_undos(
-    table: TableTimelines, action: Action, kind: type[RollbackPlan | RestorePlan], target: str
+    table: TableTimelines, action: Action, kind: type[Plan], target: str
 ) -> list[str]:
     """The pending ``action`` instants (rollbacks or restores) whose plan targets ``target``."""
-    found = []
-    for inst in table.timeline(G).pending():
-        if inst.action is action:
-            requested = Instant(inst.time, action, State.REQUESTED)
-            if table.store.read_typed(G, requested, kind).target == target:
-                found.append(inst.time)
-    return found
+    return [
+        inst.time
+        for inst in table.timeline(G).pending()
+        if inst.action is action and requested_plan(table, inst, kind).target == target
+    ]
+
+
+def requested_plan(table: TableTimelines, inst: Instant, kind: type[Plan]) -> Plan:
+    """The plan an undo instant was requested with (its later states carry the same)."""
+    return table.store.read_typed(G, Instant(inst.time, inst.action, State.REQUESTED), kind)
 
 
 def delete_savepoint(table: TableTimelines, time: str) -> str:
@@ -219,6 +226,5 @@ def plan_restore(table: TableTimelines, time: str) -> RestorePlan:
 
 def finish_restore(table: TableTimelines, inst: Instant) -> None:
     """Finish a restore whose writer died (from its requested plan)."""
-    requested = Instant(inst.time, Action.RESTORE, State.REQUESTED)
-    plan = table.store.read_typed(G, requested, RestorePlan)
+    plan = requested_plan(table, inst, RestorePlan)
     execute_undo(table, inst.time, Action.RESTORE, plan, plan.undone)

@@ -85,15 +85,12 @@ def test_a_commit_whose_savepoint_is_deleted_can_be_rolled_back(tmp_path) -> Non
     assert state(c) == before and c.validate() == []
 
 
-@pytest.mark.parametrize(
-    "instant",
-    ["20200101000000000", "nonsense", None],
-)
-def test_deleting_a_savepoint_that_is_not_there_is_refused_by_name(saved, instant) -> None:
+def test_deleting_a_savepoint_that_is_not_there_is_refused_by_name(saved) -> None:
     c, first = saved
     before = state(c)
-    with pytest.raises(WriteError):
-        c.delete_savepoint(instant)  # type: ignore[arg-type]
+    for instant in ("20200101000000000", "nonsense", None):
+        with pytest.raises(WriteError):
+            c.delete_savepoint(instant)  # type: ignore[arg-type]
     commits = [i.time for i in c.timeline() if i.action is Action.COMMIT]
     with pytest.raises(WriteError, match=f"{commits[-1]}: it has no savepoint.*{first}"):
         c.delete_savepoint(commits[-1])  # a commit without one: the savepointed are listed
@@ -130,6 +127,21 @@ def test_a_running_restore_and_a_deletion_of_its_savepoint_exclude_each_other(sa
     execute_undo(c.table, undo, Action.ROLLBACK, deleting, [mark])  # the deletion ends
     beat.stop()
     assert c.table.savepointed() == {} and state(c) == at_first and c.validate() == []
+
+
+def test_a_write_while_a_savepoint_is_deleted_commits(saved) -> None:
+    """The deletion undoes no commit: a write meanwhile meets no conflict (rules 1 and 8 of
+    ``writers.commit.conflicts`` see a rollback whose target is no commit)."""
+    c, first = saved
+    mark = c.table.savepointed()[first]
+    deleting = RollbackPlan(target=mark, target_action=Action.SAVEPOINT)
+    undo, beat = open_instant(c.table, Action.ROLLBACK, encode_body(deleting))
+    written = WriteClient.open(c.path).upsert(rows(["a", "z"], DAYS[1], 9, 9.0))
+    execute_undo(c.table, undo, Action.ROLLBACK, deleting, [mark])
+    beat.stop()
+    assert c.table.visibility().is_visible(written) and c.table.savepointed() == {}
+    assert {r["id"] for r in c.read_arrow().to_pylist()} == {"a", "b", "z"}
+    assert c.validate() == []
 
 
 def test_a_deletion_whose_writer_died_is_finished_by_recovery(saved) -> None:
