@@ -16,7 +16,7 @@ import msgspec
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import WriteStatus
-from lakebraid.metadata.keyorder import sort_order
+from lakebraid.metadata.keyorder import order_unless_sorted
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.write.datafile import conform, data_schema, file_schema, virtual_key
@@ -44,6 +44,8 @@ def compact_file_group(task: CompactTask, *, sync: bool = True) -> WriteStatus:
     )
     if merged.num_rows == 0:  # every row deleted: the group is gone
         return WriteStatus(file_name=None, **status)  # type: ignore[arg-type]
-    merged = merged.take(sort_order(merged.column(RECORD_KEY)))  # reads match sorted keys
+    order = order_unless_sorted(merged.column(RECORD_KEY))  # reads match sorted keys
+    if order is not None:  # None: the logs wrote only keys the base holds (merged in place)
+        merged = merged.take(order)
     stored = conform(merged, file_schema(r.schema, r.record_key))
     return write_group_file(fs, layout, r, stored, status, sync)

@@ -9,10 +9,13 @@ wins, a tie going to the later rank (``ordering`` None: the latest rank wins). T
 copy-on-write gives when the same writes rewrite the base one by one: an incoming row whose
 precombine value is below the stored row's does not replace it; a delete always removes.
 
-Order of the result: the base's rows that no log version replaced, in the base's order, then
-the logs' winning versions in the logs' order (block by block, each block's rows by key). So
-the base's rows and the logs' are each copied once at most, by one filter (none when nothing
-was replaced, deleted or written twice).
+Order of the result: the base's rows in the base's order, each replaced in place by its
+winning log version (``writers.write.inplace``; a row a delete removed, and no later version
+wrote again, is left out), then the winning versions of keys the base does not hold, in the
+logs' order (block by block, each block's rows by key). A base written sorted by key stays so
+when only its keys were written (a compaction then has nothing to sort). No base row is
+copied by a filter unless a delete removed one: key columns are kept as they are, the other
+columns patched at the replaced rows.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.metadata.arrow_records import filtered, flat
+from lakebraid.metadata.arrow_records import bool_array, filtered, flat
 from lakebraid.metadata.keyorder import locate, sort_order
-from lakebraid.writers.write.datafile import conform, stored_keys
+from lakebraid.writers.write.datafile import cast_column, conform, stored_keys
 from lakebraid.writers.write.datalog import BlockType, DataLogBlock
+from lakebraid.writers.write.inplace import replaced
 
 
 def merge_slice(
@@ -36,11 +40,15 @@ def merge_slice(
     schema: pa.Schema,
     ordering: str | None = None,
     derive_key: str | None = None,
+    *,
+    owned: bool = False,
 ) -> pa.Table:
     """The slice's rows in ``schema`` (which holds ``_braid_record_key``); see the module doc.
     ``base``: the base file's rows as stored (None: a slice of logs only), conformed to
     ``schema`` after the merge, so only its kept rows are cast (``derive_key``: as in
-    ``datafile.conform``); ``ordering``: the precombine column, None for commit-time ordering.
+    ``datafile.conform``); ``ordering``: the precombine column, None for commit-time ordering;
+    ``owned``: ``base`` was read for this merge alone, so its buffers may be patched in place
+    (``writers.write.inplace``).
 
     Each log version's key is looked up in the base first (``keyorder.locate``: a search of
     the base's sorted keys, as written), which tells versions of one key apart without
@@ -61,18 +69,57 @@ def merge_slice(
     wins = _log_winners(at_row, rank, removed, log, ordering)
     won = np.flatnonzero(wins & (at_row >= 0))  # winners of keys the base holds
     at = at_row[won]
-    keep = ~deleted
-    keep[at] = False
     if ordering is not None and ordering in stored.column_names and len(at):
         # an older event does not replace the stored row
         old = stored.column(ordering).take(pa.array(at)).cast(schema.field(ordering).type)
         new = log.column(ordering).take(pa.array(won))
         older = pc.fill_null(pc.greater(old, new), False).to_numpy(zero_copy_only=False)
         older &= ~deleted[at]
-        keep[at[older]] = True
-        wins[won[older]] = False
-    kept = conform(_kept(stored, keep), schema, derive_key)
-    return pa.concat_tables([kept, _kept(log, wins)])
+        won, at = won[~older], at[~older]
+    order = np.argsort(at)
+    won, at = won[order], at[order]
+    gone = deleted.copy()
+    gone[at] = False  # written again after its delete: the new version takes its place
+    patched = _patched(stored, base_keys, gone, at, (log, won), schema, derive_key, owned)
+    fresh = np.flatnonzero(wins & (at_row < 0))
+    return pa.concat_tables([patched, log.take(pa.array(fresh))]) if len(fresh) else patched
+
+
+def _patched(
+    stored: pa.Table,
+    keys: pa.ChunkedArray,
+    gone: np.ndarray,
+    at: np.ndarray,
+    new: tuple[pa.Table, np.ndarray],
+    schema: pa.Schema,
+    derive_key: str | None,
+    owned: bool,
+) -> pa.Table:
+    """The base's rows (``stored``, its record ``keys``) in ``schema``, those ``gone`` left
+    out and those ``at`` (ascending, unique) replaced by ``new``: a log (in ``schema``) and
+    the indices of its rows, one per row of ``at``, in its order (``owned``: as
+    :func:`merge_slice`). A replaced row keeps its key, so the record key column, and a text
+    key column it is derived from, are not patched."""
+    if gone.any():
+        keep = ~gone
+        stored, keys = filtered(stored, keep), keys.filter(bool_array(keep))
+        at, owned = (np.cumsum(keep) - 1)[at], True  # filtered: new buffers
+    same = {RECORD_KEY} | ({derive_key} if derive_key is not None else set())
+    columns = []
+    for field in schema:
+        if field.name == RECORD_KEY and derive_key is not None:
+            columns.append(keys)
+            continue
+        if field.name in stored.column_names:
+            column = stored.column(field.name)
+        else:
+            column = pa.chunked_array([pa.nulls(stored.num_rows, field.type)], field.type)
+        if field.name in same and field.type == pa.string():  # equal in both versions
+            columns.append(column if column.type == field.type else cast_column(column, field.type))
+        else:
+            values = new[0].column(field.name).take(pa.array(new[1]))
+            columns.append(replaced(column, at, flat(values), field.type, owned=owned))
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _log_winners(

@@ -61,7 +61,7 @@ def read_unit(
     if not unit.logs:
         return conform(base if base is not None else schema.empty_table(), schema, derive_key)
     blocks = [block for path in unit.logs for block in iter_blocks(fs, path, wanted)]
-    merged = merge_slice(base, blocks, schema, ordering, derive_key)  # in ``schema``
+    merged = merge_slice(base, blocks, schema, ordering, derive_key, owned=True)  # in ``schema``
     if wanted is None:
         return merged
     return merged.filter(pc.is_in(merged.column(RECORD_KEY), value_set=wanted))

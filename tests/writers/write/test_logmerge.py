@@ -1,7 +1,7 @@
 """Merging a file slice's base with its log blocks gives what copy-on-write gives when the same
 writes rewrite the base one at a time (a model of dicts, step by step), in the documented
-order: the base's rows no log replaced, in its order, then the logs' winners in the logs' order
-(block by block, each block's by key)."""
+order: the base's rows left, in its order, each in its newest version, then the winners of the
+keys the base does not hold in the logs' order (block by block, each block's by key)."""
 
 from __future__ import annotations
 
@@ -107,12 +107,12 @@ def check_against_the_model(
     )
     got = merged.to_pylist()
     assert {r["id"]: (r["ts"], r["v"]) for r in got} == state
-    held = [k for k in base if k in state and k not in from_log]  # the base's, in its order
+    held = [k for k in base if k in state]  # the base's, in its order, replaced in place
     logs = [
         k
         for n, (kind, payload) in enumerate(writes, 1)
         if kind == "data"
         for k in sorted(payload)
-        if from_log.get(k) == n
+        if from_log.get(k) == n and k not in base
     ]
     assert [r["id"] for r in got] == held + logs

@@ -1,0 +1,108 @@
+"""A column of a base file with some of its rows replaced in place: how a merge-on-read read
+puts a log's newer version of a row where the base holds the row
+(``writers.write.logmerge``). A plain function over pyarrow data, safe in Spark executors.
+
+Each chunk is first read as a copy-on-write read reads it (cast to the read type; a text
+dictionary decoded by ``datafile.cast_column``). Its values are then patched where they are
+when they have one width in bytes and no nulls, the new values too: fixed-width types
+(integers, floats, times, decimals) and text of one width (commit times, dates as text,
+codes, UUIDs). The patch writes into the chunk's own value buffer when the caller owns the
+column (``owned``: rows it has just read and hands over; a buffer Arrow marks immutable, such
+as a memory map, is copied first), else into a copy. Anything else takes one ``take`` from
+the chunk and the new values.
+
+Arrow's ``replace_with_mask`` gives the same values, but took 15 ms per 333k-row text column
+with 10% of its rows replaced; a patch in place takes 0.1 ms, a copy 0.6 ms, a ``take`` of
+text of several widths 3.8 ms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.keyorder import fixed_view
+from lakebraid.writers.write.datafile import cast_column
+
+_WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_OFFSET = {
+    pa.string(): np.int32,
+    pa.binary(): np.int32,
+    pa.large_string(): np.int64,
+    pa.large_binary(): np.int64,
+}
+
+
+def replaced(
+    column: pa.ChunkedArray,
+    rows: np.ndarray,
+    values: pa.Array,
+    kind: pa.DataType,
+    *,
+    owned: bool = False,
+) -> pa.ChunkedArray:
+    """``column`` (as stored) in ``kind``, its ``rows`` (ascending, unique) replaced by
+    ``values`` (in ``kind``, one per row, in the same order). ``owned``: no one else holds
+    ``column``'s buffers, so they may be written (see the module doc)."""
+    if not len(rows):
+        return column if column.type == kind else cast_column(column, kind)
+    chunks, start, first = [], 0, 0
+    bounds = np.cumsum([len(c) for c in column.chunks])
+    for chunk, end, last in zip(column.chunks, bounds, np.searchsorted(rows, bounds), strict=True):
+        local = rows[first:last] - start
+        chunks.append(_chunk(chunk, local, values.slice(first, last - first), kind, owned))
+        first, start = last, int(end)
+    return pa.chunked_array(chunks, kind)
+
+
+def _chunk(
+    chunk: pa.Array, rows: np.ndarray, values: pa.Array, kind: pa.DataType, owned: bool
+) -> pa.Array:
+    base = _cast(chunk, kind)
+    if not len(rows):
+        return base
+    if values.null_count == 0 and base.null_count == 0:
+        items, new = _items(base, kind), _items(values, kind)
+        if items is not None and new is not None and items.dtype == new.dtype:
+            writable = owned and items.flags.writeable
+            target = items if writable else items.copy()
+            target[rows] = new
+            if writable:
+                return base  # its buffer patched
+            return _rebuilt(kind, len(base), target)
+    at = np.arange(len(base), dtype=np.int64)
+    at[rows] = len(base) + np.arange(len(rows), dtype=np.int64)
+    return pa.concat_arrays([base, values]).take(pa.array(at))
+
+
+def _cast(chunk: pa.Array, kind: pa.DataType) -> pa.Array:
+    if chunk.type == kind:
+        return chunk
+    return flat(cast_column(pa.chunked_array([chunk], chunk.type), kind))
+
+
+def _items(array: pa.Array, kind: pa.DataType) -> np.ndarray | None:
+    """The values of ``array`` (no nulls) as numpy items of one width, viewing its buffer
+    (writable when the buffer is mutable); None when they have no one width."""
+    if kind in _OFFSET:
+        text = fixed_view(array)
+        return None if text is None else text.view(_WORD.get(text.itemsize, f"V{text.itemsize}"))
+    try:
+        width = kind.bit_width
+    except ValueError:  # variable width (nested)
+        return None
+    if width < 8 or width % 8 or pa.types.is_dictionary(kind):
+        return None
+    item = np.dtype(_WORD.get(width // 8, f"V{width // 8}"))
+    return np.frombuffer(
+        array.buffers()[1], dtype=item, count=len(array), offset=array.offset * item.itemsize
+    )
+
+
+def _rebuilt(kind: pa.DataType, count: int, items: np.ndarray) -> pa.Array:
+    """An array of ``kind`` without nulls from its items (:func:`_items`)."""
+    if kind not in _OFFSET:
+        return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(items)])
+    ends = np.arange(count + 1, dtype=_OFFSET[kind]) * items.itemsize
+    return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(ends), pa.py_buffer(items)])
