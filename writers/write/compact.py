@@ -13,14 +13,20 @@ can run it.
 from __future__ import annotations
 
 import msgspec
+import pyarrow as pa
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import WriteStatus
 from lakebraid.metadata.keyorder import order_unless_sorted
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.write.datafile import conform, data_schema, file_schema, virtual_key
-from lakebraid.writers.write.filegroup import RewriteTask, write_group_file
+from lakebraid.writers.write.datafile import conform, data_schema, virtual_key
+from lakebraid.writers.write.filegroup import (
+    RewriteTask,
+    partition_columns,
+    schemas,
+    write_group_file,
+)
 from lakebraid.writers.write.slices import ReadUnit, read_unit
 
 
@@ -38,7 +44,10 @@ def compact_file_group(task: CompactTask, *, sync: bool = True) -> WriteStatus:
     base = layout.data_file(r.partition, r.old_file) if r.old_file is not None else None
     unit = ReadUnit(base, tuple(layout.data_file(r.partition, n) for n in task.logs))
     derive = virtual_key(r.schema, r.record_key)
-    merged = read_unit(fs, unit, data_schema(r.schema), derive, task.ordering, threads=False)
+    _, stored_schema = schemas(tuple(r.schema), r.record_key, partition_columns(r))
+    merged = read_unit(
+        fs, unit, _merge_schema(r, stored_schema), derive, task.ordering, threads=False
+    )
     status = dict(
         partition=r.partition, file_id=r.file_id, old_file=r.old_file, old_logs=list(task.logs)
     )
@@ -47,5 +56,14 @@ def compact_file_group(task: CompactTask, *, sync: bool = True) -> WriteStatus:
     order = order_unless_sorted(merged.column(RECORD_KEY))  # reads match sorted keys
     if order is not None:  # None: the logs wrote only keys the base holds (merged in place)
         merged = merged.take(order)
-    stored = conform(merged, file_schema(r.schema, r.record_key))
+    stored = conform(merged, stored_schema)
     return write_group_file(fs, layout, r, stored, status, sync)
+
+
+def _merge_schema(r: RewriteTask, stored: pa.Schema) -> pa.Schema:
+    """The table's read schema with the columns a rewrite keeps as dictionaries (the commit
+    time, the partition columns: ``filegroup.schemas``) as such: the merge takes and patches
+    their indices, and the new file is written from them without hashing a string per row."""
+    return pa.schema(
+        [stored.field(f.name) if f.name in stored.names else f for f in data_schema(r.schema)]
+    )

@@ -11,6 +11,7 @@ import random
 from functools import partial
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from table_fixtures import DAYS
 from table_fixtures import random_batch as batch
@@ -251,3 +252,24 @@ def test_inline_compaction_folds_a_group_once_its_logs_reach_the_limit(tmp_path,
     assert logs() == [] and rows(mor)["k0"] == (DAYS[0], 1, 4.0)
     assert main(["compact", mor.path, "--data"]) == 0
     assert "nothing to compact" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("new_key", [False, True])
+def test_a_compacted_base_keeps_its_dictionaries_and_key_order(tmp_path, new_key) -> None:
+    """A compaction merges the commit time and partition columns as Arrow dictionaries (as a
+    copy-on-write rewrite does: no string hashed per row) and writes its base in key order,
+    whether the logs only updated keys (merged in place) or added one (sorted)."""
+    mor = _small(tmp_path)
+    mor.upsert(_update(2.0))
+    if new_key:
+        mor.upsert(pa.table({"id": ["k00"], "day": [DAYS[0]], "ts": [1], "amount": [9.0]}))
+    before = rows(mor)
+    mor.compact()
+    assert rows(mor) == before and mor.validate() == []
+    (base,) = [p for p in mor.file_paths() if p.endswith(".parquet")]
+    stored = pq.read_table(base)
+    for name in ("day", "_braid_commit_time"):
+        assert pa.types.is_dictionary(stored.schema.field(name).type), name
+    keys = stored.column("id").to_pylist()
+    assert keys == sorted(keys) and len(keys) == 6 + new_key
+    assert len(set(stored.column("_braid_commit_time").to_pylist())) == 2 + new_key
