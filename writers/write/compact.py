@@ -20,7 +20,12 @@ from lakebraid.metadata.commits import WriteStatus
 from lakebraid.metadata.keyorder import order_unless_sorted
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.write.datafile import conform, data_schema, virtual_key
+from lakebraid.writers.write.datafile import (
+    conform,
+    data_schema,
+    dictionaries_kept,
+    virtual_key,
+)
 from lakebraid.writers.write.filegroup import (
     RewriteTask,
     partition_columns,
@@ -45,8 +50,9 @@ def compact_file_group(task: CompactTask, *, sync: bool = True) -> WriteStatus:
     unit = ReadUnit(base, tuple(layout.data_file(r.partition, n) for n in task.logs))
     derive = virtual_key(r.schema, r.record_key)
     _, stored_schema = schemas(tuple(r.schema), r.record_key, partition_columns(r))
+    schema = _merge_schema(r, stored_schema)
     merged = read_unit(
-        fs, unit, _merge_schema(r, stored_schema), derive, task.ordering, threads=False
+        fs, unit, schema, derive, task.ordering, threads=False, keep_dictionaries=True
     )
     status = dict(
         partition=r.partition, file_id=r.file_id, old_file=r.old_file, old_logs=list(task.logs)
@@ -56,13 +62,14 @@ def compact_file_group(task: CompactTask, *, sync: bool = True) -> WriteStatus:
     order = order_unless_sorted(merged.column(RECORD_KEY))  # reads match sorted keys
     if order is not None:  # None: the logs wrote only keys the base holds (merged in place)
         merged = merged.take(order)
-    stored = conform(merged, stored_schema)
+    stored = conform(merged, dictionaries_kept(stored_schema, merged.schema))
     return write_group_file(fs, layout, r, stored, status, sync)
 
 
 def _merge_schema(r: RewriteTask, stored: pa.Schema) -> pa.Schema:
     """The table's read schema with the columns a rewrite keeps as dictionaries (the commit
-    time, the partition columns: ``filegroup.schemas``) as such: the merge takes and patches
+    time, the partition columns: ``filegroup.schemas``) as such, as the text columns the base
+    stores so will be (``read_unit(keep_dictionaries=True)``): the merge takes and patches
     their indices, and the new file is written from them without hashing a string per row."""
     return pa.schema(
         [stored.field(f.name) if f.name in stored.names else f for f in data_schema(r.schema)]

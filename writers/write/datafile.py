@@ -80,6 +80,18 @@ def file_schema(schema: Spec, record_key: str) -> pa.Schema:
     return full.remove(full.get_field_index(RECORD_KEY))
 
 
+def dictionaries_kept(schema: pa.Schema, found: pa.Schema) -> pa.Schema:
+    """``schema`` with the string fields an old file holds as Arrow dictionaries (its
+    ``ARROW:schema`` note; ``writers.write.encoding`` chose them) kept as dictionaries."""
+    fields = []
+    for field in schema:
+        kind = found.field(field.name).type if field.name in found.names else None
+        if kind is not None and pa.types.is_dictionary(kind) and kind.value_type == field.type:
+            field = field.with_type(kind)
+        fields.append(field)
+    return pa.schema(fields)
+
+
 def stored_keys(table: pa.Table, derive_key: str | None = None) -> pa.ChunkedArray:
     """The record keys of rows as a data file stores them (``derive_key``: as in
     :func:`conform`), as text."""

@@ -47,6 +47,7 @@ from lakebraid.writers.write.datafile import (
     DATA_CODEC,
     column_stats,
     conform,
+    dictionaries_kept,
     file_schema,
     read_parquet,
     stamped,
@@ -148,7 +149,7 @@ def _stored_rows(
     # one thread: engines run several rewrites at once (Arrow's pool would oversubscribe)
     path = f"{layout.partition_dir(task.partition)}/{task.old_file}"
     old = read_parquet(fs, path, threads=False, dictionaries=schema)
-    schema = _dictionaries_kept(schema, old.schema)
+    schema = dictionaries_kept(schema, old.schema)
     return conform(old, schema), schema, key_column
 
 
@@ -270,18 +271,6 @@ def schemas(
         for f in stored
     ]
     return stored, pa.schema(fields)
-
-
-def _dictionaries_kept(schema: pa.Schema, found: pa.Schema) -> pa.Schema:
-    """``schema`` with the string fields an old file holds as Arrow dictionaries (its
-    ``ARROW:schema`` note; ``writers.write.encoding`` chose them) kept as dictionaries."""
-    fields = []
-    for field in schema:
-        kind = found.field(field.name).type if field.name in found.names else None
-        if kind is not None and pa.types.is_dictionary(kind) and kind.value_type == field.type:
-            field = field.with_type(kind)
-        fields.append(field)
-    return pa.schema(fields)
 
 
 def _older_events(

@@ -21,6 +21,7 @@ from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.write.datafile import (
     conform,
     data_schema,
+    dictionaries_kept,
     read_parquet,
     stored_keys,
     virtual_key,
@@ -50,12 +51,17 @@ def read_unit(
     ordering: str | None,
     *,
     threads: bool = True,
+    keep_dictionaries: bool = False,
 ) -> pa.Table:
     """The rows of one unit in ``schema`` (the table's read schema, ``_braid_record_key``
     included; ``derive_key``: the key column of a virtual one). ``ordering``: the precombine
-    column when stored rows are ordered by event time, else None (the newest wins)."""
+    column when stored rows are ordered by event time, else None (the newest wins).
+    ``keep_dictionaries``: the text columns the base stores as Arrow dictionaries stay so (a
+    compaction writes them as such: ``datafile.dictionaries_kept``)."""
     wanted = None if unit.keys is None else pa.array(unit.keys, pa.string())
     base = read_parquet(fs, unit.base, threads=threads) if unit.base is not None else None
+    if base is not None and keep_dictionaries:
+        schema = dictionaries_kept(schema, base.schema)
     if base is not None and wanted is not None:
         base = base.filter(pc.is_in(stored_keys(base, derive_key), value_set=wanted))
     if not unit.logs:

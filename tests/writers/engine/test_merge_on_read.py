@@ -21,7 +21,9 @@ from lakebraid.writers.cli.main import main
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine import compaction, rewrites
 from lakebraid.writers.errors import CorruptDataLogError, WriteConflictError, WriteError
+from lakebraid.writers.write.datafile import data_schema, spec_of
 from lakebraid.writers.write.datalog import iter_blocks
+from lakebraid.writers.write.slices import ReadUnit, read_unit
 
 COLUMNS = ["id", "day", "ts", "amount"]
 
@@ -273,3 +275,33 @@ def test_a_compacted_base_keeps_its_dictionaries_and_key_order(tmp_path, new_key
     keys = stored.column("id").to_pylist()
     assert keys == sorted(keys) and len(keys) == 6 + new_key
     assert len(set(stored.column("_braid_commit_time").to_pylist())) == 2 + new_key
+
+
+def test_a_compaction_keeps_the_text_dictionaries_its_base_chose(tmp_path) -> None:
+    """A text column of few values that the base stores as an Arrow dictionary (chosen by
+    ``writers.write.encoding``) is merged as one when the reader keeps dictionaries (a
+    compaction's read: no string decoded and hashed again), as text otherwise, with the same
+    rows; the compacted base stores it as a dictionary too."""
+    mor = WriteClient.create(str(tmp_path / "t"), "id", [], "ts", table_type="merge_on_read")
+    n = 4000
+    keys = [f"k{i:05d}" for i in range(n)]
+    kinds = [("view", "click", "buy")[i % 3] for i in range(n)]
+    mor.bulk_insert(pa.table({"id": keys, "kind": kinds, "ts": [0] * n}))
+    (first,) = mor.file_paths()
+    assert pa.types.is_dictionary(pq.read_schema(first).field("kind").type)
+    mor.upsert(pa.table({"id": keys[:500], "kind": ["refund"] * 500, "ts": [1] * 500}))
+    logs = tuple(p for p in mor.file_paths() if p.endswith(".log"))
+    schema = data_schema(spec_of(mor.schema()))
+    fs = mor.table.fs
+    text = read_unit(fs, ReadUnit(first, logs), schema, "id", "ts")
+    kept = read_unit(fs, ReadUnit(first, logs), schema, "id", "ts", keep_dictionaries=True)
+    assert text.schema.field("kind").type == pa.string()
+    assert pa.types.is_dictionary(kept.schema.field("kind").type)
+    assert kept.column("kind").to_pylist() == text.column("kind").to_pylist()
+    assert text.column("kind").to_pylist()[:2] == ["refund", "refund"]
+    before = mor.read_arrow().select(["id", "kind", "ts"]).sort_by("id")
+    mor.compact()
+    (base,) = [p for p in mor.file_paths() if p.endswith(".parquet")]
+    after = mor.read_arrow().select(["id", "kind", "ts"]).sort_by("id")
+    assert base != first and after.equals(before) and mor.validate() == []
+    assert pa.types.is_dictionary(pq.read_schema(base).field("kind").type)
