@@ -13,7 +13,6 @@ can run it.
 from __future__ import annotations
 
 import msgspec
-import pyarrow as pa
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.commits import WriteStatus
@@ -49,8 +48,11 @@ def compact_file_group(task: CompactTask, *, sync: bool = True) -> WriteStatus:
     base = layout.data_file(r.partition, r.old_file) if r.old_file is not None else None
     unit = ReadUnit(base, tuple(layout.data_file(r.partition, n) for n in task.logs))
     derive = virtual_key(r.schema, r.record_key)
-    _, stored_schema = schemas(tuple(r.schema), r.record_key, partition_columns(r))
-    schema = _merge_schema(r, stored_schema)
+    # the columns a rewrite keeps as dictionaries (the commit time, the partition columns) and
+    # those the base stores so are merged as such: their indices taken and patched, and the
+    # new file written from them without hashing a string per row
+    _, rewrite_schema = schemas(tuple(r.schema), r.record_key, partition_columns(r))
+    schema = dictionaries_kept(data_schema(r.schema), rewrite_schema)
     merged = read_unit(
         fs, unit, schema, derive, task.ordering, threads=False, keep_dictionaries=True
     )
@@ -62,15 +64,5 @@ def compact_file_group(task: CompactTask, *, sync: bool = True) -> WriteStatus:
     order = order_unless_sorted(merged.column(RECORD_KEY))  # reads match sorted keys
     if order is not None:  # None: the logs wrote only keys the base holds (merged in place)
         merged = merged.take(order)
-    stored = conform(merged, dictionaries_kept(stored_schema, merged.schema))
+    stored = conform(merged, dictionaries_kept(rewrite_schema, merged.schema))
     return write_group_file(fs, layout, r, stored, status, sync)
-
-
-def _merge_schema(r: RewriteTask, stored: pa.Schema) -> pa.Schema:
-    """The table's read schema with the columns a rewrite keeps as dictionaries (the commit
-    time, the partition columns: ``filegroup.schemas``) as such, as the text columns the base
-    stores so will be (``read_unit(keep_dictionaries=True)``): the merge takes and patches
-    their indices, and the new file is written from them without hashing a string per row."""
-    return pa.schema(
-        [stored.field(f.name) if f.name in stored.names else f for f in data_schema(r.schema)]
-    )

@@ -110,16 +110,18 @@ def conform(table: pa.Table, schema: pa.Schema, derive_key: str | None = None) -
             columns.append(stored_keys(table, derive_key))
         elif field.name in table.column_names:
             column = table.column(field.name)
-            columns.append(column if column.type == field.type else cast_column(column, field.type))
+            columns.append(cast_column(column, field.type))
         else:
             columns.append(pa.nulls(table.num_rows, field.type))
     return pa.Table.from_arrays(columns, schema=schema)
 
 
 def cast_column(column: pa.ChunkedArray, kind: pa.DataType) -> pa.ChunkedArray:
-    """``column`` cast to ``kind``; text dictionaries (a file's commit time, a partition
-    column, any low-cardinality column) are decoded by :func:`_decoded`, several times
-    faster than Arrow's cast."""
+    """``column`` cast to ``kind`` (itself when it has that type); text dictionaries (a
+    file's commit time, a partition column, any low-cardinality column) are decoded by
+    :func:`_decoded`, several times faster than Arrow's cast."""
+    if column.type == kind:
+        return column
     dictionary = pa.types.is_dictionary(column.type)
     if kind != pa.string() or not dictionary or column.type.value_type != kind:
         return column.cast(kind)

@@ -46,7 +46,7 @@ def replaced(
     ``values`` (in ``kind``, one per row, in the same order). ``owned``: no one else holds
     ``column``'s buffers, so they may be written (see the module doc)."""
     if not len(rows):
-        return column if column.type == kind else cast_column(column, kind)
+        return cast_column(column, kind)
     chunks, start, first = [], 0, 0
     bounds = np.cumsum([len(c) for c in column.chunks])
     for chunk, end, last in zip(column.chunks, bounds, np.searchsorted(rows, bounds), strict=True):
@@ -59,7 +59,7 @@ def replaced(
 def _chunk(
     chunk: pa.Array, rows: np.ndarray, values: pa.Array, kind: pa.DataType, owned: bool
 ) -> pa.Array:
-    base = _cast(chunk, kind)
+    base = flat(cast_column(pa.chunked_array([chunk], chunk.type), kind))  # itself if of kind
     if not len(rows):
         return base
     if values.null_count == 0 and base.null_count == 0:
@@ -74,12 +74,6 @@ def _chunk(
     at = np.arange(len(base), dtype=np.int64)
     at[rows] = len(base) + np.arange(len(rows), dtype=np.int64)
     return pa.concat_arrays([base, values]).take(pa.array(at))
-
-
-def _cast(chunk: pa.Array, kind: pa.DataType) -> pa.Array:
-    if chunk.type == kind:
-        return chunk
-    return flat(cast_column(pa.chunked_array([chunk], chunk.type), kind))
 
 
 def _items(array: pa.Array, kind: pa.DataType) -> np.ndarray | None:

@@ -115,7 +115,7 @@ def _patched(
         else:
             column = pa.chunked_array([pa.nulls(stored.num_rows, field.type)], field.type)
         if field.name in same and field.type == pa.string():  # equal in both versions
-            columns.append(column if column.type == field.type else cast_column(column, field.type))
+            columns.append(cast_column(column, field.type))
         else:
             values = new[0].column(field.name).take(pa.array(new[1]))
             columns.append(replaced(column, at, flat(values), field.type, owned=owned))
