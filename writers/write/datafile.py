@@ -37,7 +37,6 @@ Spec = Sequence[tuple[str, str, bool]]  # (name, type text, nullable) of the tab
 # text built in one piece by _decoded at most (above it, fresh pages cost more than Arrow's
 # cast: a 2M-row commit time, 34 MB, took 31 ms against Arrow's 19; 1M rows 2.1 against 10)
 REPEAT_BYTES = 16 << 20
-WRITABLE_BYTES = 1 << 20  # :func:`_repeated`: smaller text is built as ``bytes`` (faster)
 # the Parquet codec of data files by where they are written: on a local disk LZ4 (Parquet's
 # LZ4_RAW), which the reads that follow decode fastest; on an object store zstd, half the bytes
 # to upload and download (the benchmark's 333k-row files: LZ4 3.3 MB, written in 78 ms and
@@ -149,30 +148,13 @@ def _decoded(chunk: pa.DictionaryArray) -> pa.Array:
     )
     indices = chunk.indices.to_numpy()
     if len(dictionary) == 1 and not indices.any():
-        data = pa.py_buffer(_repeated(text, count))
+        data = pa.py_buffer(text.tobytes() * count)
     elif not 0 <= indices.min() <= indices.max() < len(dictionary):  # invalid: Arrow's error
         return chunk.cast(pa.string())  # (numpy would count a negative one from the end)
     else:
         data = pa.py_buffer(np.take(text.view(f"V{width}"), indices))
     ends = np.arange(count + 1, dtype=np.int32) * np.int32(width)
     return pa.StringArray.from_buffers(count, pa.py_buffer(ends), data)
-
-
-def _repeated(item: np.ndarray, count: int) -> np.ndarray | bytes:
-    """``count`` copies of ``item`` (bytes) end to end: ``bytes * count`` below
-    :data:`WRITABLE_BYTES`, else built by doubling copies into a writable array (as fast, and a
-    merge-on-read read patches it in place, where it would copy ``bytes``)."""
-    width = len(item)
-    if count * width < WRITABLE_BYTES:
-        return item.tobytes() * count
-    out = np.empty(count * width, np.uint8)
-    out[:width] = item
-    done = width
-    while done < len(out):
-        step = min(done, len(out) - done)
-        out[done : done + step] = out[:step]
-        done += step
-    return out
 
 
 def read_parquet(
