@@ -41,6 +41,8 @@ Lookups: ``metadata.baselookup``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -76,6 +78,7 @@ from lakebraid.metadata.keyorder import sort_order
 from lakebraid.metadata.locations import (
     LOCATION,
     LOCATIONS_KEY,
+    check_codes,
     encode,
     expand,
     logical_schema,
@@ -155,37 +158,73 @@ def write_base(
         if pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
             raise MetadataError(f"base file {path}: duplicate keys")
     located = encode(table) if partition == "record_index" else None
-    meta = {
-        b"lakebraid.base.version": str(BASE_VERSION).encode(),
-        b"lakebraid.partition": partition.encode(),
-        b"lakebraid.file_group": file_group.encode(),
-        b"lakebraid.instant": instant.encode(),
-        b"lakebraid.folded": msgspec.json.encode(sorted(folded)),
-        ROW_GROUPS: _row_groups_note(keys, max(1, row_group_rows)),
-    }
+    bounds = _row_groups_note(keys, max(1, row_group_rows))
     fixed, codec = stored_keys(keys)
-    if codec is not None:
-        meta[KEY_HEX] = msgspec.json.encode(codec)
     if located is not None:
-        table, meta[LOCATIONS_KEY] = located
-    elif partition == "record_index":
-        table = plain_locations(table)  # the four columns as they are: text partitions
-    meta[CRC_KEY] = str(_kv_crc(meta)).encode()
+        table, note = located
+    else:
+        note = None
+        if partition == "record_index":
+            table = plain_locations(table)  # the four columns as they are: text partitions
     if fixed is not None:
         table = table.set_column(0, table.schema.field(KEY).with_type(fixed.type), fixed)
+    header = Header(partition, file_group, instant, folded, row_group_rows)
+    return write_stored(fs, path, table, header, bounds, codec, note)
+
+
+class Header(NamedTuple):
+    """What a base file's footer says of it beside its rows (see the module doc)."""
+
+    partition: str
+    file_group: str
+    instant: str
+    folded: list[str]
+    row_group_rows: int
+
+
+def write_stored(
+    fs: AbstractFileSystem,
+    path: str,
+    table: pa.Table,
+    header: Header,
+    bounds: bytes,
+    codec: HexKeys | None,
+    locations: bytes | None,
+) -> int:
+    """Write ``table``, already in its stored form (keys sorted, unique, fixed-width when
+    ``codec`` packs them; ``locations``: the entry its ``location`` column indexes), with
+    ``header`` and ``bounds`` (the ``lakebraid.row_groups`` entry) in its footer; the footer
+    is checked before the rename, the file made durable. Returns its size in bytes."""
+    meta = {
+        b"lakebraid.base.version": str(BASE_VERSION).encode(),
+        b"lakebraid.partition": header.partition.encode(),
+        b"lakebraid.file_group": header.file_group.encode(),
+        b"lakebraid.instant": header.instant.encode(),
+        b"lakebraid.folded": msgspec.json.encode(sorted(header.folded)),
+        ROW_GROUPS: bounds,
+    }
+    if codec is not None:
+        meta[KEY_HEX] = msgspec.json.encode(codec)
+    if locations is not None:
+        meta[LOCATIONS_KEY] = locations
+    meta[CRC_KEY] = str(_kv_crc(meta)).encode()
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
     if folder:
         make_folder(fs, folder)  # a reindex may write the partition's first file
+    fixed = None
+    if pa.types.is_fixed_size_binary(table.schema.field(0).type):
+        keys = table.column(KEY)
+        fixed = keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()
     tmp = f"{path}.inprogress"
     with open_file(fs, tmp, "wb") as handle:
         pq.write_table(
             table,
             handle,
-            row_group_size=max(1, row_group_rows),
+            row_group_size=max(1, header.row_group_rows),
             write_statistics=True,
             write_page_index=True,
-            **encoding_options(partition, table.schema.names, fixed),
+            **encoding_options(header.partition, table.schema.names, fixed),
             **WRITE_OPTIONS,
         )
     _footer(fs, tmp)  # the note matches the row groups pyarrow wrote (else no reader could)
@@ -318,18 +357,38 @@ def base_info(fs: AbstractFileSystem, path: str) -> BaseInfo:
 def read_base(fs: AbstractFileSystem, path: str, columns: list[str] | None = None) -> pa.Table:
     """``columns`` (None: all) of every row of base file ``path``, keys as strings and
     locations as their four columns."""
-    meta, info, locations = (footer := open_base(fs, path)).meta, footer.info, footer.locations
+    footer = open_base(fs, path)
+    locations = footer.locations
     stored = columns
     if locations is not None and columns is not None:
         wanted = set(columns) & set(locations.column_names)
         stored = [c for c in columns if c not in wanted] + ([LOCATION] if wanted else [])
-    with guarded(path, CorruptBaseFileError), open_file(fs, path, size=SIZES.get(path)) as handle:
-        parquet = pq.ParquetFile(handle, metadata=meta, pre_buffer=remote(fs), **READ_OPTIONS)
-        table = parquet.read(columns=stored, use_threads=decode_threaded(meta))
-        if table.num_rows != info.num_rows:
-            raise MetadataValueError(f"read {table.num_rows} rows, the footer says {info.num_rows}")
-        check_decoded(table)
+    with guarded(path, CorruptBaseFileError):
+        table = _read(fs, path, footer, stored)
         if locations is not None and LOCATION in table.column_names:
             table = expand(table, locations)
         table = table if columns is None else table.select(columns)
-        return with_string_keys(table, KEY, info.key_hex, validate=True)
+        return with_string_keys(table, KEY, footer.info.key_hex, validate=True)
+
+
+def read_stored(fs: AbstractFileSystem, path: str) -> tuple[pa.Table, Footer]:
+    """Every row of base file ``path`` as stored (a fixed-width key column stays so, a
+    ``location`` column stays codes, checked to be within the footer's table), and its
+    footer."""
+    footer = open_base(fs, path)
+    with guarded(path, CorruptBaseFileError):
+        table = _read(fs, path, footer, None)
+        if footer.locations is not None:
+            check_codes(table.column(LOCATION), footer.locations.num_rows)
+    return table, footer
+
+
+def _read(fs: AbstractFileSystem, path: str, footer: Footer, columns: list[str] | None) -> pa.Table:
+    meta, info = footer.meta, footer.info
+    with open_file(fs, path, size=SIZES.get(path)) as handle:
+        parquet = pq.ParquetFile(handle, metadata=meta, pre_buffer=remote(fs), **READ_OPTIONS)
+        table = parquet.read(columns=columns, use_threads=decode_threaded(meta))
+    if table.num_rows != info.num_rows:
+        raise MetadataValueError(f"read {table.num_rows} rows, the footer says {info.num_rows}")
+    check_decoded(table)
+    return table

@@ -138,20 +138,67 @@ def expand(table: pa.Table, locations: pa.Table) -> pa.Table:
     ``locations`` (:func:`table_of`), checked to be in range."""
     at = table.column_names.index(LOCATION)
     codes = table.column(LOCATION)
+    check_codes(codes, locations.num_rows)
+    out = table.drop_columns([LOCATION])
+    for i, name in enumerate(COLUMNS):
+        out = out.add_column(at + i, pa.field(name, TYPES[i]), locations.column(name).take(codes))
+    return out
+
+
+def check_codes(codes: pa.Array | pa.ChunkedArray, count: int) -> None:
+    """Raise ``MetadataValueError`` unless every :data:`LOCATION` code is one of a table of
+    ``count`` locations (none null)."""
     if len(codes) and codes.null_count:
         raise MetadataValueError(f"a null {LOCATION}")
     if len(codes):
         bounds = pc.min_max(codes)
         low, high = bounds["min"].as_py(), bounds["max"].as_py()
-        if low < 0 or high >= locations.num_rows:
+        if low < 0 or high >= count:
             raise MetadataValueError(
                 f"{LOCATION} {low if low < 0 else high} is outside the footer's table of "
-                f"{locations.num_rows} locations"
+                f"{count} locations"
             )
-    out = table.drop_columns([LOCATION])
-    for i, name in enumerate(COLUMNS):
-        out = out.add_column(at + i, pa.field(name, TYPES[i]), locations.column(name).take(codes))
-    return out
+
+
+def codes_in(known: pa.Table, table: pa.Table) -> tuple[np.ndarray, pa.Table] | None:
+    """Each row's location (``table``'s :data:`COLUMNS`) as an index into ``known`` (a
+    location table, :func:`table_of`: distinct rows) extended by the locations it lacks,
+    appended in first-use order; and that extended table. None over :data:`MAX_LOCATIONS`.
+    The work is over ``known`` and ``table`` together, never over a base file's rows."""
+    count = known.num_rows
+    both = pa.concat_tables([known, table.select(list(COLUMNS)).cast(known.schema)])
+    codes, _ = _partition_codes(flat(both.column(COLUMNS[0])))
+    pairs = zip(COLUMNS[1:], TYPES[1:], strict=True)
+    ints = [_plain(both.column(name), kind) for name, kind in pairs]
+    found = _distinct([codes, *(v.to_numpy().view(np.uint64) for v in ints)])
+    if found is None:
+        return None
+    location, first = found
+    firsts = first[location.to_numpy()]  # per row, the first row holding its location
+    fresh = np.unique(firsts[count:][firsts[count:] >= count])  # rows of new locations
+    index = np.where(firsts < count, firsts, count + np.searchsorted(fresh, firsts))
+    if count + len(fresh) > MAX_LOCATIONS:
+        return None
+    extended = pa.concat_tables([known, both.take(pa.array(fresh, pa.int64()))])
+    return index[count:].astype(np.int32), extended
+
+
+def renumbered(codes: np.ndarray, locations: pa.Table) -> tuple[pa.Array, bytes] | None:
+    """``codes`` (indices into ``locations``) renumbered over the locations in use, in
+    first-use order, as :func:`encode` numbers them, and the ``lakebraid.locations`` entry
+    of those; None over :data:`MAX_LOCATIONS`."""
+    count, n = locations.num_rows, len(codes)
+    first = np.full(count, n, np.int64)
+    first[codes[::-1]] = np.arange(n - 1, -1, -1)  # the last write wins: the first row
+    used = np.flatnonzero(first < n)
+    order = used[np.argsort(first[used], kind="stable")]
+    if len(order) > MAX_LOCATIONS:
+        return None
+    remap = np.zeros(count, np.int32)
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    chosen = locations.take(pa.array(order, pa.int64()))
+    note = [chosen.column(name).to_pylist() for name in COLUMNS]
+    return pa.array(remap[codes], pa.int32()), msgspec.json.encode(note)
 
 
 def logical_schema(schema: pa.Schema) -> pa.Schema:

@@ -31,9 +31,7 @@ from lakebraid.metadata.arrow_records import (
     KEY,
     bool_array,
     empty_table,
-    first_per_key,
     flat,
-    joined_runs,
     merge_by_key,
     records_to_table,
     table_to_records,
@@ -42,6 +40,7 @@ from lakebraid.metadata.basefile import SIZES, base_info, read_base, remote
 from lakebraid.metadata.baselookup import lookup_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
+from lakebraid.metadata.indexfold import index_log_state
 from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys
 from lakebraid.metadata.logblock import BlockType, LogBlock, block_records
 from lakebraid.metadata.logcache import LOGS
@@ -164,24 +163,10 @@ def _apply_index_logs(
     keys: pa.Array | None,
 ) -> pa.Table:
     """Record-index base rows with the slice's log files applied, vectorised: newest wins
-    per key, tombstones remove it (``keys``: sorted and unique, only those). Each log file's
-    columns are cached like its blocks."""
-    parts, matcher = [], None
-    for seq, (name, size) in enumerate(piece.log_files()):
-        path = f"{folder}/{name}"
-        table = LOGS.index_table(fs, path, size)
-        if keys is not None and table.num_rows:  # a lookup: the asked keys' entries only
-            matcher = matcher or KeyMatcher(keys)  # sorted and unique (slice_table)
-            run = LOGS.index_run(fs, path, size)
-            at = matcher.match(table.column(KEY)) if run is None else matcher.match_run(run)
-            table = table.take(pa.array(at[0])) if len(at[0]) else None  # none asked
-        if table is not None and table.num_rows:
-            parts.append(table.append_column("_seq", pa.array(np.full(len(table), seq, np.int32))))
-    if not parts:
-        return rows
-    state = joined_runs(parts, KEY)  # logs of disjoint key ranges: concatenated, no sort
+    per key, tombstones remove it (``keys``: sorted and unique, only those)."""
+    state = index_log_state(fs, folder, piece, keys)
     if state is None:
-        state = first_per_key(pa.concat_tables(parts), KEY, [("_seq", "descending")])
+        return rows
     if rows.num_rows:  # base rows the logs replace or delete
         rows = _drop_keys(rows, state.column(KEY))
     live = state.filter(pc.invert(state.column("deleted")))

@@ -33,10 +33,11 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
-from lakebraid.metadata.basefile import base_info, write_base
+from lakebraid.metadata.basefile import Header, base_info, write_base
 from lakebraid.metadata.compaction_policy import Entries, LogPolicy, base_bytes
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.hashing import file_group_id
+from lakebraid.metadata.indexfold import fold_stored, write_fold
 from lakebraid.metadata.logblock import BlockType, read_log_file
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
 from lakebraid.metadata.records import FilesRecord, Partition
@@ -292,7 +293,16 @@ class MetadataTable:
         self, folder: str, partition: Partition, piece: FileSlice, time: str, folded: list[str]
     ) -> None:
         """Write the base of compaction ``time`` for one file slice: its merged rows (files
-        records in full state), holding the instants ``folded``."""
+        records in full state), holding the instants ``folded``. A record-index slice is
+        folded in its base's stored form when it allows (``metadata.indexfold``)."""
+        path = self.layout.metadata_base_file(str(partition), piece.file_group, time)
+        rows = self.table.options.get(settings.BASE_ROW_GROUP_ROWS)
+        if partition is Partition.RECORD_INDEX:
+            stored = fold_stored(self.fs, folder, piece)
+            if stored is not None:
+                header = Header(str(partition), piece.file_group, time, folded, rows)
+                write_fold(self.fs, path, stored, header)
+                return
         if partition is Partition.FILES:
             state = slice_records(self.fs, folder, partition, piece).values()
             full = [r.full_state() for r in state if isinstance(r, FilesRecord)]
@@ -301,13 +311,13 @@ class MetadataTable:
             merged, _ = slice_table(self.fs, folder, partition, piece)
         write_base(
             self.fs,
-            self.layout.metadata_base_file(str(partition), piece.file_group, time),
+            path,
             merged,
             partition=str(partition),
             file_group=piece.file_group,
             instant=time,
             folded=folded,
-            row_group_rows=self.table.options.get(settings.BASE_ROW_GROUP_ROWS),
+            row_group_rows=rows,
         )
 
     def compact_if_due(self) -> str | None:

@@ -1,0 +1,187 @@
+"""A record-index file slice's log entries, and its fold into a new base in the stored form.
+
+:func:`index_log_state` gives the newest entry of each key in a slice's log files (lookups
+and folds apply it to the base's rows: ``metadata.reader``).
+
+:func:`fold_stored` folds a slice whose base is a version 4 file with a location table and
+fixed-width keys (``metadata.basefile``) without leaving that form: the base's keys stay
+packed and its ``location`` column stays codes. Only the log entries are packed
+(``metadata.hexkeys``) and located in the base's table, extended by their new locations
+(``metadata.locations.codes_in``); the merged codes are then renumbered over the locations
+still in use, in first-use order (``locations.renumbered``). The rows written are those the
+generic fold (``reader.slice_table``, then ``basefile.write_base``) writes for the same slice;
+the key packing is the base's own when every new key fits it, where the generic fold would
+choose the packing again from the keys. On a 1M-entry base the generic fold spends most of
+its time unpacking keys, expanding locations and encoding both again.
+
+A slice it cannot fold so (no base, an older base format, text keys, a new key of another
+width or outside the base's packing, more than ``locations.MAX_LOCATIONS`` locations) gives
+None, and the caller folds it the generic way.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from fsspec import AbstractFileSystem
+
+from lakebraid.metadata.arrow_records import (
+    KEY,
+    bool_array,
+    first_per_key,
+    flat,
+    joined_runs,
+    merge_by_key,
+)
+from lakebraid.metadata.basefile import Header, read_stored, write_stored
+from lakebraid.metadata.hexkeys import HexKeys, as_fixed, key_strings, stored_keys
+from lakebraid.metadata.keyorder import KeyMatcher
+from lakebraid.metadata.locations import LOCATION, codes_in, renumbered
+from lakebraid.metadata.logcache import LOGS
+from lakebraid.metadata.slices import FileSlice
+
+
+def index_log_state(
+    fs: AbstractFileSystem, folder: str, piece: FileSlice, keys: pa.Array | None = None
+) -> pa.Table | None:
+    """The newest entry of each key in a record-index slice's log files (``keys``: sorted
+    and unique, only those), sorted by key, ``deleted`` marking tombstones (and a ``_seq``
+    column: the log's place); None when the logs hold none. Each log file's columns are
+    cached like its blocks."""
+    parts, matcher = [], None
+    for seq, (name, size) in enumerate(piece.log_files()):
+        path = f"{folder}/{name}"
+        table = LOGS.index_table(fs, path, size)
+        if keys is not None and table.num_rows:  # a lookup: the asked keys' entries only
+            matcher = matcher or KeyMatcher(keys)  # sorted and unique (slice_table)
+            run = LOGS.index_run(fs, path, size)
+            at = matcher.match(table.column(KEY)) if run is None else matcher.match_run(run)
+            table = table.take(pa.array(at[0])) if len(at[0]) else None  # none asked
+        if table is not None and table.num_rows:
+            parts.append(table.append_column("_seq", pa.array(np.full(len(table), seq, np.int32))))
+    if not parts:
+        return None
+    state = joined_runs(parts, KEY)  # logs of disjoint key ranges: concatenated, no sort
+    if state is None:
+        state = first_per_key(pa.concat_tables(parts), KEY, [("_seq", "descending")])
+    return state
+
+
+class StoredFold(NamedTuple):
+    """A folded slice in the stored form: ``key`` (strictly ascending; ``fixed_size_binary``
+    unless the keys have several widths) and ``location`` (int32) rows, the packing of the
+    keys (None: their bytes, or text) and the ``lakebraid.locations`` entry the codes index."""
+
+    rows: pa.Table
+    codec: HexKeys | None
+    locations: bytes
+
+
+class _Run(NamedTuple):
+    """Sorted unique keys (stored form or text), their location codes, the keys' packing,
+    and the location table the codes index."""
+
+    keys: pa.Array
+    codes: np.ndarray
+    codec: HexKeys | None
+    table: pa.Table
+
+
+def fold_stored(fs: AbstractFileSystem, folder: str, piece: FileSlice) -> StoredFold | None:
+    """The slice's base with its logs applied (newest entry wins, tombstones remove the
+    key), in the stored form; None when the slice does not allow it (see the module doc)."""
+    if piece.base is None:
+        return None
+    stored, footer = read_stored(fs, f"{folder}/{piece.base}")
+    if footer.locations is None or stored.column_names != [KEY, LOCATION]:
+        return None
+    codes = flat(stored.column(LOCATION)).to_numpy(zero_copy_only=False)
+    run = _Run(flat(stored.column(KEY)), codes, footer.info.key_hex, footer.locations)
+    state = index_log_state(fs, folder, piece)
+    found = _applied(run, state) if state is not None else run
+    if found is None or not len(found.keys):
+        return None  # an empty base stores text keys: the generic fold writes it
+    keys, codec = found.keys, found.codec
+    if not pa.types.is_fixed_size_binary(keys.type):  # text: packed as ``write_base`` packs
+        fixed, codec = stored_keys(keys)
+        keys = keys if fixed is None else fixed
+    numbered = renumbered(found.codes, found.table)
+    if numbered is None:
+        return None
+    location, note = numbered
+    schema = pa.schema([pa.field(KEY, keys.type), pa.field(LOCATION, pa.int32(), nullable=False)])
+    return StoredFold(pa.Table.from_arrays([keys, location], schema=schema), codec, note)
+
+
+def _applied(run: _Run, state: pa.Table) -> _Run | None:
+    """``run`` with the log entries ``state`` (:func:`index_log_state`) applied; its keys
+    turn to text when a new key does not fit their stored form. None over
+    ``locations.MAX_LOCATIONS`` locations."""
+    text = flat(state.column(KEY))
+    live = np.flatnonzero(~state.column("deleted").to_numpy(zero_copy_only=False))
+    keys, codec = run.keys, run.codec
+    logged, at = text, np.arange(len(text))
+    if pa.types.is_fixed_size_binary(keys.type):
+        logged, at = _stored_form(text, codec, keys.type.byte_width)
+        places = np.searchsorted(at, live)  # ``at`` ascends: where each live key was packed
+        if not (places < len(at)).all() or np.any(at[np.minimum(places, len(at) - 1)] != live):
+            keys, codec = key_strings(keys, codec, validate=False), None  # it cannot hold one
+            logged, at = text, np.arange(len(text))
+    kept = _kept(keys, logged)
+    rows = pa.table({KEY: keys.filter(bool_array(kept)), LOCATION: run.codes[kept]})
+    if not len(live):
+        return _Run(
+            flat(rows.column(KEY)), flat(rows.column(LOCATION)).to_numpy(), codec, run.table
+        )
+    found = codes_in(run.table, state.take(pa.array(live)))
+    if found is None:
+        return None
+    codes, table = found
+    added = pa.table({KEY: logged.take(pa.array(np.searchsorted(at, live))), LOCATION: codes})
+    return _run_of(merge_by_key(rows, added.cast(rows.schema)), codec, table)
+
+
+def _run_of(rows: pa.Table, codec: HexKeys | None, table: pa.Table) -> _Run:
+    codes = flat(rows.column(LOCATION)).to_numpy(zero_copy_only=False)
+    return _Run(flat(rows.column(KEY)), codes, codec, table)
+
+
+def write_fold(fs: AbstractFileSystem, path: str, fold: StoredFold, header: Header) -> int:
+    """Write ``fold`` as the base file ``path``; its size in bytes. The row-group bounds are
+    the only keys unpacked."""
+    keys = flat(fold.rows.column(KEY)) if fold.rows.num_rows else pa.array([], pa.string())
+    size = max(1, header.row_group_rows)
+    starts = list(range(0, len(keys), size))
+    ends = [min(len(keys), start + size) - 1 for start in starts]
+    ends_at = pa.array([*starts, *ends], pa.int64())
+    text = key_strings(keys.take(ends_at), fold.codec, validate=False).to_pylist() if starts else []
+    rows = [end - start + 1 for start, end in zip(starts, ends, strict=True)]
+    bounds = msgspec.json.encode((rows, text[: len(starts)], text[len(starts) :]))
+    return write_stored(fs, path, fold.rows, header, bounds, fold.codec, fold.locations)
+
+
+def _stored_form(keys: pa.Array, codec: HexKeys | None, width: int) -> tuple[pa.Array, np.ndarray]:
+    """The string ``keys`` that a base storing ``fixed_size_binary(width)`` keys (packed by
+    ``codec``, else their bytes) can hold, in that form, and their indices (ascending)."""
+    if codec is not None:
+        return codec.pack(keys)
+    same = pc.equal(pc.binary_length(keys), width).to_numpy(zero_copy_only=False)
+    index = np.flatnonzero(same)
+    fixed = as_fixed(keys.take(pa.array(index))) if len(index) else None
+    if fixed is None:
+        return pa.array([], pa.binary(width)), np.empty(0, np.int64)
+    return fixed, index
+
+
+def _kept(keys: pa.Array, gone: pa.Array) -> np.ndarray:
+    """Which of ``keys`` (sorted, unique) are not in ``gone`` (sorted, unique, in the same
+    form): a merge of the two runs (``KeyMatcher``)."""
+    keep = np.ones(len(keys), dtype=bool)
+    if len(gone) and len(keys):
+        at, _ = KeyMatcher(gone).match(keys)
+        keep[at] = False
+    return keep
