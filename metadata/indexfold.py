@@ -124,25 +124,34 @@ def _applied(run: _Run, state: pa.Table) -> _Run | None:
     text = flat(state.column(KEY))
     live = np.flatnonzero(~state.column("deleted").to_numpy(zero_copy_only=False))
     keys, codec = run.keys, run.codec
-    logged, at = text, np.arange(len(text))
+    logged, at = text, None  # ``at``: the indices of the log keys ``logged`` holds (None: all)
     if pa.types.is_fixed_size_binary(keys.type):
         logged, at = _stored_form(text, codec, keys.type.byte_width)
-        places = np.searchsorted(at, live)  # ``at`` ascends: where each live key was packed
-        if not (places < len(at)).all() or np.any(at[np.minimum(places, len(at) - 1)] != live):
-            keys, codec = key_strings(keys, codec, validate=False), None  # it cannot hold one
-            logged, at = text, np.arange(len(text))
+        at = None if len(at) == len(text) else at
+        if at is not None and not _holds(at, live):  # the stored form cannot hold a new key
+            keys, codec = key_strings(keys, codec, validate=False), None
+            logged, at = text, None
     kept = _kept(keys, logged)
     rows = pa.table({KEY: keys.filter(bool_array(kept)), LOCATION: run.codes[kept]})
     if not len(live):
-        return _Run(
-            flat(rows.column(KEY)), flat(rows.column(LOCATION)).to_numpy(), codec, run.table
-        )
-    found = codes_in(run.table, state.take(pa.array(live)))
+        return _run_of(rows, codec, run.table)
+    whole = len(live) == len(text)  # no tombstone: every entry is added
+    found = codes_in(run.table, state if whole else state.take(pa.array(live)))
     if found is None:
         return None
     codes, table = found
-    added = pa.table({KEY: logged.take(pa.array(np.searchsorted(at, live))), LOCATION: codes})
-    return _run_of(merge_by_key(rows, added.cast(rows.schema)), codec, table)
+    places = live if at is None else np.searchsorted(at, live)
+    added = logged if whole and at is None else logged.take(pa.array(places))
+    rows = merge_by_key(rows, pa.table({KEY: added, LOCATION: codes}).cast(rows.schema))
+    return _run_of(rows, codec, table)
+
+
+def _holds(at: np.ndarray, live: np.ndarray) -> bool:
+    """Whether every index of ``live`` is one of ``at`` (both ascending)."""
+    places = np.searchsorted(at, live)
+    return bool((places < len(at)).all()) and bool(
+        np.all(at[np.minimum(places, len(at) - 1)] == live)
+    )
 
 
 def _run_of(rows: pa.Table, codec: HexKeys | None, table: pa.Table) -> _Run:

@@ -173,14 +173,13 @@ def codes_in(known: pa.Table, table: pa.Table) -> tuple[np.ndarray, pa.Table] | 
     found = _distinct([codes, *(v.to_numpy().view(np.uint64) for v in ints)])
     if found is None:
         return None
-    location, first = found
-    firsts = first[location.to_numpy()]  # per row, the first row holding its location
-    fresh = np.unique(firsts[count:][firsts[count:] >= count])  # rows of new locations
-    index = np.where(firsts < count, firsts, count + np.searchsorted(fresh, firsts))
-    if count + len(fresh) > MAX_LOCATIONS:
+    location, first = found  # numbered in first-use order: ``known``'s rows come first
+    fresh = first >= count  # a location first met in ``table``: appended, in that order
+    if count + int(np.count_nonzero(fresh)) > MAX_LOCATIONS:
         return None
-    extended = pa.concat_tables([known, both.take(pa.array(fresh, pa.int64()))])
-    return index[count:].astype(np.int32), extended
+    index = np.where(fresh, count + np.cumsum(fresh) - 1, first).astype(np.int32)
+    extended = pa.concat_tables([known, both.take(pa.array(first[fresh], pa.int64()))])
+    return index[location.to_numpy()[count:]], extended
 
 
 def renumbered(codes: np.ndarray, locations: pa.Table) -> tuple[pa.Array, bytes] | None:
