@@ -19,6 +19,7 @@ from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.memo import memo
 
 _BUILT: dict[tuple[TimelineKind, frozenset[str], str | None], Timeline] = {}  # listing -> timeline
+_LAST: dict[tuple[TimelineKind, str | None], tuple[frozenset[str], Timeline]] = {}  # newest built
 
 
 class Timeline(msgspec.Struct, frozen=True, weakref=True):
@@ -44,14 +45,36 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
         listed = frozenset(n for n in names if not n.startswith("."))
         known = _BUILT.get((kind, listed, after))
         if known is None:  # a pure function of the listing: rebuilt only when it changes
-            parsed = [parse(n, folder=folder) for n in listed]
+            last = _LAST.get((kind, after))
+            grown = last is not None and last[0] <= listed  # only files added since
+            new = listed - last[0] if last is not None and grown else listed
+            parsed = [parse(n, folder=folder) for n in new]
             if after is not None:
                 parsed = [i for i in parsed if i.time > after]
-            known = cls.from_instants(kind, parsed)
+            if last is not None and grown:
+                known = last[1].grown(parsed)
+            else:
+                known = cls.from_instants(kind, parsed)
             if len(_BUILT) >= 64:
                 _BUILT.clear()
             _BUILT[(kind, listed, after)] = known
+            _LAST[(kind, after)] = (listed, known)
         return known
+
+    def grown(self, files: Iterable[Instant]) -> Timeline:
+        """This timeline with more state files: what :meth:`from_instants` gives of its files
+        and ``files`` together (a listing after a write's creates, without parsing and
+        ranking the files already in hand)."""
+        added = frozenset(files) - self.files
+        if not added:
+            return self
+        latest = {i.time + i.action: i for i in self.instants}
+        for inst in added:
+            key = inst.time + inst.action
+            if key not in latest or inst.state.rank > latest[key].state.rank:
+                latest[key] = inst
+        ordered = tuple(sorted(latest.values(), key=Instant.sort_key))
+        return Timeline(self.kind, ordered, self.files | added)
 
     def joined(self, newer: Timeline) -> Timeline:
         """This timeline followed by ``newer``, whose instants are all later (an archived
