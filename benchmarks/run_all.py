@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RUNS = {
     "record_index": ["record_index.py", "--keys", "10000000", "--scale-keys", "0"],
+    "index_fold": ["index_fold.py", "--rows", "4000000", "--steps", "4"],
     "upsert": ["upsert.py", "--rows", "1000000"],
     # issue 4's workload; pyiceberg's upsert would take minutes at this size
     "upsert-10m": ["upsert.py", "--rows", "10000000", "--skip-iceberg"],
@@ -60,6 +61,7 @@ RUNS = {
 }
 QUICK = {
     "record_index": ["record_index.py", "--keys", "300000", "--scale-keys", "0"],
+    "index_fold": ["index_fold.py", "--rows", "200000", "--steps", "2", "--runs", "2"],
     "upsert": ["upsert.py", "--rows", "50000"],
     "merge_on_read": ["merge_on_read.py", "--rows", "50000"],
     "spark_engine": ["spark_engine.py", "--rows", "50000"],
