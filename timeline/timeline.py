@@ -57,6 +57,7 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
                 known = cls.from_instants(kind, parsed)
             if len(_BUILT) >= 64:
                 _BUILT.clear()
+                _LAST.clear()  # one entry per archive horizon seen: bounded with the rest
             _BUILT[(kind, listed, after)] = known
             _LAST[(kind, after)] = (listed, known)
         return known
