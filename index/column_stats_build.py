@@ -45,7 +45,7 @@ from lakebraid.index.file_stats import (
 from lakebraid.index.secondary_build import run_rewrite
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import SCHEMAS, records_to_table
-from lakebraid.metadata.basefile import write_base
+from lakebraid.metadata.basewrite import write_base
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.hashing import file_group_id
 from lakebraid.metadata.integrity import guarded

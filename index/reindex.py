@@ -31,7 +31,8 @@ from lakebraid.index.sizing import estimate_groups, partition_spans, resize_targ
 from lakebraid.index.undo_points import refuse_undos
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import SCHEMAS, index_table
-from lakebraid.metadata.basefile import base_info, write_base
+from lakebraid.metadata.basefile import base_info
+from lakebraid.metadata.basewrite import write_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id
 from lakebraid.metadata.reader import MetadataReader

@@ -32,7 +32,7 @@ from lakebraid.index.scope import is_scoped
 from lakebraid.index.secondary import INDEX, SEP, file_entries, group_of_entries, value_problem
 from lakebraid.index.undo_points import refuse_undos
 from lakebraid.metadata import settings
-from lakebraid.metadata.basefile import write_base
+from lakebraid.metadata.basewrite import write_base
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.hashing import file_group_id
 from lakebraid.metadata.reader import MetadataReader

@@ -13,7 +13,8 @@ import pyarrow.compute as pc
 from lakebraid.index.errors import ReindexConflictError
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import KEY
-from lakebraid.metadata.basefile import base_info, read_base, write_base
+from lakebraid.metadata.basefile import base_info, read_base
+from lakebraid.metadata.basewrite import write_base
 from lakebraid.metadata.logblock import read_log_file
 from lakebraid.metadata.logcache import index_log_table
 from lakebraid.metadata.reader import MetadataReader

@@ -36,24 +36,21 @@ Version 4 (``record_index`` files only differ): the four location columns of an 
 ``lakebraid.locations`` table (``metadata.locations``, which says when a file keeps the four
 columns); readers hand back the four columns either way.
 
-Lookups: ``metadata.baselookup``.
+Writing: ``metadata.basewrite``. Lookups: ``metadata.baselookup``.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import contextlib
 
 import msgspec
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
-from lakebraid.metadata.base_encoding import encoding_options
 from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.errors import (
     CorruptBaseFileError,
-    MetadataError,
     MetadataFormatError,
     MetadataValueError,
     MissingMetadataFileError,
@@ -62,30 +59,25 @@ from lakebraid.metadata.files import decode_threaded, open_file
 from lakebraid.metadata.hexkeys import (
     HexKeys,
     check_key_type,
-    stored_keys,
     string_key_schema,
     with_string_keys,
 )
 from lakebraid.metadata.integrity import (
     READ_OPTIONS,
-    WRITE_OPTIONS,
     Lru,
     check_decoded,
     check_footer,
     guarded,
 )
-from lakebraid.metadata.keyorder import sort_order
 from lakebraid.metadata.locations import (
     LOCATION,
     LOCATIONS_KEY,
     check_codes,
-    encode,
     expand,
     logical_schema,
-    plain_locations,
     table_of,
 )
-from lakebraid.timeline.durable import is_local, make_durable, make_folder
+from lakebraid.timeline.durable import is_local, read_bytes
 
 BASE_VERSION = 4
 # version 1: no row-group note (bounds from Parquet statistics); 2: string keys only;
@@ -131,107 +123,16 @@ class Footer(msgspec.Struct, frozen=True):
     stored_schema: pa.Schema
     schema: pa.Schema
     row_counts: tuple[int, ...]
+    data: pa.Buffer | None = None  # a small local file's bytes (:data:`SMALL_BASE_BYTES`)
 
 
 FOOTERS: Lru[str, Footer] = Lru(512)  # footers of base files
 SIZES: Lru[str, int] = Lru(512)  # sizes of base files on object stores (names never reused)
-
-
-def write_base(
-    fs: AbstractFileSystem,
-    path: str,
-    table: pa.Table,
-    *,
-    partition: str,
-    file_group: str,
-    instant: str,
-    folded: list[str],
-    row_group_rows: int,
-) -> int:
-    """Write a base file (sorting by key); returns its size in bytes."""
-    if table.schema.names[0] != KEY:
-        raise MetadataError(f"base file {path}: the first column must be {KEY!r}")
-    keys = table.column(KEY)
-    if len(keys) > 1 and not pc.all(pc.less(keys[:-1], keys[1:])).as_py():
-        table = table.take(sort_order(keys))  # not already sorted and unique (logs are)
-        keys = table.column(KEY)
-        if pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
-            raise MetadataError(f"base file {path}: duplicate keys")
-    located = encode(table) if partition == "record_index" else None
-    bounds = _row_groups_note(keys, max(1, row_group_rows))
-    fixed, codec = stored_keys(keys)
-    if located is not None:
-        table, note = located
-    else:
-        note = None
-        if partition == "record_index":
-            table = plain_locations(table)  # the four columns as they are: text partitions
-    if fixed is not None:
-        table = table.set_column(0, table.schema.field(KEY).with_type(fixed.type), fixed)
-    header = Header(partition, file_group, instant, folded, row_group_rows)
-    return write_stored(fs, path, table, header, bounds, codec, note)
-
-
-class Header(NamedTuple):
-    """What a base file's footer says of it beside its rows (see the module doc)."""
-
-    partition: str
-    file_group: str
-    instant: str
-    folded: list[str]
-    row_group_rows: int
-
-
-def write_stored(
-    fs: AbstractFileSystem,
-    path: str,
-    table: pa.Table,
-    header: Header,
-    bounds: bytes,
-    codec: HexKeys | None,
-    locations: bytes | None,
-) -> int:
-    """Write ``table``, already in its stored form (keys sorted, unique, fixed-width when
-    ``codec`` packs them; ``locations``: the entry its ``location`` column indexes), with
-    ``header`` and ``bounds`` (the ``lakebraid.row_groups`` entry) in its footer; the footer
-    is checked before the rename, the file made durable. Returns its size in bytes."""
-    meta = {
-        b"lakebraid.base.version": str(BASE_VERSION).encode(),
-        b"lakebraid.partition": header.partition.encode(),
-        b"lakebraid.file_group": header.file_group.encode(),
-        b"lakebraid.instant": header.instant.encode(),
-        b"lakebraid.folded": msgspec.json.encode(sorted(header.folded)),
-        ROW_GROUPS: bounds,
-    }
-    if codec is not None:
-        meta[KEY_HEX] = msgspec.json.encode(codec)
-    if locations is not None:
-        meta[LOCATIONS_KEY] = locations
-    meta[CRC_KEY] = str(_kv_crc(meta)).encode()
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
-    folder = path.rsplit("/", 1)[0] if "/" in path else ""
-    if folder:
-        make_folder(fs, folder)  # a reindex may write the partition's first file
-    fixed = None
-    if pa.types.is_fixed_size_binary(table.schema.field(0).type):
-        keys = table.column(KEY)
-        fixed = keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()
-    tmp = f"{path}.inprogress"
-    with open_file(fs, tmp, "wb") as handle:
-        pq.write_table(
-            table,
-            handle,
-            row_group_size=max(1, header.row_group_rows),
-            write_statistics=True,
-            write_page_index=True,
-            **encoding_options(header.partition, table.schema.names, fixed),
-            **WRITE_OPTIONS,
-        )
-    _footer(fs, tmp)  # the note matches the row groups pyarrow wrote (else no reader could)
-    make_durable(fs, tmp)
-    fs.mv(tmp, path)
-    make_durable(fs, path)  # the rename: the folder entry
-    return int(fs.size(path))
+SMALL_BASE_BYTES = 64 << 10
+"""Size up to which a local base file of known size (a listing gave it) is read whole when its
+footer is read, its bytes kept with the footer (at most 32 MiB for a full :data:`FOOTERS`):
+the read of its rows then opens nothing. Every read plan reads the ``files`` and
+``column_stats`` bases whole, and their footers first."""
 
 
 def remote(fs: AbstractFileSystem) -> bool:
@@ -240,18 +141,7 @@ def remote(fs: AbstractFileSystem) -> bool:
     return not is_local(fs)
 
 
-def _row_groups_note(keys: pa.Array | pa.ChunkedArray, size: int) -> bytes:
-    """The row groups of a base file of sorted ``keys`` written ``size`` rows a group."""
-    n = len(keys)
-    starts = list(range(0, n, size))
-    ends = [min(n, start + size) - 1 for start in starts]
-    rows = [end - start + 1 for start, end in zip(starts, ends, strict=True)]
-    lo = keys.take(pa.array(starts, pa.int64())).to_pylist()
-    hi = keys.take(pa.array(ends, pa.int64())).to_pylist()
-    return msgspec.json.encode((rows, lo, hi))
-
-
-def _kv_crc(kv: dict[bytes, bytes]) -> int:
+def kv_crc(kv: dict[bytes, bytes]) -> int:
     """CRC-32 of every ``lakebraid.*`` entry but the checksum itself, in key order, each as
     ``<len>:<key><len>:<value>``."""
     crc = 0
@@ -286,13 +176,18 @@ def _bounds(meta: pq.FileMetaData, kv: dict[bytes, bytes]) -> Groups:
 def _footer(fs: AbstractFileSystem, path: str) -> Footer:
     """The footer of a base file, checked (see the module doc)."""
     with guarded(path, CorruptBaseFileError):
-        with open_file(fs, path, size=SIZES.get(path)) as handle:
-            meta = pq.ParquetFile(handle).metadata
-            if isinstance(getattr(handle, "size", None), int):  # an fsspec file
-                SIZES.put(path, handle.size)  # type: ignore[union-attr]
+        size, data = SIZES.get(path), None
+        if size is not None and size <= SMALL_BASE_BYTES and is_local(fs):
+            data = pa.py_buffer(read_bytes(fs, path))
+            meta = pq.ParquetFile(pa.BufferReader(data)).metadata
+        else:
+            with open_file(fs, path, size=size) as handle:
+                meta = pq.ParquetFile(handle).metadata
+                if isinstance(getattr(handle, "size", None), int):  # an fsspec file
+                    SIZES.put(path, handle.size)  # type: ignore[union-attr]
         check_footer(meta)
         kv = meta.metadata or {}
-        if CRC_KEY in kv and int(kv[CRC_KEY]) != _kv_crc(kv):
+        if CRC_KEY in kv and int(kv[CRC_KEY]) != kv_crc(kv):
             raise MetadataValueError("the lakebraid.* footer entries do not match their CRC-32")
         version = int(kv.get(b"lakebraid.base.version", b"0"))
         if version not in READABLE_VERSIONS:
@@ -322,7 +217,7 @@ def _footer(fs: AbstractFileSystem, path: str) -> Footer:
         stored = string_key_schema(arrow_schema, KEY)
         counts = tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
         locations = _locations(meta, kv, version)
-        return Footer(meta, info, locations, stored, logical_schema(stored), counts)
+        return Footer(meta, info, locations, stored, logical_schema(stored), counts, data)
 
 
 def _locations(meta: pq.FileMetaData, kv: dict[bytes, bytes], version: int) -> pa.Table | None:
@@ -334,6 +229,12 @@ def _locations(meta: pq.FileMetaData, kv: dict[bytes, bytes], version: int) -> p
             f"column and with{'' if LOCATIONS_KEY in kv else 'out'} {LOCATIONS_KEY.decode()}"
         )
     return table_of(kv[LOCATIONS_KEY]) if stored else None
+
+
+def check_written(fs: AbstractFileSystem, path: str) -> None:
+    """Check the footer of a base file just written (not yet renamed into place) as readers
+    will (``metadata.basewrite``)."""
+    _footer(fs, path)
 
 
 def open_base(fs: AbstractFileSystem, path: str) -> Footer:
@@ -385,7 +286,9 @@ def read_stored(fs: AbstractFileSystem, path: str) -> tuple[pa.Table, Footer]:
 
 def _read(fs: AbstractFileSystem, path: str, footer: Footer, columns: list[str] | None) -> pa.Table:
     meta, info = footer.meta, footer.info
-    with open_file(fs, path, size=SIZES.get(path)) as handle:
+    held = footer.data
+    whole = contextlib.nullcontext(pa.BufferReader(held)) if held is not None else None
+    with whole or open_file(fs, path, size=SIZES.get(path)) as handle:
         parquet = pq.ParquetFile(handle, metadata=meta, pre_buffer=remote(fs), **READ_OPTIONS)
         table = parquet.read(columns=columns, use_threads=decode_threaded(meta))
     if table.num_rows != info.num_rows:

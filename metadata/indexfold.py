@@ -9,7 +9,7 @@ packed and its ``location`` column stays codes. Only the log entries are packed
 (``metadata.hexkeys``) and located in the base's table, extended by their new locations
 (``metadata.locations.codes_in``); the merged codes are then renumbered over the locations
 still in use, in first-use order (``locations.renumbered``). The rows written are those the
-generic fold (``reader.slice_table``, then ``basefile.write_base``) writes for the same slice;
+generic fold (``reader.slice_table``, then ``basewrite.write_base``) writes for the same slice;
 the key packing is the base's own when every new key fits it, where the generic fold would
 choose the packing again from the keys. On a 1M-entry base the generic fold spends most of
 its time unpacking keys, expanding locations and encoding both again.
@@ -37,7 +37,8 @@ from lakebraid.metadata.arrow_records import (
     joined_runs,
     merge_by_key,
 )
-from lakebraid.metadata.basefile import Header, read_stored, write_stored
+from lakebraid.metadata.basefile import read_stored
+from lakebraid.metadata.basewrite import Header, write_stored
 from lakebraid.metadata.hexkeys import HexKeys, as_fixed, key_strings, stored_keys
 from lakebraid.metadata.keyorder import KeyMatcher
 from lakebraid.metadata.locations import LOCATION, codes_in, renumbered

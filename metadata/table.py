@@ -33,7 +33,8 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
-from lakebraid.metadata.basefile import Header, base_info, write_base
+from lakebraid.metadata.basefile import base_info
+from lakebraid.metadata.basewrite import Header, write_base
 from lakebraid.metadata.compaction_policy import Entries, LogPolicy, base_bytes
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.hashing import file_group_id

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
 from lakebraid.metadata.arrow_records import SCHEMAS, flat, index_table, taken_by_key
-from lakebraid.metadata.basefile import write_base
+from lakebraid.metadata.basewrite import write_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
 from lakebraid.metadata.locations import COLUMNS as LOCATION_COLUMNS

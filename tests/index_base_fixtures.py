@@ -9,7 +9,7 @@ import fsspec
 import pyarrow as pa
 
 from lakebraid.metadata import basefile
-from lakebraid.metadata.basefile import write_base
+from lakebraid.metadata.basewrite import write_base
 
 FS = fsspec.filesystem("file")
 

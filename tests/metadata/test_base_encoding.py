@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakebraid.metadata.arrow_records import index_table
-from lakebraid.metadata.basefile import read_base, write_base
+from lakebraid.metadata.basefile import read_base
+from lakebraid.metadata.basewrite import write_base
 
 
 @pytest.mark.parametrize(

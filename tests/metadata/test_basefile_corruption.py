@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakebraid.metadata import basefile
-from lakebraid.metadata.basefile import base_info, read_base, write_base
+from lakebraid.metadata.basefile import base_info, read_base
 from lakebraid.metadata.baselookup import lookup_base
+from lakebraid.metadata.basewrite import write_base
 from lakebraid.metadata.errors import CorruptBaseFileError, MetadataFormatError
 
 FS = fsspec.filesystem("file")
@@ -161,7 +162,7 @@ def test_version_2_files_are_still_read(tmp_path: Path) -> None:
     path = tmp_path / "record_index-0000_20260101000000001.parquet"
     meta = version_2_meta()  # rows, least and greatest key per row group:
     meta[b"lakebraid.row_groups"] = msgspec.json.encode([[4] * 4, KEYS[::4], KEYS[3::4]])
-    meta[b"lakebraid.crc32"] = str(basefile._kv_crc(meta)).encode()
+    meta[b"lakebraid.crc32"] = str(basefile.kv_crc(meta)).encode()
     pq.write_table(index_rows(KEYS).replace_schema_metadata(meta), path, row_group_size=4)
     basefile.FOOTERS.clear()
     assert base_info(FS, str(path)).version == 2
@@ -175,7 +176,7 @@ def test_fixed_width_keys_in_a_version_2_file_are_refused(tmp_path: Path) -> Non
     table = pq.read_table(path)
     meta = dict(table.schema.metadata)
     meta[b"lakebraid.base.version"] = b"2"
-    meta[b"lakebraid.crc32"] = str(basefile._kv_crc(meta)).encode()
+    meta[b"lakebraid.crc32"] = str(basefile.kv_crc(meta)).encode()
     pq.write_table(table.replace_schema_metadata(meta), path, row_group_size=4)
     basefile.FOOTERS.clear()
     with pytest.raises(CorruptBaseFileError, match="version 2 base file with fixed_size_binary"):

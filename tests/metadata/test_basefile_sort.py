@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.metadata import keyorder
-from lakebraid.metadata.basefile import sort_order
+from lakebraid.metadata.keyorder import sort_order
 
 PREFIXES = st.sampled_from(["", "key-", "user-000000", "é", "\x00"])
 TAILS = st.text(alphabet="09az\x00é\U0001f600", max_size=12)

@@ -21,7 +21,8 @@ from index_base_fixtures import write_index_base
 
 from lakebraid.metadata import basefile, logcache
 from lakebraid.metadata.arrow_records import INDEX_LOG_SCHEMA
-from lakebraid.metadata.basefile import Header, read_base
+from lakebraid.metadata.basefile import read_base
+from lakebraid.metadata.basewrite import Header
 from lakebraid.metadata.indexfold import fold_stored, write_fold
 from lakebraid.metadata.locations import (
     LOCATION,

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_base_fixtures import write_index_base as write
 
-from lakebraid.metadata import basefile, locations
+from lakebraid.metadata import basefile, basewrite, locations
 from lakebraid.metadata.basefile import base_info, read_base
 from lakebraid.metadata.baselookup import lookup_base
 from lakebraid.metadata.errors import CorruptBaseFileError
@@ -169,8 +169,8 @@ def test_past_max_locations_the_four_columns_are_stored(
 
 
 def test_version_3_files_are_still_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(basefile, "BASE_VERSION", 3)
-    monkeypatch.setattr(basefile, "encode", lambda table: None)  # version 3: four columns
+    monkeypatch.setattr(basewrite, "BASE_VERSION", 3)
+    monkeypatch.setattr(basewrite, "encode", lambda table: None)  # version 3: four columns
     rows = index_rows([f"k{i}" for i in range(8)], [("p", i % 2, 7, 1) for i in range(8)])
     path = write(tmp_path / "record_index-0000_20260101000000001.parquet", rows)
     monkeypatch.undo()
@@ -190,7 +190,7 @@ def rewritten(path: str, change: dict[str, object]) -> None:
             at = table.column_names.index(name)
             table = table.set_column(at, table.field(at), pa.array(value, pa.int32()))
     if any(isinstance(name, bytes) for name in change):
-        meta[basefile.CRC_KEY] = str(basefile._kv_crc(meta)).encode()
+        meta[basefile.CRC_KEY] = str(basefile.kv_crc(meta)).encode()
     pq.write_table(table.replace_schema_metadata(meta), path, row_group_size=4)
     basefile.FOOTERS.clear()
 
