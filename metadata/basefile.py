@@ -41,8 +41,6 @@ Writing: ``metadata.basewrite``. Lookups: ``metadata.baselookup``.
 
 from __future__ import annotations
 
-import contextlib
-
 import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -77,7 +75,7 @@ from lakebraid.metadata.locations import (
     logical_schema,
     table_of,
 )
-from lakebraid.timeline.durable import is_local, read_bytes
+from lakebraid.timeline.durable import is_local
 
 BASE_VERSION = 4
 # version 1: no row-group note (bounds from Parquet statistics); 2: string keys only;
@@ -123,16 +121,10 @@ class Footer(msgspec.Struct, frozen=True):
     stored_schema: pa.Schema
     schema: pa.Schema
     row_counts: tuple[int, ...]
-    data: pa.Buffer | None = None  # a small local file's bytes (:data:`SMALL_BASE_BYTES`)
 
 
 FOOTERS: Lru[str, Footer] = Lru(512)  # footers of base files
 SIZES: Lru[str, int] = Lru(512)  # sizes of base files on object stores (names never reused)
-SMALL_BASE_BYTES = 64 << 10
-"""Size up to which a local base file of known size (a listing gave it) is read whole when its
-footer is read, its bytes kept with the footer (at most 32 MiB for a full :data:`FOOTERS`):
-the read of its rows then opens nothing. Every read plan reads the ``files`` and
-``column_stats`` bases whole, and their footers first."""
 
 
 def remote(fs: AbstractFileSystem) -> bool:
@@ -176,15 +168,10 @@ def _bounds(meta: pq.FileMetaData, kv: dict[bytes, bytes]) -> Groups:
 def _footer(fs: AbstractFileSystem, path: str) -> Footer:
     """The footer of a base file, checked (see the module doc)."""
     with guarded(path, CorruptBaseFileError):
-        size, data = SIZES.get(path), None
-        if size is not None and size <= SMALL_BASE_BYTES and is_local(fs):
-            data = pa.py_buffer(read_bytes(fs, path))
-            meta = pq.ParquetFile(pa.BufferReader(data)).metadata
-        else:
-            with open_file(fs, path, size=size) as handle:
-                meta = pq.ParquetFile(handle).metadata
-                if isinstance(getattr(handle, "size", None), int):  # an fsspec file
-                    SIZES.put(path, handle.size)  # type: ignore[union-attr]
+        with open_file(fs, path, size=SIZES.get(path)) as handle:
+            meta = pq.ParquetFile(handle).metadata
+            if isinstance(getattr(handle, "size", None), int):  # an fsspec file
+                SIZES.put(path, handle.size)  # type: ignore[union-attr]
         check_footer(meta)
         kv = meta.metadata or {}
         if CRC_KEY in kv and int(kv[CRC_KEY]) != kv_crc(kv):
@@ -217,7 +204,7 @@ def _footer(fs: AbstractFileSystem, path: str) -> Footer:
         stored = string_key_schema(arrow_schema, KEY)
         counts = tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
         locations = _locations(meta, kv, version)
-        return Footer(meta, info, locations, stored, logical_schema(stored), counts, data)
+        return Footer(meta, info, locations, stored, logical_schema(stored), counts)
 
 
 def _locations(meta: pq.FileMetaData, kv: dict[bytes, bytes], version: int) -> pa.Table | None:
@@ -286,9 +273,7 @@ def read_stored(fs: AbstractFileSystem, path: str) -> tuple[pa.Table, Footer]:
 
 def _read(fs: AbstractFileSystem, path: str, footer: Footer, columns: list[str] | None) -> pa.Table:
     meta, info = footer.meta, footer.info
-    held = footer.data
-    whole = contextlib.nullcontext(pa.BufferReader(held)) if held is not None else None
-    with whole or open_file(fs, path, size=SIZES.get(path)) as handle:
+    with open_file(fs, path, size=SIZES.get(path)) as handle:
         parquet = pq.ParquetFile(handle, metadata=meta, pre_buffer=remote(fs), **READ_OPTIONS)
         table = parquet.read(columns=columns, use_threads=decode_threaded(meta))
     if table.num_rows != info.num_rows:
