@@ -26,3 +26,12 @@ def test_packed_keys_are_the_stream_a_writer_makes_and_read_back(keys, skip, lar
     packed = pack_keys(array)
     assert packed == (_stream(array) if keys else b"")
     assert unpack_keys(packed).to_pylist() == keys
+
+
+def test_a_stream_of_other_parts_is_read_whole() -> None:
+    sink = pa.BufferOutputStream()
+    schema = pa.schema([pa.field("key", pa.string())], metadata={b"writer": b"another"})
+    with pa.ipc.new_stream(sink, schema) as writer:  # another schema message, two batches
+        writer.write_batch(pa.record_batch([pa.array(["a", "b"])], schema=schema))
+        writer.write_batch(pa.record_batch([pa.array(["c"])], schema=schema))
+    assert unpack_keys(sink.getvalue().to_pybytes()).to_pylist() == ["a", "b", "c"]
