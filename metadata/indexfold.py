@@ -3,20 +3,23 @@
 :func:`index_log_state` gives the newest entry of each key in a slice's log files (lookups
 and folds apply it to the base's rows: ``metadata.reader``).
 
-:func:`fold_stored` folds a slice whose base is a version 4 file with a location table and
-fixed-width keys (``metadata.basefile``) without leaving that form: the base's keys stay
-packed and its ``location`` column stays codes. Only the log entries are packed
-(``metadata.hexkeys``) and located in the base's table, extended by their new locations
-(``metadata.locations.codes_in``); the merged codes are then renumbered over the locations
-still in use, in first-use order (``locations.renumbered``). The rows written are those the
-generic fold (``reader.slice_table``, then ``basewrite.write_base``) writes for the same slice;
-the key packing is the base's own when every new key fits it, where the generic fold would
-choose the packing again from the keys. On a 1M-entry base the generic fold spends most of
-its time unpacking keys, expanding locations and encoding both again.
+:func:`fold_stored` folds a slice whose base is a version 4 file with a location table
+(``metadata.basefile``) without expanding its locations: the ``location`` column stays
+codes, and only the log entries are located in the base's table, extended by their new
+locations (``metadata.locations.codes_in``); the merged codes are then renumbered over the
+locations still in use, in first-use order (``locations.renumbered``). Fixed-width keys stay
+in their stored form too when every log key fits it (the log keys are packed by the base's
+``metadata.hexkeys`` packing, or taken as bytes); otherwise, or for a base of text keys, the
+keys are merged as text and packed again as ``basewrite.write_base`` packs them. The rows,
+``location`` column and location table written are those of the generic fold
+(``reader.slice_table``, then ``basewrite.write_base``) of the same slice; only the key
+packing may differ, the base's own kept where the generic fold would choose it again. On a
+1M-entry base the generic fold spends most of its time unpacking keys, expanding locations
+and encoding both again.
 
-A slice it cannot fold so (no base, an older base format, text keys, a new key of another
-width or outside the base's packing, more than ``locations.MAX_LOCATIONS`` locations) gives
-None, and the caller folds it the generic way.
+A slice without a base, with a base of the four location columns (versions 1 to 3, or more
+than ``locations.MAX_LOCATIONS`` locations), or whose fold would leave no entry or exceed
+that many locations gives None: the caller folds it the generic way.
 """
 
 from __future__ import annotations
@@ -163,12 +166,14 @@ def _run_of(rows: pa.Table, codec: HexKeys | None, table: pa.Table) -> _Run:
 def write_fold(fs: AbstractFileSystem, path: str, fold: StoredFold, header: Header) -> int:
     """Write ``fold`` as the base file ``path``; its size in bytes. The row-group bounds are
     the only keys unpacked."""
-    keys = flat(fold.rows.column(KEY)) if fold.rows.num_rows else pa.array([], pa.string())
+    keys = flat(fold.rows.column(KEY))  # a fold holds at least one entry
     size = max(1, header.row_group_rows)
     starts = list(range(0, len(keys), size))
     ends = [min(len(keys), start + size) - 1 for start in starts]
-    ends_at = pa.array([*starts, *ends], pa.int64())
-    text = key_strings(keys.take(ends_at), fold.codec, validate=False).to_pylist() if starts else []
+    bounding = keys.take(pa.array([*starts, *ends], pa.int64()))
+    if pa.types.is_fixed_size_binary(bounding.type):
+        bounding = key_strings(bounding, fold.codec, validate=False)
+    text = bounding.to_pylist()
     rows = [end - start + 1 for start, end in zip(starts, ends, strict=True)]
     bounds = msgspec.json.encode((rows, text[: len(starts)], text[len(starts) :]))
     return write_stored(fs, path, fold.rows, header, bounds, fold.codec, fold.locations)
