@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
+from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.base_encoding import encoding_options
 from lakebraid.metadata.basefile import (
     BASE_VERSION,
@@ -25,7 +26,7 @@ from lakebraid.metadata.basefile import (
 )
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.files import open_file
-from lakebraid.metadata.hexkeys import HexKeys, stored_keys
+from lakebraid.metadata.hexkeys import HexKeys, key_strings, stored_keys
 from lakebraid.metadata.integrity import WRITE_OPTIONS
 from lakebraid.metadata.keyorder import sort_order
 from lakebraid.metadata.locations import LOCATIONS_KEY, encode, plain_locations
@@ -53,7 +54,6 @@ def write_base(
         if pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
             raise MetadataError(f"base file {path}: duplicate keys")
     located = encode(table) if partition == "record_index" else None
-    bounds = _row_groups_note(keys, max(1, row_group_rows))
     fixed, codec = stored_keys(keys)
     if located is not None:
         table, note = located
@@ -64,7 +64,7 @@ def write_base(
     if fixed is not None:
         table = table.set_column(0, table.schema.field(KEY).with_type(fixed.type), fixed)
     header = Header(partition, file_group, instant, folded, row_group_rows)
-    return write_stored(fs, path, table, header, bounds, codec, note)
+    return write_stored(fs, path, table, header, codec, note)
 
 
 class Header(NamedTuple):
@@ -82,14 +82,16 @@ def write_stored(
     path: str,
     table: pa.Table,
     header: Header,
-    bounds: bytes,
     codec: HexKeys | None,
     locations: bytes | None,
 ) -> int:
     """Write ``table``, already in its stored form (keys sorted, unique, fixed-width when
     ``codec`` packs them; ``locations``: the entry its ``location`` column indexes), with
-    ``header`` and ``bounds`` (the ``lakebraid.row_groups`` entry) in its footer; the footer
-    is checked before the rename, the file made durable. Returns its size in bytes."""
+    ``header`` and its row groups' key bounds in its footer; the footer is checked before
+    the rename, the file made durable. Returns its size in bytes."""
+    keys = flat(table.column(KEY))
+    fixed = keys if pa.types.is_fixed_size_binary(keys.type) else None
+    bounds = _row_groups_note(keys, max(1, header.row_group_rows), codec)
     meta = {
         b"lakebraid.base.version": str(BASE_VERSION).encode(),
         b"lakebraid.partition": header.partition.encode(),
@@ -107,10 +109,6 @@ def write_stored(
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
     if folder:
         make_folder(fs, folder)  # a reindex may write the partition's first file
-    fixed = None
-    if pa.types.is_fixed_size_binary(table.schema.field(0).type):
-        keys = table.column(KEY)
-        fixed = keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()
     tmp = f"{path}.inprogress"
     with open_file(fs, tmp, "wb") as handle:
         pq.write_table(
@@ -129,12 +127,15 @@ def write_stored(
     return int(fs.size(path))
 
 
-def _row_groups_note(keys: pa.Array | pa.ChunkedArray, size: int) -> bytes:
-    """The row groups of a base file of sorted ``keys`` written ``size`` rows a group."""
+def _row_groups_note(keys: pa.Array, size: int, codec: HexKeys | None) -> bytes:
+    """The row groups of a base file of sorted stored ``keys`` written ``size`` rows a group,
+    their bounds as text (only those keys unpacked, when stored fixed-width)."""
     n = len(keys)
     starts = list(range(0, n, size))
     ends = [min(n, start + size) - 1 for start in starts]
     rows = [end - start + 1 for start, end in zip(starts, ends, strict=True)]
-    lo = keys.take(pa.array(starts, pa.int64())).to_pylist()
-    hi = keys.take(pa.array(ends, pa.int64())).to_pylist()
-    return msgspec.json.encode((rows, lo, hi))
+    bounding = keys.take(pa.array([*starts, *ends], pa.int64()))
+    if pa.types.is_fixed_size_binary(bounding.type):
+        bounding = key_strings(bounding, codec, validate=False)
+    text = bounding.to_pylist()
+    return msgspec.json.encode((rows, text[: len(starts)], text[len(starts) :]))

@@ -12,7 +12,8 @@ in their stored form too when every log key fits it (the log keys are packed by 
 ``metadata.hexkeys`` packing, or taken as bytes); otherwise, or for a base of text keys, the
 keys are merged as text and packed again as ``basewrite.write_base`` packs them. The rows,
 ``location`` column and location table written are those of the generic fold
-(``reader.slice_table``, then ``basewrite.write_base``) of the same slice; only the key
+(``reader.slice_table``, then ``basewrite.write_base``) of the same slice (the caller writes it with
+``basewrite.write_stored``); only the key
 packing may differ, the base's own kept where the generic fold would choose it again. On a
 1M-entry base the generic fold spends most of its time unpacking keys, expanding locations
 and encoding both again.
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,7 +41,6 @@ from lakebraid.metadata.arrow_records import (
     merge_by_key,
 )
 from lakebraid.metadata.basefile import read_stored
-from lakebraid.metadata.basewrite import Header, write_stored
 from lakebraid.metadata.hexkeys import HexKeys, as_fixed, key_strings, stored_keys
 from lakebraid.metadata.keyorder import KeyMatcher
 from lakebraid.metadata.locations import LOCATION, codes_in, renumbered
@@ -135,8 +134,7 @@ def _applied(run: _Run, state: pa.Table) -> _Run | None:
         if at is not None and not _holds(at, live):  # the stored form cannot hold a new key
             keys, codec = key_strings(keys, codec, validate=False), None
             logged, at = text, None
-    kept = _kept(keys, logged)
-    rows = pa.table({KEY: keys.filter(bool_array(kept)), LOCATION: run.codes[kept]})
+    rows = drop_keys(pa.table({KEY: keys, LOCATION: run.codes}), logged)
     if not len(live):
         return _run_of(rows, codec, run.table)
     whole = len(live) == len(text)  # no tombstone: every entry is added
@@ -163,22 +161,6 @@ def _run_of(rows: pa.Table, codec: HexKeys | None, table: pa.Table) -> _Run:
     return _Run(flat(rows.column(KEY)), codes, codec, table)
 
 
-def write_fold(fs: AbstractFileSystem, path: str, fold: StoredFold, header: Header) -> int:
-    """Write ``fold`` as the base file ``path``; its size in bytes. The row-group bounds are
-    the only keys unpacked."""
-    keys = flat(fold.rows.column(KEY))  # a fold holds at least one entry
-    size = max(1, header.row_group_rows)
-    starts = list(range(0, len(keys), size))
-    ends = [min(len(keys), start + size) - 1 for start in starts]
-    bounding = keys.take(pa.array([*starts, *ends], pa.int64()))
-    if pa.types.is_fixed_size_binary(bounding.type):
-        bounding = key_strings(bounding, fold.codec, validate=False)
-    text = bounding.to_pylist()
-    rows = [end - start + 1 for start, end in zip(starts, ends, strict=True)]
-    bounds = msgspec.json.encode((rows, text[: len(starts)], text[len(starts) :]))
-    return write_stored(fs, path, fold.rows, header, bounds, fold.codec, fold.locations)
-
-
 def _stored_form(keys: pa.Array, codec: HexKeys | None, width: int) -> tuple[pa.Array, np.ndarray]:
     """The string ``keys`` that a base storing ``fixed_size_binary(width)`` keys (packed by
     ``codec``, else their bytes) can hold, in that form, and their indices (ascending)."""
@@ -192,11 +174,15 @@ def _stored_form(keys: pa.Array, codec: HexKeys | None, width: int) -> tuple[pa.
     return fixed, index
 
 
-def _kept(keys: pa.Array, gone: pa.Array) -> np.ndarray:
-    """Which of ``keys`` (sorted, unique) are not in ``gone`` (sorted, unique, in the same
-    form): a merge of the two runs (``KeyMatcher``)."""
-    keep = np.ones(len(keys), dtype=bool)
-    if len(gone) and len(keys):
-        at, _ = KeyMatcher(gone).match(keys)
-        keep[at] = False
-    return keep
+def drop_keys(rows: pa.Table, gone: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """``rows`` (sorted by unique key) less those whose key is in ``gone`` (sorted, unique,
+    in the same form: text, or a base's stored form): a merge of the two key runs
+    (``KeyMatcher``), not a hash set of a whole base's keys."""
+    if not len(gone) or not rows.num_rows:
+        return rows
+    at, _ = KeyMatcher(flat(gone)).match(rows.column(KEY))
+    if not len(at):
+        return rows
+    keep = np.ones(rows.num_rows, dtype=bool)
+    keep[at] = False
+    return rows.filter(bool_array(keep))

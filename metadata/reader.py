@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
@@ -29,9 +28,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import (
     KEY,
-    bool_array,
     empty_table,
-    flat,
     merge_by_key,
     records_to_table,
     table_to_records,
@@ -40,8 +37,8 @@ from lakebraid.metadata.basefile import SIZES, base_info, read_base, remote
 from lakebraid.metadata.baselookup import lookup_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
-from lakebraid.metadata.indexfold import index_log_state
-from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys
+from lakebraid.metadata.indexfold import drop_keys, index_log_state
+from lakebraid.metadata.keyorder import wanted_keys
 from lakebraid.metadata.logblock import BlockType, LogBlock, block_records
 from lakebraid.metadata.logcache import LOGS
 from lakebraid.metadata.records import (
@@ -168,24 +165,13 @@ def _apply_index_logs(
     if state is None:
         return rows
     if rows.num_rows:  # base rows the logs replace or delete
-        rows = _drop_keys(rows, state.column(KEY))
+        rows = drop_keys(rows, state.column(KEY))
     live = state.filter(pc.invert(state.column("deleted")))
     live = live.drop_columns(["deleted", "_seq"])
     rows = rows.select(live.schema.names).cast(live.schema)
     if keys is not None:  # a lookup: callers match by key, order is not needed
         return pa.concat_tables([rows, live])
     return merge_by_key(rows, live)  # a whole slice (a fold): sorted for its new base
-
-
-def _drop_keys(rows: pa.Table, gone: pa.ChunkedArray) -> pa.Table:
-    """``rows`` (sorted by unique key) less those whose key is in ``gone`` (sorted, unique):
-    a merge of the two key runs (``KeyMatcher``), not a hash set of a whole base's keys."""
-    at, _ = KeyMatcher(flat(gone)).match(rows.column(KEY))
-    if not len(at):
-        return rows
-    keep = np.ones(rows.num_rows, dtype=bool)
-    keep[at] = False
-    return rows.filter(bool_array(keep))
 
 
 def slice_records(

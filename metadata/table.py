@@ -34,11 +34,11 @@ from fsspec import AbstractFileSystem
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
 from lakebraid.metadata.basefile import base_info
-from lakebraid.metadata.basewrite import Header, write_base
+from lakebraid.metadata.basewrite import Header, write_base, write_stored
 from lakebraid.metadata.compaction_policy import Entries, LogPolicy, base_bytes
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.hashing import file_group_id
-from lakebraid.metadata.indexfold import fold_stored, write_fold
+from lakebraid.metadata.indexfold import fold_stored
 from lakebraid.metadata.logblock import BlockType, read_log_file
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
 from lakebraid.metadata.records import FilesRecord, Partition
@@ -302,7 +302,7 @@ class MetadataTable:
             stored = fold_stored(self.fs, folder, piece)
             if stored is not None:
                 header = Header(str(partition), piece.file_group, time, folded, rows)
-                write_fold(self.fs, path, stored, header)
+                write_stored(self.fs, path, stored.rows, header, stored.codec, stored.locations)
                 return
         if partition is Partition.FILES:
             state = slice_records(self.fs, folder, partition, piece).values()

@@ -102,7 +102,7 @@ elif point == "mid-base-write":
             out.write(b"PAR1 torn")
         die()
     metadata.table.write_base = torn_base
-    metadata.table.write_fold = lambda fs, path, *rest: torn_base(fs, path, None)
+    metadata.table.write_stored = lambda fs, path, *rest: torn_base(fs, path, None)
 elif point == "decided":
     from lakebraid.timeline.lease import LeaseLock
     original_materialise = LeaseLock._materialise

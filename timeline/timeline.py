@@ -46,15 +46,12 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
         known = _BUILT.get((kind, listed, after))
         if known is None:  # a pure function of the listing: rebuilt only when it changes
             last = _LAST.get((kind, after))
-            grown = last is not None and last[0] <= listed  # only files added since
-            new = listed - last[0] if last is not None and grown else listed
-            parsed = [parse(n, folder=folder) for n in new]
+            if last is None or not last[0] <= listed:  # a file went since: parsed whole
+                last = (frozenset(), cls(kind, ()))
+            parsed = [parse(n, folder=folder) for n in listed - last[0]]
             if after is not None:
                 parsed = [i for i in parsed if i.time > after]
-            if last is not None and grown:
-                known = last[1].grown(parsed)
-            else:
-                known = cls.from_instants(kind, parsed)
+            known = last[1].grown(parsed)  # only the files added since
             if len(_BUILT) >= 64:
                 _BUILT.clear()
                 _LAST.clear()  # one entry per archive horizon seen: bounded with the rest
@@ -63,9 +60,9 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
         return known
 
     def grown(self, files: Iterable[Instant]) -> Timeline:
-        """This timeline with more state files: what :meth:`from_instants` gives of its files
-        and ``files`` together (a listing after a write's creates, without parsing and
-        ranking the files already in hand)."""
+        """This timeline with more state files: the latest state of each (time, action) among
+        its files and ``files``, ordered by time (a listing after a write's creates is built
+        without ranking the files already in hand)."""
         added = frozenset(files) - self.files
         if not added:
             return self
@@ -103,13 +100,7 @@ class Timeline(msgspec.Struct, frozen=True, weakref=True):
 
     @classmethod
     def from_instants(cls, kind: TimelineKind, files: Iterable[Instant]) -> Timeline:
-        latest: dict[str, Instant] = {}
-        all_files = frozenset(files)
-        for inst in all_files:
-            key = inst.time + inst.action  # a string: no tuple per instant to collect
-            if key not in latest or inst.state.rank > latest[key].state.rank:
-                latest[key] = inst
-        return cls(kind, tuple(sorted(latest.values(), key=Instant.sort_key)), all_files)
+        return cls(kind, ()).grown(files)
 
     # ---- selection -------------------------------------------------------------------
     def __iter__(self) -> Iterator[Instant]:

@@ -22,8 +22,8 @@ from index_base_fixtures import write_index_base
 from lakebraid.metadata import basefile, logcache
 from lakebraid.metadata.arrow_records import INDEX_LOG_SCHEMA
 from lakebraid.metadata.basefile import read_base
-from lakebraid.metadata.basewrite import Header
-from lakebraid.metadata.indexfold import fold_stored, write_fold
+from lakebraid.metadata.basewrite import Header, write_stored
+from lakebraid.metadata.indexfold import fold_stored
 from lakebraid.metadata.locations import (
     LOCATION,
     LOCATIONS_KEY,
@@ -147,7 +147,7 @@ def test_a_stored_fold_holds_the_model_and_reads_as_the_generic_fold(case) -> No
             return
         assert fold is not None
         path = str(folder / f"{GROUP}_20260201000000001.parquet")
-        write_fold(FS, path, fold, header())
+        write_stored(FS, path, fold.rows, header(), fold.codec, fold.locations)
         basefile.FOOTERS.clear()
         assert entries_of(path) == expected
         generic, _ = slice_table(FS, str(folder), Partition.RECORD_INDEX, piece)
@@ -177,7 +177,7 @@ def test_a_new_key_outside_the_packing_turns_the_keys_to_text_and_packs_them_aga
     assert fold is not None and before is not None
     assert not pa.types.is_fixed_size_binary(fold.rows.schema.field("key").type)  # two widths
     path = str(tmp_path / f"{GROUP}_20260201000000001.parquet")
-    write_fold(FS, path, fold, header())
+    write_stored(FS, path, fold.rows, header(), fold.codec, fold.locations)
     basefile.FOOTERS.clear()
     assert entries_of(path) == model(base, logs)
 
