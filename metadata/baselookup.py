@@ -22,7 +22,8 @@ from lakebraid.metadata.basefile import KEY, SIZES, BaseInfo, Footer, open_base,
 from lakebraid.metadata.errors import CorruptBaseFileError, MetadataValueError
 from lakebraid.metadata.files import open_file
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, guarded
-from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys
+from lakebraid.metadata.keymatch import KeyMatcher
+from lakebraid.metadata.keyorder import wanted_keys
 from lakebraid.metadata.locations import expand
 
 BATCH_ROWS = 1 << 17  # rows a lookup decodes at a time: a read of the key column

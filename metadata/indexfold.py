@@ -42,7 +42,7 @@ from lakebraid.metadata.arrow_records import (
 )
 from lakebraid.metadata.basefile import read_stored
 from lakebraid.metadata.hexkeys import HexKeys, as_fixed, key_strings, stored_keys
-from lakebraid.metadata.keyorder import KeyMatcher
+from lakebraid.metadata.keymatch import KeyMatcher
 from lakebraid.metadata.locations import LOCATION, codes_in, renumbered
 from lakebraid.metadata.logcache import LOGS
 from lakebraid.metadata.slices import FileSlice

@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
 from lakebraid.metadata.arrow_records import INDEX_LOG_SCHEMA, KEY, first_per_key
-from lakebraid.metadata.keyorder import SortedRun, fixed_view
+from lakebraid.metadata.keymatch import SortedRun
+from lakebraid.metadata.keyorder import fixed_view
 from lakebraid.metadata.logblock import BlockType, LogBlock, read_log_file
 
 _INDEX_FIELDS = tuple(INDEX_LOG_SCHEMA.names)

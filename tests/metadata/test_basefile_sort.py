@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from unittest import mock
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from hypothesis import given, settings
@@ -78,3 +79,17 @@ def test_sorted_runs_of_one_width_come_back_in_arrows_stable_order(
     with mock.patch.object(keyorder, "ARROW_SORT_BELOW", 2):
         order = sort_order(keys).to_pylist()
     assert order == pc.sort_indices(keys).to_pylist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(shared=st.binary(max_size=30), rest=st.integers(1, 14), data=st.data())
+def test_the_prefix_keys_of_one_width_share(shared: bytes, rest: int, data: st.DataObject) -> None:
+    """``_fixed_prefix``: the leading bytes every key shares, capped at the key width less 8;
+    found a word of 8 bytes at a time, so the first difference counts wherever it falls in a
+    word and whatever bytes differ after it."""
+    tail = st.binary(min_size=rest, max_size=rest)
+    keys = [shared + t for t in data.draw(st.lists(tail, min_size=1, max_size=20))]
+    width = len(keys[0])
+    fixed = np.array(keys, dtype=f"S{width}")
+    naive = next((i for i in range(width) if len({k[i] for k in keys}) > 1), width)
+    assert keyorder._fixed_prefix(fixed) == max(0, min(naive, width - 8))

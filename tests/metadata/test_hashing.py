@@ -223,3 +223,22 @@ def test_hashes_of_another_length_than_the_keys_are_refused() -> None:
     array = pa.array(["a", "b"], pa.string())
     with pytest.raises(MetadataValueError, match="1 hashes given for 2 keys"):
         hashing.file_groups_of(array, 4, hashing.stable_hashes(pa.array(["a"])))
+
+
+@FAST
+@given(st.integers(1, 40), st.integers(0, 6), st.binary(min_size=0, max_size=6), st.data())
+def test_keys_sharing_a_prefix_hash_as_each_alone(
+    block: int, tail: int, prefix: bytes, data: st.DataObject
+) -> None:
+    """Keys of one width whose blocks share leading bytes (``key-000...``, every key alike,
+    a prefix that changes from one block to the next) hash as :func:`stable_hash` hashes
+    each key: the shared bytes are hashed once per block, the rest per key."""
+    alphabet = st.sampled_from("ab\u00e9")  # one or two bytes each: equal bytes, not chars
+    tails = data.draw(st.lists(st.text(alphabet, min_size=tail, max_size=tail), max_size=90))
+    text = prefix.hex()
+    keys = [text + t for t in tails]
+    keys = [k for k in keys if len(k.encode()) == len(keys[0].encode())] if keys else keys
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hashing, "_BLOCK", block)
+        array = pa.array(["pad", *keys], pa.string()).slice(1)
+        assert stable_hashes(array).tolist() == [stable_hash(k) for k in keys]

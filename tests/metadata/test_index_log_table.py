@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.metadata.arrow_records import KEY
-from lakebraid.metadata.keyorder import KeyMatcher, wanted_keys
+from lakebraid.metadata.keymatch import KeyMatcher
+from lakebraid.metadata.keyorder import wanted_keys
 from lakebraid.metadata.logblock import BlockType, iter_blocks
 from lakebraid.metadata.logcache import LOGS, index_log_table
 from lakebraid.metadata.logwrite import encode_block

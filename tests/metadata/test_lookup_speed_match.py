@@ -1,4 +1,4 @@
-"""Matching wanted keys against a base file's sorted keys (``metadata.keyorder.KeyMatcher``,
+"""Matching wanted keys against a base file's sorted keys (``metadata.keymatch.KeyMatcher``,
 ``metadata.basefile.lookup_base``): the merge by 8-byte words finds exactly the keys a set
 would, ties in those words included, whatever the key form (packed, fixed, strings), the
 read mode (seek or scan) and the number of row groups per read."""
@@ -19,7 +19,7 @@ from index_base_fixtures import write_index_base
 from lakebraid.metadata import baselookup
 from lakebraid.metadata.basefile import read_base
 from lakebraid.metadata.baselookup import lookup_base
-from lakebraid.metadata.keyorder import KeyMatcher, SortedRun
+from lakebraid.metadata.keymatch import KeyMatcher, SortedRun
 
 FS = LocalFileSystem()
 

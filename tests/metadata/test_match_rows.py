@@ -1,7 +1,7 @@
-"""``keyorder.match_rows`` finds exactly the rows whose key is wanted, and which wanted key each
+"""``keymatch.match_rows`` finds exactly the rows whose key is wanted, and which wanted key each
 holds, whatever the order of the keys: one sorted run (a base file as written), a few runs
 (merges), many runs or keys of several widths (a hash join); checked against a dict.
-``keyorder.locate`` gives, per probe key (any order, repeats allowed), the row holding it or
+``keymatch.locate`` gives, per probe key (any order, repeats allowed), the row holding it or
 -1, on the same cases."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakebraid.metadata.keyorder import MAX_RUNS, locate, match_rows
+from lakebraid.metadata.keymatch import MAX_RUNS, locate, match_rows
 
 # bytes that sort low and high, NUL included (numpy's S dtype ignores trailing NULs)
 ALPHABET = st.sampled_from(["\x00", "0", "1", "9", "a", "z", "~"])

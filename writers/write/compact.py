@@ -5,7 +5,7 @@ snapshot read merges them: ``writers.write.slices.read_unit``) becomes a new bas
 (``old_file``) and the logs it folded (``old_logs``): a log appended meanwhile is not among
 them and stays in the group's next slice. The new base's rows are sorted by record key (as
 a new file group's are), so reads of the next slice match log keys against it by merges
-(``keyorder.match_rows``). Rows keep the commit time of the write that last changed them;
+(``keymatch.match_rows``). Rows keep the commit time of the write that last changed them;
 the record index is unchanged (no key changes group). Plain picklable data: Spark executors
 can run it.
 """

@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.arrow_records import bool_array, filtered, flat
-from lakebraid.metadata.keyorder import locate, sort_order
+from lakebraid.metadata.keymatch import locate
+from lakebraid.metadata.keyorder import sort_order
 from lakebraid.writers.write.datafile import cast_column, conform, stored_keys
 from lakebraid.writers.write.datalog import BlockType, DataLogBlock
 from lakebraid.writers.write.inplace import replaced
@@ -50,7 +51,7 @@ def merge_slice(
     ``owned``: ``base`` was read for this merge alone, so its buffers may be patched in place
     (``writers.write.inplace``).
 
-    Each log version's key is looked up in the base first (``keyorder.locate``: a search of
+    Each log version's key is looked up in the base first (``keymatch.locate``: a search of
     the base's sorted keys, as written), which tells versions of one key apart without
     sorting the logs (:func:`_log_winners`). Base rows no log touches are kept as they are."""
     stored = base if base is not None else schema.empty_table()
