@@ -82,6 +82,19 @@ def order_unless_sorted(keys: pa.Array | pa.ChunkedArray) -> pa.Array | None:
     return pa.array(order)
 
 
+def ordering_words(keys: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
+    """Per key of ``keys`` (strings), a uint64 that orders them as their bytes do, equal
+    words for equal keys only: the 8 bytes after their shared prefix (:func:`_fixed_prefix`)
+    when every key has one width and those 8 bytes hold all the rest of each key (ids of one
+    width, zero-padded numbers); else None. Taken at any positions, they order those keys
+    without the keys being taken first (``arrow_records.taken_by_key``)."""
+    fixed = fixed_view(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys)
+    if fixed is None:
+        return None
+    skip = _fixed_prefix(fixed)
+    return key_words(fixed, skip) if fixed.itemsize - skip <= 8 else None
+
+
 def _ascending(keys: pa.Array, look: int = 1024) -> bool:
     """Whether ``keys`` (no nulls) are already in ascending order, ties allowed (then the
     identity is the stable sort). The first ``look`` keys are compared first, so keys out of

@@ -23,6 +23,7 @@ from lakebraid.metadata.arrow_records import SCHEMAS, flat, index_table, taken_b
 from lakebraid.metadata.basewrite import write_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
+from lakebraid.metadata.keyorder import ordering_words
 from lakebraid.metadata.locations import COLUMNS as LOCATION_COLUMNS
 from lakebraid.metadata.locations import plain_locations
 from lakebraid.metadata.logblock import BlockType
@@ -217,7 +218,9 @@ def _write_index(
     if rows.num_rows == 0:
         return []
     rows = rows.combine_chunks()
-    groups = router(flat(rows.column("key")))
+    keys = flat(rows.column("key"))
+    groups = router(keys)
+    words = ordering_words(keys)  # each group's rows ordered before they are taken
     order = group_order(groups, n)
     groups = groups[order]
     edges = np.flatnonzero(np.diff(groups)) + 1
@@ -225,7 +228,7 @@ def _write_index(
 
     def one(span: tuple[int, int]) -> WrittenLog:
         start, end = span
-        part = taken_by_key(rows, "key", order[start:end])  # the group's rows, by key
+        part = taken_by_key(rows, "key", order[start:end], words=words)  # the group's, by key
         keys = part.column("key")
         if len(keys) > 1 and pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
             raise MetadataValueError(f"{partition}: a key appears twice in one instant's changes")

@@ -16,6 +16,7 @@ from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.arrow_records import taken_by_key
 from lakebraid.metadata.commits import unpack_keys
+from lakebraid.metadata.keyorder import ordering_words
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.write.datafile import COMMIT_TIME
 from lakebraid.writers.write.filegroup import (
@@ -185,6 +186,41 @@ def test_a_new_groups_rows_taken_by_key_equal_a_take_then_a_sort(
     expected = taken.take(pc.sort_indices(taken, sort_keys=[(RECORD_KEY, "ascending")]))
     assert got.schema == rows.schema
     assert got.to_pylist() == expected.to_pylist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 10**6), min_size=1, max_size=40),
+    prefix=st.sampled_from(["", "key-", "tenant-0042/"]),
+    data=st.data(),
+)
+def test_rows_taken_by_key_with_ordering_words_equal_a_take_then_a_stable_sort(
+    ids: list[int], prefix: str, data: st.DataObject
+) -> None:
+    """Keys of one width that differ in at most 8 bytes (zero-padded ids after a shared
+    prefix), repeats allowed: ordered by ``keyorder.ordering_words`` before the take, the
+    rows are those of a take then Arrow's stable sort (equal keys in their order)."""
+    keys = [f"{prefix}{i:07d}" for i in ids]
+    rows = _rows(keys, list(range(len(keys))), [OP_UPSERT] * len(keys))
+    words = ordering_words(rows.column(RECORD_KEY))
+    assert words is not None
+    picked = data.draw(st.lists(st.integers(0, len(keys) - 1), unique=True))
+    positions = np.array(picked, dtype=np.int64)
+    got = taken_by_key(rows, RECORD_KEY, positions, ("id",), words)
+    taken = rows.take(pa.array(positions, pa.int64()))
+    expected = taken.take(pc.sort_indices(taken, sort_keys=[(RECORD_KEY, "ascending")]))
+    assert got.schema == rows.schema
+    assert got.to_pylist() == expected.to_pylist()
+
+
+def test_ordering_words_only_for_keys_of_one_width_within_eight_bytes() -> None:
+    """No words (the caller sorts the taken keys) for keys of several widths, keys that
+    differ past 8 bytes after their shared prefix, or nulls."""
+    assert ordering_words(pa.array(["a1", "a22"])) is None
+    assert ordering_words(pa.array(["x" * 9 + "a", "b" + "x" * 9])) is None
+    assert ordering_words(pa.array(["ab", None])) is None
+    words = ordering_words(pa.chunked_array([["k-000000000002"], ["k-000000000001"]]))
+    assert words is not None and words[1] < words[0]
 
 
 def _texts(values: list[str | None], encoded: bool) -> pa.Array:
