@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakebraid.metadata.keyorder import fixed_view, order_unless_sorted, sort_order
+from lakebraid.metadata.keyorder import fixed_view, sort_order
 from lakebraid.metadata.records import (
     ColumnStatsRecord,
     FilesRecord,
@@ -202,40 +202,6 @@ def flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
             return column.chunk(0)
         return column.combine_chunks() if column.num_chunks else pa.array([], column.type)
     return column
-
-
-def taken_by_key(
-    rows: pa.Table,
-    key: str,
-    positions: np.ndarray,
-    copies: Sequence[str] = (),
-    words: np.ndarray | None = None,
-) -> pa.Table:
-    """Rows ``positions`` of ``rows`` sorted by the column ``key`` (for unique keys: equal
-    keys come in no promised order). The keys are taken once and ordered within the taken ones;
-    the columns named in ``copies`` hold the same values as ``key`` and get those ordered keys
-    too; the other columns are taken once, in key order (no text taken twice). ``words``:
-    ``keyorder.ordering_words`` of the whole ``key`` column, which order the positions
-    before anything is taken (equal keys then keep their order, as a stable sort does)."""
-    if words is not None:
-        at = words[positions]
-        if len(at) > 1 and not bool((at[1:] >= at[:-1]).all()):
-            positions = positions[np.argsort(at, kind="stable")]
-        taken = rows.take(pa.array(positions))
-        ordered = taken.column(key)
-        columns = [ordered if n in copies else taken.column(n) for n in rows.column_names]
-        return pa.Table.from_arrays(columns, schema=rows.schema)
-    keys = flat(rows.column(key).take(pa.array(positions)))
-    by_key = order_unless_sorted(keys)
-    if by_key is None:  # rows given in key order (sorted input): taken as they are
-        ordered, taken = keys, positions
-    else:
-        ordered, taken = flat(keys.take(by_key)), positions[by_key.to_numpy()]
-    same = {key, *copies}
-    rest = rows.select([n for n in rows.column_names if n not in same])
-    rest = rest.take(pa.array(taken))
-    columns = [ordered if n in same else rest.column(n) for n in rows.column_names]
-    return pa.Table.from_arrays(columns, schema=rows.schema)
 
 
 def filtered(table: pa.Table, keep: np.ndarray) -> pa.Table:

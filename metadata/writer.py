@@ -19,9 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
-from lakebraid.metadata.arrow_records import SCHEMAS, flat, index_table, taken_by_key
+from lakebraid.metadata.arrow_records import SCHEMAS, flat, index_table
 from lakebraid.metadata.basewrite import write_base
 from lakebraid.metadata.errors import MetadataValueError
+from lakebraid.metadata.gather import fixed_columns, taken_by_key
 from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
 from lakebraid.metadata.keyorder import ordering_words
 from lakebraid.metadata.locations import COLUMNS as LOCATION_COLUMNS
@@ -221,6 +222,7 @@ def _write_index(
     keys = flat(rows.column("key"))
     groups = router(keys)
     words = ordering_words(keys)  # each group's rows ordered before they are taken
+    views = fixed_columns(rows)  # and their keys gathered as fixed-width items
     order = group_order(groups, n)
     groups = groups[order]
     edges = np.flatnonzero(np.diff(groups)) + 1
@@ -228,7 +230,7 @@ def _write_index(
 
     def one(span: tuple[int, int]) -> WrittenLog:
         start, end = span
-        part = taken_by_key(rows, "key", order[start:end], words=words)  # the group's, by key
+        part = taken_by_key(rows, "key", order[start:end], (), words, views)  # by key
         keys = part.column("key")
         if len(keys) > 1 and pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
             raise MetadataValueError(f"{partition}: a key appears twice in one instant's changes")

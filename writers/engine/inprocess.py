@@ -27,7 +27,9 @@ from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.index.scope import index_keys, is_scoped, split_keys
 from lakebraid.metadata.arrow_records import empty_table
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
+from lakebraid.metadata.gather import fixed_columns
 from lakebraid.metadata.hashing import group_order
+from lakebraid.metadata.keyorder import ordering_words
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.durable import (
@@ -208,6 +210,8 @@ def tasks_of(
     virtual = virtual_key(spec_of(schema), table.config.record_key) is not None
     copies = key_copies(payload, table.config.record_key, virtual)
     payload = _combined(payload, copies)
+    words = ordering_words(payload.column(RECORD_KEY))  # computed once for every group
+    views = fixed_columns(payload)
     tasks = layout.tasks(
         targets,  # type: ignore[arg-type]
         root=table.fs.unstrip_protocol(table.layout.root),
@@ -219,7 +223,7 @@ def tasks_of(
     )
     ends = [*starts[1:], len(order)]
     return [
-        Work(task, payload, order[start:end], copies)
+        Work(task, payload, order[start:end], copies, words, views)
         for task, start, end in zip(tasks, starts, ends, strict=True)
     ]
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 from fsspec import AbstractFileSystem
 
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.metadata.arrow_records import taken_by_key
 from lakebraid.metadata.commits import WriteStatus
+from lakebraid.metadata.gather import Views, take_rows, taken_by_key
 from lakebraid.timeline import progress
 from lakebraid.timeline.durable import filesystem, is_local, make_all_durable, make_durable
 from lakebraid.timeline.layout import TableLayout
@@ -41,6 +41,8 @@ class Work(NamedTuple):
     rows: pa.Table
     positions: np.ndarray | None = None
     copies: tuple[str, ...] = ()  # columns of ``rows`` holding the record keys themselves
+    words: np.ndarray | None = None  # keyorder.ordering_words of the record keys of ``rows``
+    views: Views | None = None  # gather.fixed_columns of ``rows``
 
     def size(self) -> int:
         return self.rows.num_rows if self.positions is None else len(self.positions)
@@ -55,9 +57,11 @@ class Work(NamedTuple):
             rows = self.rows
         elif isinstance(self.task, RewriteTask) and not self.rewrites():
             # a new group's rows sorted by key as taken: its file is written as taken
-            rows = taken_by_key(self.rows, RECORD_KEY, positions, self.copies)
+            rows = taken_by_key(
+                self.rows, RECORD_KEY, positions, self.copies, self.words, self.views
+            )
         else:
-            rows = self.rows.take(pa.array(positions))
+            rows = take_rows(self.rows, positions, self.views)
         if isinstance(self.task, AppendTask):
             return append_to_file_group(self.task, rows, sync=sync, marked=marked)
         return rewrite_file_group(self.task, rows, sync=sync, marked=marked)

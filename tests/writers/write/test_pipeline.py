@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
-from lakebraid.metadata.arrow_records import taken_by_key
 from lakebraid.metadata.commits import unpack_keys
+from lakebraid.metadata.gather import taken_by_key
 from lakebraid.metadata.keyorder import ordering_words
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.write.datafile import COMMIT_TIME

@@ -1,0 +1,67 @@
+"""``metadata.gather``: rows taken by position with text of one width gathered by numpy are
+Arrow's take, whatever the columns hold (text of one width or several, nulls, chunks,
+binary, numbers, dictionaries)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakebraid.metadata import gather
+from lakebraid.metadata.gather import fixed_columns, take_rows
+
+WIDE = st.text(alphabet="ab\u00e9\U0001f600", min_size=0, max_size=4)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    width=st.integers(0, 6),
+    ragged=st.lists(WIDE, min_size=1, max_size=30),
+    nulls=st.booleans(),
+    chunked=st.booleans(),
+    data=st.data(),
+)
+def test_take_rows_equals_arrows_take(
+    width: int, ragged: list[str], nulls: bool, chunked: bool, data: st.DataObject
+) -> None:
+    n = len(ragged)
+    fixed = [
+        "".join(data.draw(st.lists(st.sampled_from("xyz"), min_size=width, max_size=width)))
+        for _ in range(n)
+    ]
+    table = pa.table(
+        {
+            "fixed": pa.array(fixed, pa.string()),
+            "ragged": pa.array(ragged, pa.string()),
+            "nullable": pa.array(
+                [None if nulls and i % 3 == 0 else f for i, f in enumerate(fixed)]
+            ),
+            "binary": pa.array([f.encode() for f in fixed], pa.binary()),
+            "number": pa.array(range(n), pa.int64()),
+            "coded": pa.array(fixed, pa.string()).dictionary_encode(),
+        }
+    )
+    if chunked:
+        table = pa.concat_tables([table.slice(0, n // 2), table.slice(n // 2)])
+    views = fixed_columns(table)
+    assert ("fixed" in views) == (not chunked and width > 0)  # one chunk, one width, text
+    assert "binary" not in views and "coded" not in views
+    positions = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=40)), np.int64)
+    got = take_rows(table, positions, views)
+    expected = table.take(pa.array(positions, pa.int64()))
+    assert got.schema == table.schema
+    assert got.to_pylist() == expected.to_pylist()
+    got.validate(full=True)
+
+
+def test_a_gather_past_int32_offsets_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text whose gathered bytes would overflow a string array's offsets raises, as Arrow's
+    own take does, instead of wrapping around."""
+    table = pa.table({"k": pa.array(["abcd"] * 10)})
+    monkeypatch.setattr(gather, "_MAX_BYTES", 4 * 10 - 1)
+    with pytest.raises(pa.ArrowInvalid, match="overflow"):
+        take_rows(table, np.arange(10), fixed_columns(table))
+    assert take_rows(table, np.arange(9), fixed_columns(table)).num_rows == 9
