@@ -24,12 +24,17 @@ _MAX_BYTES = (1 << 31) - 1  # a string array's int32 offsets
 def fixed_columns(table: pa.Table) -> dict[str, np.ndarray]:
     """The columns of ``table`` held as one chunk of text (``string``) of one width without
     nulls, as ``S<width>`` views of their bytes (no copy): :func:`take_rows` gathers them."""
-    views = {}
+    views: dict[str, np.ndarray] = {}
+    seen: dict[tuple[int, ...], np.ndarray | None] = {}  # a column held twice: viewed once
     for field, column in zip(table.schema, table.columns, strict=True):
         if field.type == pa.string() and column.num_chunks == 1:
-            view = fixed_view(column.chunk(0))
-            if view is not None:
-                views[field.name] = view
+            chunk = column.chunk(0)
+            where = [b.address if b is not None else 0 for b in chunk.buffers()]
+            held = (*where, chunk.offset, len(chunk))
+            if held not in seen:
+                seen[held] = fixed_view(chunk)
+            if seen[held] is not None:
+                views[field.name] = seen[held]
     return views
 
 

@@ -82,13 +82,18 @@ def order_unless_sorted(keys: pa.Array | pa.ChunkedArray) -> pa.Array | None:
     return pa.array(order)
 
 
-def ordering_words(keys: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
+def ordering_words(
+    keys: pa.Array | pa.ChunkedArray, view: np.ndarray | None = None
+) -> np.ndarray | None:
     """Per key of ``keys`` (strings), a uint64 that orders them as their bytes do, equal
     words for equal keys only: the 8 bytes after their shared prefix (:func:`_fixed_prefix`)
     when every key has one width and those 8 bytes hold all the rest of each key (ids of one
     width, zero-padded numbers); else None. Taken at any positions, they order those keys
-    without the keys being taken first (``arrow_records.taken_by_key``)."""
-    fixed = fixed_view(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys)
+    without the keys being taken first (``gather.taken_by_key``). ``view``: their
+    :func:`fixed_view`, when the caller has it."""
+    if view is None and isinstance(keys, pa.ChunkedArray):  # one chunk: no copy
+        keys = keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()
+    fixed = view if view is not None else fixed_view(keys)
     if fixed is None:
         return None
     skip = _fixed_prefix(fixed)

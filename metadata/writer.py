@@ -221,8 +221,8 @@ def _write_index(
     rows = rows.combine_chunks()
     keys = flat(rows.column("key"))
     groups = router(keys)
-    words = ordering_words(keys)  # each group's rows ordered before they are taken
-    views = fixed_columns(rows)  # and their keys gathered as fixed-width items
+    views = fixed_columns(rows)  # each group's keys gathered as fixed-width items
+    words = ordering_words(keys, views.get("key"))  # and ordered before they are taken
     order = group_order(groups, n)
     groups = groups[order]
     edges = np.flatnonzero(np.diff(groups)) + 1

@@ -65,3 +65,18 @@ def test_a_gather_past_int32_offsets_is_refused(monkeypatch: pytest.MonkeyPatch)
     with pytest.raises(pa.ArrowInvalid, match="overflow"):
         take_rows(table, np.arange(10), fixed_columns(table))
     assert take_rows(table, np.arange(9), fixed_columns(table)).num_rows == 9
+
+
+def test_a_column_held_twice_is_viewed_once_and_twins_of_one_data_buffer_apart() -> None:
+    """The record key and the key column it copies (one array) share one view; two columns
+    over one data buffer with other offsets are viewed each by its own offsets."""
+    keys = pa.array(["ab", "cd", "ef"])
+    validity, _, data = keys.buffers()
+    shifted = pa.Array.from_buffers(
+        pa.string(), 2, [validity, pa.py_buffer(np.array([2, 4, 6], np.int32)), data]
+    )
+    table = pa.table({"a": keys.slice(0, 2), "b": keys.slice(0, 2), "c": shifted, "d": keys[1:]})
+    views = fixed_columns(table)
+    assert views["a"] is views["b"]
+    got = take_rows(table, np.array([1, 0]), views)
+    assert got.to_pylist() == table.take(pa.array([1, 0])).to_pylist()

@@ -210,8 +210,8 @@ def tasks_of(
     virtual = virtual_key(spec_of(schema), table.config.record_key) is not None
     copies = key_copies(payload, table.config.record_key, virtual)
     payload = _combined(payload, copies)
-    words = ordering_words(payload.column(RECORD_KEY))  # computed once for every group
-    views = fixed_columns(payload)
+    views = fixed_columns(payload)  # both computed once for every group
+    words = ordering_words(payload.column(RECORD_KEY), views.get(RECORD_KEY))
     tasks = layout.tasks(
         targets,  # type: ignore[arg-type]
         root=table.fs.unstrip_protocol(table.layout.root),
