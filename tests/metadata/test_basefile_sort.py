@@ -93,3 +93,18 @@ def test_the_prefix_keys_of_one_width_share(shared: bytes, rest: int, data: st.D
     fixed = np.array(keys, dtype=f"S{width}")
     naive = next((i for i in range(width) if len({k[i] for k in keys}) > 1), width)
     assert keyorder._fixed_prefix(fixed) == max(0, min(naive, width - 8))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    widths=st.lists(st.integers(0, 4), min_size=1, max_size=30),
+    block=st.integers(1, 7),
+)
+def test_offsets_in_steps_of_one_width_a_block_at_a_time(widths: list[int], block: int) -> None:
+    """``_steps_of``: every value's width is the first one's, checked a block of differences
+    at a time; a value of another width in any block, first or last, is found."""
+    offsets = np.concatenate([[0], np.cumsum(widths)]).astype(np.int32)
+    assert keyorder._steps_of(offsets, widths[0], block) == (len(set(widths)) == 1)
+    keys = pa.array(["x" * w for w in widths], pa.string())
+    view = keyorder.fixed_view(keys)
+    assert (view is not None) == (len(set(widths)) == 1 and widths[0] > 0)
