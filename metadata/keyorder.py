@@ -6,6 +6,8 @@ fixed-width forms a base file stores its keys in are ``metadata.hexkeys``)."""
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -105,18 +107,45 @@ def _ascending(keys: pa.Array, look: int = 1024) -> bool:
     identity is the stable sort). The first ``look`` keys are compared first, so keys out of
     order cost next to nothing."""
     n = len(keys)
+    if not _sampled(keys, look, pc.less_equal):
+        return False
+    return n <= look or bool(pc.all(pc.less_equal(keys[:-1], keys[1:])).as_py())
+
+
+def strictly_ascending(keys: pa.Array | pa.ChunkedArray, look: int = 1024) -> bool:
+    """Whether ``keys`` (strings) ascend with no key twice: a batch written in key order
+    holds nothing to de-duplicate. Sampled first as :func:`_ascending` is (keys out of order
+    cost next to nothing); then, for keys with :func:`ordering_words`, one integer comparison
+    per key (10M keys of 14 bytes: 0.08 s), else the text compared."""
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()
+    if not _sampled(keys, look, pc.less):
+        return False
+    if len(keys) <= look:
+        return True
+    words = ordering_words(keys)
+    if words is not None:
+        return bool((words[1:] > words[:-1]).all())
+    return bool(pc.all(pc.less(keys[:-1], keys[1:])).as_py())
+
+
+def _sampled(keys: pa.Array, look: int, rises: Callable[[Any, Any], pa.Array]) -> bool:
+    """Whether ``keys`` hold no null and ``rises`` holds from each key to the next among the
+    first ``look`` keys and among every ``n // look``-th key (sorted runs one after another
+    fail there), which all keys in order pass: the cheap part of an order check."""
+    n = len(keys)
     if keys.null_count:
         return False
     if n < 2:
         return True
     head = keys.slice(0, min(n, look))
-    if not pc.all(pc.less_equal(head[:-1], head[1:])).as_py():
+    if not pc.all(rises(head[:-1], head[1:])).as_py():
         return False
-    if n > look:  # every ``stride``-th key: sorted runs one after another fail here
+    if n > look:
         sample = keys.take(pa.array(np.arange(0, n, max(1, n // look))))
-        if not pc.all(pc.less_equal(sample[:-1], sample[1:])).as_py():
+        if not pc.all(rises(sample[:-1], sample[1:])).as_py():
             return False
-    return n <= look or bool(pc.all(pc.less_equal(keys[:-1], keys[1:])).as_py())
+    return True
 
 
 def wanted_keys(keys: pa.Array | pa.ChunkedArray, kind: pa.DataType, *, unique: bool) -> pa.Array:

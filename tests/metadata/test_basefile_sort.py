@@ -5,6 +5,7 @@ small inputs take the numpy path."""
 
 from __future__ import annotations
 
+import itertools
 from unittest import mock
 
 import numpy as np
@@ -108,3 +109,28 @@ def test_offsets_in_steps_of_one_width_a_block_at_a_time(widths: list[int], bloc
     keys = pa.array(["x" * w for w in widths], pa.string())
     view = keyorder.fixed_view(keys)
     assert (view is not None) == (len(set(widths)) == 1 and widths[0] > 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 300), max_size=40),
+    sort=st.booleans(),
+    look=st.integers(2, 8),
+)
+def test_strictly_ascending_keys_are_sorted_and_unique(
+    ids: list[int], sort: bool, look: int
+) -> None:
+    """``strictly_ascending`` is true exactly for keys in order with no repeat, for keys with
+    ordering words (one width, within 8 bytes), keys without (wider, or ragged), past the
+    sampled look and within it."""
+    ids = sorted(ids) if sort else ids
+    for keys in (
+        [f"k{i:03d}" for i in ids],  # one width within 8 bytes: ordering words
+        [f"{i:03d}{'x' * 10}{i:03d}" for i in ids],  # one width, 16 bytes apart: no words
+        [f"k{i}" for i in ids],  # several widths: the text compared
+    ):
+        want = all(a < b for a, b in itertools.pairwise(keys))
+        array = pa.array(keys, pa.string())
+        assert keyorder.strictly_ascending(array, look) == want
+        chunked = pa.chunked_array([keys[: len(keys) // 2], keys[len(keys) // 2 :]], pa.string())
+        assert keyorder.strictly_ascending(chunked, look) == want

@@ -24,6 +24,7 @@ from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.index.scope import index_keys
 from lakebraid.metadata.arrow_records import first_per_key, flat
 from lakebraid.metadata.hashing import group_order, shared_hashes, stable_hashes
+from lakebraid.metadata.keyorder import strictly_ascending
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.write.datafile import read_parquet
@@ -86,9 +87,13 @@ def deduplicate(table: pa.Table, precombine: str | None, scoped: bool = False) -
     """One row per index key (the record key; ``scoped``: per partition and record key): the
     highest precombine value wins, then the latest row.
 
-    Keys are compared by their 64-bit format hash first (a numeric sort, no string sort):
-    rows whose hash is unique in the batch are unique; only the rows that share a hash (true
-    duplicates, or a rare collision) go through the exact sort by key."""
+    Rows whose record keys strictly ascend (``keyorder.strictly_ascending``: a load of sorted
+    ids) hold no key twice and are kept as they are. Otherwise keys are compared by their
+    64-bit format hash first (a numeric sort, no string sort): rows whose hash is unique in
+    the batch are unique; only the rows that share a hash (true duplicates, or a rare
+    collision) go through the exact sort by key."""
+    if not scoped and strictly_ascending(table.column(RECORD_KEY)):
+        return table  # rows in key order, no key twice (a load of sorted ids)
     hashes = key_hashes(table, scoped)
     if hashes is None:
         hashes = stable_hashes(row_index_keys(table, scoped))
