@@ -50,11 +50,14 @@ def take_rows(table: pa.Table, positions: np.ndarray, views: Views | None = None
 
 
 def _gathered(view: np.ndarray, positions: np.ndarray) -> pa.Array:
-    """The ``string`` values of ``view`` (``S<width>``) at ``positions`` (Arrow's take past
-    what int32 offsets can address: it raises as Arrow does)."""
+    """The ``string`` values of ``view`` (``S<width>``) at ``positions``. A position outside
+    the rows, negative ones included (numpy would count those from the end), or more bytes
+    than int32 offsets address raise as Arrow's take does."""
     width, count = view.itemsize, len(positions)
     if count * width > _MAX_BYTES:
         raise pa.ArrowInvalid(f"{count} values of {width} bytes overflow a string array")
+    if count and not 0 <= int(positions.min()) <= int(positions.max()) < len(view):
+        raise pa.ArrowIndexError(f"a position is outside the {len(view)} rows taken from")
     items = np.take(view.view(f"V{width}"), positions)
     ends = np.arange(count + 1, dtype=np.int32) * np.int32(width)
     return pa.StringArray.from_buffers(count, pa.py_buffer(ends), pa.py_buffer(items))

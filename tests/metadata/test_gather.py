@@ -80,3 +80,16 @@ def test_a_column_held_twice_is_viewed_once_and_twins_of_one_data_buffer_apart()
     assert views["a"] is views["b"]
     got = take_rows(table, np.array([1, 0]), views)
     assert got.to_pylist() == table.take(pa.array([1, 0])).to_pylist()
+
+
+@pytest.mark.parametrize("position", [-1, -4, 4], ids=["last", "first from the end", "past"])
+def test_a_position_outside_the_rows_is_refused_as_arrow_refuses_it(position: int) -> None:
+    """numpy counts negative positions from the end; a gather refuses them (and positions
+    past the rows) as Arrow's take does, never a row taken by mistake."""
+    table = pa.table({"k": pa.array(["ab", "cd", "ef", "gh"])}).slice(0)
+    views = fixed_columns(table)
+    assert "k" in views
+    with pytest.raises(pa.ArrowIndexError):
+        table.take(pa.array([0, position]))
+    with pytest.raises(pa.ArrowIndexError):
+        take_rows(table, np.array([0, position]), views)
