@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.hexkeys import strings_of
 from lakebraid.metadata.keyorder import fixed_view, order_unless_sorted
 
 Views = Mapping[str, np.ndarray]  # column name -> its text as ``S<width>`` (fixed_view)
@@ -58,9 +59,7 @@ def _gathered(view: np.ndarray, positions: np.ndarray) -> pa.Array:
         raise pa.ArrowInvalid(f"{count} values of {width} bytes overflow a string array")
     if count and not 0 <= int(positions.min()) <= int(positions.max()) < len(view):
         raise pa.ArrowIndexError(f"a position is outside the {len(view)} rows taken from")
-    items = np.take(view.view(f"V{width}"), positions)
-    ends = np.arange(count + 1, dtype=np.int32) * np.int32(width)
-    return pa.StringArray.from_buffers(count, pa.py_buffer(ends), pa.py_buffer(items))
+    return strings_of(np.take(view.view(f"V{width}"), positions).view(f"S{width}"))
 
 
 def taken_by_key(

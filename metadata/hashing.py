@@ -208,11 +208,11 @@ def _hash_chunk(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     starts, lengths = offsets[:-1], np.diff(offsets)
     n = len(starts)
     prime = np.uint64(FNV_PRIME)
-    h = np.full(n, FNV_OFFSET, dtype=np.uint64)
     if n == 0:
-        return h
+        return np.empty(0, dtype=np.uint64)
     width = int(lengths.max())
     if width == int(lengths.min()):  # every key as long: a 2-D view, one column per byte
+        h = np.empty(n, dtype=np.uint64)  # each block's first fill sets its keys' hashes
         matrix = data[int(offsets[0]) : int(offsets[0]) + n * width].reshape(n, width)
         byte = np.empty(min(n, _BLOCK), np.uint64)
         for lo in range(0, n, _BLOCK):  # a block's bytes by position: contiguous rows
@@ -227,6 +227,7 @@ def _hash_chunk(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
                 np.multiply(part, prime, out=part)
         return h
     # ragged keys: hash byte j of every key still longer than j, dropping finished keys
+    h = np.full(n, FNV_OFFSET, dtype=np.uint64)
     active = np.arange(n)
     h_active, s_active, l_active = h.copy(), starts.copy(), lengths.copy()
     for j in range(width):

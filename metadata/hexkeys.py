@@ -88,7 +88,7 @@ class HexKeys(msgspec.Struct, frozen=True, array_like=True):
             nibble = rows[j // 2] >> 4 if j % 2 == 0 else rows[j // 2] & 15
             np.add(nibble, ZERO, out=out[at])  # "0".."9", then "a".."f" 39 bytes further
             np.add(out[at], (nibble > 9).view(np.uint8) * np.uint8(39), out=out[at])
-        return _strings(_transpose(out).reshape(-1).view(f"S{len(raw)}"))
+        return strings_of(_transpose(out).reshape(-1).view(f"S{len(raw)}"))
 
 
 def _by_position(view: np.ndarray) -> np.ndarray:
@@ -186,13 +186,13 @@ def as_strings(fixed: pa.Array | pa.ChunkedArray, *, validate: bool) -> pa.Array
     view = fixed_view(fixed)
     if view is None:  # empty (a fixed-width column holds no nulls)
         return pa.array([], pa.string()) if len(fixed) == 0 else fixed.cast(pa.string())
-    out = _strings(view)
+    out = strings_of(view)
     if validate:
         out.validate(full=True)  # UTF-8
     return out
 
 
-def _strings(view: np.ndarray) -> pa.Array:
+def strings_of(view: np.ndarray) -> pa.Array:
     """An ``S<width>`` numpy array as an Arrow string array over the same bytes."""
     n, width = len(view), view.itemsize
     large = n * width >= 2**31

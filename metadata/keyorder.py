@@ -41,8 +41,7 @@ def order_unless_sorted(keys: pa.Array | pa.ChunkedArray) -> pa.Array | None:
     (ids that grow, rows written sorted) are found so by one comparison pass and not sorted
     (None: no order to apply); sorted runs one after another (log blocks) fail a sampled
     pass first."""
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks() if keys.num_chunks else pa.array([], pa.string())
+    keys = _one_array(keys)
     n = len(keys)
     if _ascending(keys):
         return None
@@ -93,13 +92,20 @@ def ordering_words(
     width, zero-padded numbers); else None. Taken at any positions, they order those keys
     without the keys being taken first (``gather.taken_by_key``). ``view``: their
     :func:`fixed_view`, when the caller has it."""
-    if view is None and isinstance(keys, pa.ChunkedArray):  # one chunk: no copy
-        keys = keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()
-    fixed = view if view is not None else fixed_view(keys)
+    fixed = view if view is not None else fixed_view(_one_array(keys))
     if fixed is None:
         return None
     skip = _fixed_prefix(fixed)
     return key_words(fixed, skip) if fixed.itemsize - skip <= 8 else None
+
+
+def _one_array(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``keys`` as one array: a single chunk as it is (no copy), several combined."""
+    if not isinstance(keys, pa.ChunkedArray):
+        return keys
+    if keys.num_chunks == 1:
+        return keys.chunk(0)
+    return keys.combine_chunks() if keys.num_chunks else pa.array([], keys.type)
 
 
 def _ascending(keys: pa.Array, look: int = 1024) -> bool:
@@ -117,8 +123,7 @@ def strictly_ascending(keys: pa.Array | pa.ChunkedArray, look: int = 1024) -> bo
     holds nothing to de-duplicate. Sampled first as :func:`_ascending` is (keys out of order
     cost next to nothing); then, for keys with :func:`ordering_words`, one integer comparison
     per key (10M keys of 14 bytes: 0.08 s), else the text compared."""
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()
+    keys = _one_array(keys)
     if not _sampled(keys, look, pc.less):
         return False
     if len(keys) <= look:
@@ -219,7 +224,8 @@ def _data(array: pa.Array, index: int = 2) -> np.ndarray:
 
 def _steps_of(offsets: np.ndarray, width: int, block: int = 1 << 16) -> bool:
     """Whether each offset is the one before plus ``width``: a block of differences at a time
-    in one scratch array (cached; 10M offsets in 8 ms against 15 for one ``np.diff``)."""
+    in one scratch array that stays in cache (10M offsets in 10 ms against 15 for one
+    ``np.diff`` of them all)."""
     n = len(offsets) - 1
     step = np.empty(min(n, block), offsets.dtype)
     for start in range(0, n, block):
