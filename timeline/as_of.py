@@ -14,7 +14,9 @@ Anything else (other types, other digit strings, impossible dates) is a :class:`
 A well-formed point must also fall inside the table's history (:func:`check_point`): not
 before the table was created, not after the latest completed instant, and not older than
 what the cleaner retained (the earliest retained commit of the latest clean), unless the
-state at that point is a savepointed commit, whose files the cleaner keeps.
+state at that point is a savepointed commit, whose files the cleaner keeps. The instant time
+of a write that a rollback or restore undid names a state that no longer exists: refused by
+``TableTimelines.read_point``, which names the undoing instant.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from fsspec import AbstractFileSystem
 
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline import table_config
-from lakebraid.timeline.as_of import check_point, parse_as_of
+from lakebraid.timeline.as_of import AsOfError, check_point, parse_as_of
 from lakebraid.timeline.bodies import (
     CleanBody,
     RestoreBody,
@@ -29,7 +29,7 @@ from lakebraid.timeline.lock import make_lock
 from lakebraid.timeline.store import InstantStore
 from lakebraid.timeline.table_config import TableConfig
 from lakebraid.timeline.timeline import Timeline
-from lakebraid.timeline.visibility import UndoBody, Visibility, resolve
+from lakebraid.timeline.visibility import UndoBody, Visibility, resolve, undone_by
 
 
 class TableTimelines:
@@ -216,6 +216,16 @@ class TableTimelines:
         assert point is not None
         bodies = self.undo_bodies(tl)
         now = resolve(tl, bodies)
+        if parsed in now.undone:  # a write's own time: "after that write", which was undone
+            by = undone_by(tl, bodies, parsed)
+            raise AsOfError(
+                f"as_of {as_of!r} names write {parsed}, undone by "
+                f"{f'instant {by}' if by else 'a rollback or restore'}: no readable state holds "
+                "its changes; read as of an earlier time for the state before it, or omit as_of "
+                "for the current state",
+                table=self.path,
+                instant=parsed,
+            )
         done = [i.completion_time for i in tl.completed() if i.completion_time]
         retained = self.retained_from(tl, now)
         savepointed: dict[str, str] = {}

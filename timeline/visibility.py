@@ -68,6 +68,25 @@ def undone_times(global_timeline: Timeline, undo_bodies: Mapping[str, UndoBody])
     return undone
 
 
+def undone_by(
+    global_timeline: Timeline, undo_bodies: Mapping[str, UndoBody], time: str
+) -> str | None:
+    """The completed rollback or restore that undid the instant at ``time`` (None: none did;
+    the first in time order when several name it)."""
+    for inst in sorted(
+        [*global_timeline.of_action(Action.ROLLBACK), *global_timeline.of_action(Action.RESTORE)],
+        key=lambda i: i.time,
+    ):
+        target = undo_bodies[inst.time].target
+        if inst.action is Action.ROLLBACK and target == time:
+            return inst.time
+        if inst.action is Action.RESTORE and target < time < inst.time:
+            other = global_timeline.get(time)
+            if other is not None and other.action not in KEPT_BY_RESTORE:
+                return inst.time
+    return None
+
+
 def resolve(
     global_timeline: Timeline,
     undo_bodies: Mapping[str, UndoBody],
