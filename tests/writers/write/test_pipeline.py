@@ -30,6 +30,8 @@ from lakebraid.writers.write.partition_codes import codes
 from lakebraid.writers.write.route import (
     KEY_HASH,
     PARTITION,
+    Slot,
+    _by_hash,
     deduplicate,
     insert_counts,
     key_copies,
@@ -268,3 +270,34 @@ def test_new_rows_and_insert_counts_equal_a_python_model(
     (old, now), known = codes([tagged.column(OLD_PARTITION), tagged.column(PARTITION)])
     assert [None if c < 0 else known[int(c)].as_py() for c in old] == olds
     assert [known[int(c)].as_py() for c in now] == [p for p, _, _ in rows]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=4), min_size=1, max_size=5),
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 2**64 - 1)), max_size=200),
+)
+def test_slots_by_hash_equal_a_per_row_model(rooms: list[list[int]], rows: list) -> None:
+    """Each insert goes to the slot of its partition whose share of the room holds its key
+    hash modulo the room: the vectorized choice equals one row at a time in Python."""
+    rows = [(p % len(rooms), h) for p, h in rows] or [(0, 7)]
+    plans = [(c, [Slot(f"p{c}-s{j}", n) for j, n in enumerate(r)]) for c, r in enumerate(rooms)]
+    parts = np.array([p for p, _ in rows], dtype=np.int32)
+    hashes = np.array([h for _, h in rows], dtype=np.uint64)
+    used = sorted(set(parts.tolist()))
+    chosen, names = _by_hash(parts, hashes, [plans[c] for c in used], [])
+    first, expected_names = {}, []
+    for c in used:
+        first[c] = len(expected_names)
+        expected_names += [s.file_id for s in plans[c][1]]
+    expected = []
+    for p, h in rows:
+        sizes = [s.rows for s in plans[p][1]]
+        left = h % sum(sizes)
+        j = 0
+        while left >= sizes[j]:
+            left -= sizes[j]
+            j += 1
+        expected.append(first[p] + j)
+    assert names.to_pylist() == expected_names
+    assert chosen.tolist() == expected
