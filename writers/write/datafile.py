@@ -148,7 +148,7 @@ def _decoded(chunk: pa.DictionaryArray) -> pa.Array:
     )
     indices = chunk.indices.to_numpy()
     if len(dictionary) == 1 and not indices.any():
-        data = pa.py_buffer(text.tobytes() * count)
+        data = pa.py_buffer(bytearray(text.tobytes()) * count)  # writable: patched in place
     elif not 0 <= indices.min() <= indices.max() < len(dictionary):  # invalid: Arrow's error
         return chunk.cast(pa.string())  # (numpy would count a negative one from the end)
     else:

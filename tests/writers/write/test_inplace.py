@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakebraid.writers.write.datafile import _decoded
 from lakebraid.writers.write.inplace import replaced
 
 KINDS = {
@@ -84,6 +85,22 @@ def test_an_owned_column_is_patched_in_its_own_buffer() -> None:
     )
     assert got.chunk(0).buffers()[1].address == column.chunk(0).buffers()[1].address
     assert got.to_pylist()[3] == -1 and got.to_pylist()[500] == -2
+
+
+def test_a_one_value_text_dictionary_is_patched_in_its_decoded_buffer() -> None:
+    """A base file's partition or commit-time column (one dictionary value in every row) is
+    decoded into a buffer of its own, which an owned patch writes without a copy."""
+    indices = pa.array(np.zeros(1000, dtype=np.int32))
+    column = pa.chunked_array([pa.DictionaryArray.from_arrays(indices, pa.array(["day-1"]))])
+    got = replaced(
+        column, np.array([3, 999]), pa.array(["day-2", "day-3"]), pa.string(), owned=True
+    )
+    decoded = _decoded(column.chunk(0))  # the decode the patch starts from
+    assert decoded.buffers()[2].is_mutable
+    assert decoded.to_pylist() == column.to_pylist()
+    want = ["day-1"] * 1000
+    want[3], want[999] = "day-2", "day-3"
+    assert got.to_pylist() == want
 
 
 @pytest.mark.parametrize("owned", [False, True])
