@@ -75,7 +75,7 @@ def _choose_one(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray, bo
     if rows < SMALL_ROWS or not _dictionary_candidate(kind):
         return column, True  # Arrow's default
     sample = column.take(_picks(rows)) if rows > SAMPLE else column
-    distinct = pc.count_distinct(sample).as_py()
+    distinct = distinct_values(sample)
     limit = DICTIONARY_LIMIT / _width(kind, sample)
     chunk = min(rows, ROW_GROUP_ROWS)
     if chunk > limit and distinct > _drawn(limit, rows):
@@ -85,6 +85,13 @@ def _choose_one(column: pa.ChunkedArray, rows: int) -> tuple[pa.ChunkedArray, bo
     if _textual(kind) and distinct <= FEW:
         return pc.dictionary_encode(column), True
     return column, True
+
+
+def distinct_values(values: pa.Array | pa.ChunkedArray) -> int:
+    """The distinct non-null values, as ``pc.count_distinct`` counts them, from ``pc.unique``
+    (8,192 sampled int64 or strings: 0.21-0.23 ms against 0.37-0.48; a 20,000-row append
+    chooses for four columns)."""
+    return len(pc.unique(values)) - (1 if values.null_count else 0)
 
 
 def _drawn(values: float, rows: int) -> float:

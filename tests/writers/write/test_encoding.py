@@ -24,6 +24,7 @@ from lakebraid.writers.write.encoding import (
     SMALL_ROWS,
     choose,
     compacted,
+    distinct_values,
 )
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
 
@@ -246,3 +247,30 @@ def test_the_commit_time_dictionary_holds_only_the_times_its_rows_carry() -> Non
         assert sorted(stored.chunk(0).dictionary.to_pylist()) == [
             f"202601010000{c:05d}" for c in range(30, 40)
         ]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.one_of(
+        st.lists(st.one_of(st.none(), st.integers(-3, 3)), max_size=40).map(
+            lambda v: pa.array(v, pa.int64())
+        ),
+        st.lists(st.one_of(st.none(), st.floats(allow_nan=True, width=64)), max_size=40).map(
+            lambda v: pa.array(v, pa.float64())
+        ),
+        st.lists(st.one_of(st.none(), st.text("ab", max_size=2)), max_size=40).map(
+            lambda v: pa.array(v, pa.string())
+        ),
+    ),
+    st.integers(1, 3),
+)
+def test_distinct_values_count_as_arrows_count_distinct(values: pa.Array, chunks: int) -> None:
+    """The sample's distinct count equals ``pc.count_distinct`` (nulls not counted, NaN once),
+    in one chunk or several."""
+    cut = [
+        values.slice(i * len(values) // chunks, len(values) // chunks + 1) for i in range(chunks)
+    ]
+    chunked = pa.chunked_array([c for c in cut if len(c)] or [values], values.type)
+    want = pc.count_distinct(chunked).as_py()
+    assert distinct_values(values) == pc.count_distinct(values).as_py()
+    assert distinct_values(chunked) == want
