@@ -191,10 +191,14 @@ def _frame(block_type: BlockType, header: bytes, body: bytes, version: int) -> b
     )
 
 
-def append_blocks(fs: AbstractFileSystem, path: str, blocks: Sequence[bytes]) -> None:
+def append_blocks(
+    fs: AbstractFileSystem, path: str, blocks: Sequence[bytes], *, sync: bool = True
+) -> None:
     """Append encoded blocks to a log file, creating it if needed.
 
-    On a local filesystem the blocks are appended (mode ``"ab"``) and fsync-ed; an existing
+    On a local filesystem the blocks are appended (mode ``"ab"``) and fsync-ed (file, and
+    folder when it is new; ``sync=False``: not, the caller makes it durable, as
+    ``timeline.durable.sync_new_files`` does, before any instant names it); an existing
     file must end with a whole, intact block (a torn tail is never built upon). Other fsspec
     filesystems cannot append: the file is created with all the blocks at once by a
     conditional create, and ``MetadataError`` is raised if it already exists. Nothing
@@ -226,8 +230,9 @@ def append_blocks(fs: AbstractFileSystem, path: str, blocks: Sequence[bytes]) ->
         for blob in blocks:
             handle.write(blob)
         handle.flush()
-        os.fsync(handle.fileno())
-    if not existed:
+        if sync:
+            os.fsync(handle.fileno())
+    if sync and not existed:
         fsync_dir(folder)
 
 

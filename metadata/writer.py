@@ -22,6 +22,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.metadata.arrow_records import SCHEMAS, flat, index_table
 from lakebraid.metadata.basewrite import write_base
 from lakebraid.metadata.errors import MetadataValueError
+from lakebraid.metadata.files import local_path
 from lakebraid.metadata.gather import fixed_columns, taken_by_key
 from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
 from lakebraid.metadata.keyorder import ordering_words
@@ -38,6 +39,7 @@ from lakebraid.metadata.records import (
     Partition,
     instant_to_int,
 )
+from lakebraid.timeline.durable import sync_new_files
 from lakebraid.timeline.layout import TableLayout
 
 
@@ -183,7 +185,18 @@ def write_changes(
                 records=group_records,
             )
             written.append(_append(fs, layout, instant, partition, group, blob, len(group_records)))
+    _make_durable(fs, layout, written)
     return written
+
+
+def _make_durable(fs: AbstractFileSystem, layout: TableLayout, written: list[WrittenLog]) -> None:
+    """The instant's log files made durable together, before any instant names them (each
+    appended unsynced): on a local disk their fsyncs and their folders' overlap
+    (``timeline.durable.sync_new_files``). Commit bases are durable already; a log on an
+    object store is whole once its create returns."""
+    logs = [w for w in written if w.name.endswith(".log")]
+    paths = [local_path(fs, f"{layout.metadata_partition_dir(w.partition)}/{w.name}") for w in logs]
+    sync_new_files([p for p in paths if p is not None])
 
 
 def _append(
@@ -197,7 +210,7 @@ def _append(
 ) -> WrittenLog:
     """Append one encoded block to the group's log file of ``instant``."""
     path = layout.metadata_log_file(str(partition), group, instant)
-    append_blocks(fs, path, [blob])
+    append_blocks(fs, path, [blob], sync=False)  # durable with the others: _make_durable
     return WrittenLog(str(partition), group, path.rsplit("/", 1)[-1], len(blob), records)
 
 

@@ -78,3 +78,15 @@ def test_a_damaged_clock_file_is_passed_over_like_a_missing_one(new_table, damag
     with open(table.layout.clock, "wb") as handle:
         handle.write(damage)
     assert table.next_time() > future
+
+
+def test_the_clock_file_holds_the_last_time_issued_whatever_it_held(new_table) -> None:
+    """The clock is rewritten in place: longer damage is cut, not left after the time."""
+    table = new_table()
+    table.next_time()
+    with open(table.layout.clock, "wb") as handle:
+        handle.write(b"9" * 40)  # not a time: passed over
+    issued = table.next_time()
+    with open(table.layout.clock, "rb") as handle:
+        assert handle.read() == issued.encode()
+    assert table.next_time() > issued
