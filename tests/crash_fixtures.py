@@ -84,7 +84,7 @@ elif point == "mid-data-write":
     writers.write.filegroup.write_parquet = torn
     writers.write.newgroups.write_parquet = torn  # new groups written as a batch
 elif point == "mid-metadata-write":
-    def torn_log(fs, path, blobs):
+    def torn_log(fs, path, blobs, **kwargs):  # sync= among them
         with open(path, "ab") as out:
             out.write(blobs[0][: len(blobs[0]) // 2])
         die()
