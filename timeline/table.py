@@ -29,7 +29,7 @@ from lakebraid.timeline.lock import make_lock
 from lakebraid.timeline.store import InstantStore
 from lakebraid.timeline.table_config import TableConfig
 from lakebraid.timeline.timeline import Timeline
-from lakebraid.timeline.visibility import UndoBody, Visibility, resolve, undone_by
+from lakebraid.timeline.visibility import UndoBody, Visibility, resolve, undoers
 
 
 class TableTimelines:
@@ -217,7 +217,7 @@ class TableTimelines:
         bodies = self.undo_bodies(tl)
         now = resolve(tl, bodies)
         if parsed in now.undone:  # a write's own time: "after that write", which was undone
-            by = undone_by(tl, bodies, parsed)
+            by = undoers(tl, bodies).get(parsed)
             raise AsOfError(
                 f"as_of {as_of!r} names write {parsed}, undone by "
                 f"{f'instant {by}' if by else 'a rollback or restore'}: no readable state holds "

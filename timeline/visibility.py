@@ -56,35 +56,26 @@ def undone_times(global_timeline: Timeline, undo_bodies: Mapping[str, UndoBody])
     """Times undone by the completed rollbacks and restores on the global timeline.
 
     ``undo_bodies`` maps each completed rollback/restore time to its decoded body."""
-    undone: set[str] = set()
-    for inst in global_timeline.of_action(Action.ROLLBACK):
-        undone.add(undo_bodies[inst.time].target)
+    return set(undoers(global_timeline, undo_bodies))
+
+
+def undoers(global_timeline: Timeline, undo_bodies: Mapping[str, UndoBody]) -> dict[str, str]:
+    """Each undone time and the completed rollback or restore that undid it (the earliest
+    when several did): a rollback its target, a restore every instant between its target and
+    itself but those it keeps (:data:`KEPT_BY_RESTORE`)."""
+    pairs = [
+        (undo_bodies[i.time].target, i.time) for i in global_timeline.of_action(Action.ROLLBACK)
+    ]
     for inst in global_timeline.of_action(Action.RESTORE):
         for other in global_timeline.after(undo_bodies[inst.time].target):
             if other.time >= inst.time:
                 break  # in time order: the rest lie after the restore
             if other.action not in KEPT_BY_RESTORE:
-                undone.add(other.time)
-    return undone
-
-
-def undone_by(
-    global_timeline: Timeline, undo_bodies: Mapping[str, UndoBody], time: str
-) -> str | None:
-    """The completed rollback or restore that undid the instant at ``time`` (None: none did;
-    the first in time order when several name it)."""
-    for inst in sorted(
-        [*global_timeline.of_action(Action.ROLLBACK), *global_timeline.of_action(Action.RESTORE)],
-        key=lambda i: i.time,
-    ):
-        target = undo_bodies[inst.time].target
-        if inst.action is Action.ROLLBACK and target == time:
-            return inst.time
-        if inst.action is Action.RESTORE and target < time < inst.time:
-            other = global_timeline.get(time)
-            if other is not None and other.action not in KEPT_BY_RESTORE:
-                return inst.time
-    return None
+                pairs.append((other.time, inst.time))
+    found: dict[str, str] = {}
+    for time, by in sorted(pairs, key=lambda pair: pair[1]):
+        found.setdefault(time, by)
+    return found
 
 
 def resolve(
