@@ -345,12 +345,10 @@ def stale_moves(
     moving rows' old groups are read here (``stored_rows(partition, file id, columns)``: the
     group's rows, None when the listing lacks it: :func:`base_rows`, or a merge-on-read
     slice's merged rows)."""
-    old_part, old_id = tagged.column(OLD_PARTITION), tagged.column(OLD_FILE_ID)
-    moving = pc.and_(
-        pc.and_(pc.is_valid(old_id), pc.not_equal(old_part, tagged.column(PARTITION))),
-        pc.equal(tagged.column(OP), OP_UPSERT),
+    held = pc.and_(
+        pc.is_valid(tagged.column(OLD_FILE_ID)), pc.is_valid(tagged.column(OLD_PARTITION))
     )
-    moving = pc.fill_null(moving, False)
+    moving = pc.and_(new_in_partition(tagged), held)  # partitions compared as shared codes
     if not pc.any(moving).as_py():
         return tagged
     rows = np.flatnonzero(moving.to_numpy(zero_copy_only=False))
