@@ -136,6 +136,38 @@ def group_order(groups: np.ndarray, n_groups: int) -> np.ndarray:
     return np.argsort(groups.astype(small, copy=False), kind="stable")
 
 
+# up to this many groups, :class:`GroupRows` finds a group's rows by one scan of the codes
+# (10M rows in 10 groups on 2 threads: 0.12 s against 0.30-1.0 s for the stable sort, the
+# gather and the edges, whose three 80 MB arrays are faulted in anew); beyond, it sorts once
+SCAN_GROUPS = 64
+
+
+class GroupRows:
+    """The rows of each group of a row -> group array (``0 .. n_groups - 1``), ascending:
+    what slices of :func:`group_order` give, without its order of every row when the groups
+    are few (:data:`SCAN_GROUPS`): :meth:`rows` then scans the codes for one group, on the
+    caller's thread (each group's task on its own: the scans run in parallel)."""
+
+    def __init__(self, groups: np.ndarray, n_groups: int):
+        counts = np.bincount(groups, minlength=n_groups) if len(groups) else np.zeros(0, int)
+        self.present: list[int] = np.flatnonzero(counts).tolist()  # groups with rows
+        self._codes: np.ndarray | None = None
+        self._order: np.ndarray | None = None
+        if n_groups <= SCAN_GROUPS:
+            self._codes = groups.astype(np.uint8, copy=False)
+        else:
+            self._order = group_order(groups, n_groups)
+            ends = np.cumsum(counts)
+            self._spans = {g: (int(ends[g] - counts[g]), int(ends[g])) for g in self.present}
+
+    def rows(self, group: int) -> np.ndarray:
+        """The rows (int64 positions, ascending) of ``group``."""
+        if self._codes is not None:
+            return np.flatnonzero(self._codes == group)
+        start, end = self._spans[group]
+        return self._order[start:end]  # type: ignore[index]
+
+
 def stable_hashes(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> np.ndarray:
     """:func:`stable_hash` of every key, as a uint64 numpy array (nulls are refused)."""
     if isinstance(keys, pa.ChunkedArray):

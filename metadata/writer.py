@@ -24,7 +24,7 @@ from lakebraid.metadata.basewrite import write_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.files import local_path
 from lakebraid.metadata.gather import fixed_columns, taken_by_key
-from lakebraid.metadata.hashing import file_group_id, file_groups_of, group_order
+from lakebraid.metadata.hashing import GroupRows, file_group_id, file_groups_of
 from lakebraid.metadata.keyorder import ordering_words
 from lakebraid.metadata.locations import COLUMNS as LOCATION_COLUMNS
 from lakebraid.metadata.locations import plain_locations
@@ -236,19 +236,15 @@ def _write_index(
     groups = router(keys)
     views = fixed_columns(rows)  # each group's keys gathered as fixed-width items
     words = ordering_words(keys, views.get("key"))  # and ordered before they are taken
-    order = group_order(groups, n)
-    groups = groups[order]
-    edges = np.flatnonzero(np.diff(groups)) + 1
-    spans = list(zip([0, *edges.tolist()], [*edges.tolist(), len(groups)], strict=True))
+    members = GroupRows(groups, n)  # each group's rows, found on its own thread
 
-    def one(span: tuple[int, int]) -> WrittenLog:
-        start, end = span
-        part = taken_by_key(rows, "key", order[start:end], (), words, views)  # by key
+    def one(number: int) -> WrittenLog:
+        part = taken_by_key(rows, "key", members.rows(number), (), words, views)  # by key
         keys = part.column("key")
         if len(keys) > 1 and pc.any(pc.equal(keys[1:], keys[:-1])).as_py():
             raise MetadataValueError(f"{partition}: a key appears twice in one instant's changes")
-        group = file_group_id(str(partition), int(groups[start]))
-        if int(groups[start]) in direct[0]:
+        group = file_group_id(str(partition), number)
+        if number in direct[0]:
             return _commit_base(fs, layout, instant, group, part, direct[1])
         part = plain_locations(part, partition_too=False)  # a log block stores the integers
         blob = encode_block(
@@ -258,16 +254,16 @@ def _write_index(
             file_group=group,
             columns=part,
         )
-        log = _append(fs, layout, instant, partition, group, blob, end - start)
+        log = _append(fs, layout, instant, partition, group, blob, part.num_rows)
         path = layout.metadata_log_file(str(partition), group, instant)
         if int(fs.size(path)) == len(blob):  # a new file holding just this block
             LOGS.remember_index_table(path, len(blob), part)
         return log
 
-    if threads <= 1 or len(spans) <= 1:
-        return [one(span) for span in spans]
-    with ThreadPoolExecutor(min(threads, len(spans))) as pool:
-        return list(pool.map(one, spans))
+    if threads <= 1 or len(members.present) <= 1:
+        return [one(number) for number in members.present]
+    with ThreadPoolExecutor(min(threads, len(members.present))) as pool:
+        return list(pool.map(one, members.present))
 
 
 def _commit_base(

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from lakebraid.metadata import hashing
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import (
+    SCAN_GROUPS,
+    GroupRows,
     file_group_id,
     file_group_of,
     file_groups_of,
@@ -150,6 +152,21 @@ def test_group_order_is_a_stable_sort_by_group(n_groups: int, data: st.DataObjec
     )
     order = group_order(groups, n_groups)
     assert order.tolist() == sorted(range(len(groups)), key=lambda i: (groups[i], i))
+
+
+@settings(max_examples=100, deadline=None)
+@given(n_groups=st.sampled_from([1, 7, SCAN_GROUPS, SCAN_GROUPS + 1, 300]), data=st.data())
+def test_group_rows_are_each_groups_rows_in_order(n_groups: int, data: st.DataObject) -> None:
+    """Scanned (few groups) or sorted (many), each group's rows are its positions, ascending;
+    ``present`` names exactly the groups that have rows."""
+    groups = np.array(
+        data.draw(st.lists(st.integers(0, n_groups - 1), max_size=300)), dtype=np.int64
+    )
+    members = GroupRows(groups, n_groups)
+    assert members.present == sorted(set(groups.tolist()))
+    for group in members.present:
+        expected = [i for i, g in enumerate(groups.tolist()) if g == group]
+        assert members.rows(group).tolist() == expected
 
 
 # ---- partition-scoped routing ----------------------------------------------------------------
