@@ -151,8 +151,9 @@ class GroupRows:
     def __init__(self, groups: np.ndarray, n_groups: int):
         counts = np.bincount(groups, minlength=n_groups) if len(groups) else np.zeros(0, int)
         self.present: list[int] = np.flatnonzero(counts).tolist()  # groups with rows
-        self._codes: np.ndarray | None = None
-        self._order: np.ndarray | None = None
+        self._codes: np.ndarray | None = None  # few groups: each row's group, scanned
+        self._order = np.empty(0, np.int64)  # many: the rows by group, and each group's span
+        self._spans: dict[int, tuple[int, int]] = {}
         if n_groups <= SCAN_GROUPS:
             self._codes = groups.astype(np.uint8, copy=False)
         else:
@@ -164,8 +165,8 @@ class GroupRows:
         """The rows (int64 positions, ascending) of ``group``."""
         if self._codes is not None:
             return np.flatnonzero(self._codes == group)
-        start, end = self._spans[group]
-        return self._order[start:end]  # type: ignore[index]
+        start, end = self._spans.get(group, (0, 0))
+        return self._order[start:end]
 
 
 def stable_hashes(keys: pa.Array | pa.ChunkedArray | Sequence[str]) -> np.ndarray:
