@@ -103,13 +103,15 @@ def write_rows(
         found, at = locate(reader, keys, hashes)  # de-duplicated above
         tagged = tag(prepared, found, at)
         tagged, operation = apply_duplicates(tagged, operation, policy, table.path)
-        field = ordering(table)
-        if field is not None:
-            key = config.record_key
-            tagged = stale_moves(tagged, stored_rows(table, listing, files), field, key)
     else:
         tagged = tag(prepared, empty_table(Partition.RECORD_INDEX))
     new = new_in_partition(tagged)
+    field = ordering(table)
+    if listing and field is not None:  # an empty table holds no stored row to order against
+        stored = stored_rows(table, listing, files)
+        kept = stale_moves(tagged, stored, field, config.record_key, new)
+        if kept is not tagged:  # stale moves dropped: their rows leave ``new`` too
+            tagged, new = kept, new_in_partition(kept)
     counts = insert_counts(tagged, new)
     room = insert_room(table, reader, listing, operation, counts.keys())
     plan = plan_slots(counts, listing, target_rows=room.target, small_rows=room.small)

@@ -337,6 +337,7 @@ def stale_moves(
     stored_rows: Callable[[str, str, list[str]], pa.Table | None],
     precombine: str,
     record_key: str,
+    new: pa.BooleanArray | None = None,
 ) -> pa.Table:
     """Event-time ordering for keys that change partition: drop each incoming row whose
     precombine value is below the stored row's (the stored row stays where it is; ties go to
@@ -344,11 +345,13 @@ def stale_moves(
     (``writers.write.filegroup``) or the merge (``writers.write.logmerge``); only the few
     moving rows' old groups are read here (``stored_rows(partition, file id, columns)``: the
     group's rows, None when the listing lacks it: :func:`base_rows`, or a merge-on-read
-    slice's merged rows)."""
+    slice's merged rows). ``new``: :func:`new_in_partition` of ``tagged``, when the caller
+    has it (the rows are returned as they are, the same object, when none is dropped)."""
     held = pc.and_(
         pc.is_valid(tagged.column(OLD_FILE_ID)), pc.is_valid(tagged.column(OLD_PARTITION))
     )
-    moving = pc.and_(new_in_partition(tagged), held)  # partitions compared as shared codes
+    arriving = new_in_partition(tagged) if new is None else new  # partitions as codes
+    moving = pc.and_(arriving, held)
     if not pc.any(moving).as_py():
         return tagged
     rows = np.flatnonzero(moving.to_numpy(zero_copy_only=False))
