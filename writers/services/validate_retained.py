@@ -8,7 +8,10 @@ another size, makes ``read(as_of=...)`` of those points fail, though reads of no
 The files of the current read point are left to the rest of the validation, which reads them
 whole; these are compared by name and size only (no read). A file found missing is reported
 only if timelines loaded after storage was listed still need it: a clean running beside the
-validation moves the retention on and deletes what only older points needed.
+validation moves the retention on and deletes what only older points needed. So is a retained
+point whose metadata (the metadata table as of it, or a commit's file) is missing: a clean
+beside the validation deletes the metadata files of points it no longer retains, and a fresh
+load then lists no such point; one it still retains is reported (reads as of it fail).
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 
 File = tuple[str, str]  # (partition path, data file name)
+# the partition of a need that is a retained point whose metadata is missing, paired with the
+# point's time (no partition path holds a NUL byte)
+POINT = "\x00point"
 
 
 def lost_retained_files(
@@ -29,7 +35,8 @@ def lost_retained_files(
 ) -> dict[File, str]:
     """Per file a retained read point of the timelines as loaded needs that storage
     (``found``: partition, name, size) lacks or holds at another size, the problem; the files
-    in ``current`` are not checked. A clean may have completed since those timelines were
+    in ``current`` are not checked. A retained point whose metadata is missing is a problem
+    too, keyed ``(POINT, its time)``. A clean may have completed since those timelines were
     loaded: :func:`still_needed` tells which of these a fresh load still needs."""
     need = {f: n for f, n in _needed(table).items() if f not in current}
     sizes = {(partition, name): size for partition, name, size in found}
@@ -37,7 +44,12 @@ def lost_retained_files(
     for (partition, name), (size, why) in sorted(need.items()):
         path = f"{partition}/{name}".lstrip("/")
         got = sizes.get((partition, name))
-        if got is None:
+        if partition == POINT:
+            problems[(partition, name)] = (
+                f"{why}: reads as of that point fail, reads of now do not need it; restore "
+                "the file from a backup, or read only later points"
+            )
+        elif got is None:
             problems[(partition, name)] = (
                 f"data file {path} ({why}) is missing: reads as of that point fail, reads of "
                 "now do not need it; restore it from a backup, or read only later points"
@@ -57,7 +69,8 @@ def still_needed(table: TableTimelines) -> set[File]:
 
 
 def _needed(table: TableTimelines) -> dict[File, tuple[int, str]]:
-    """Every file a retained read point lists: (its recorded size, which point needs it)."""
+    """Every file a retained read point lists: (its recorded size, which point needs it);
+    and ``(POINT, time)`` for each point whose metadata is missing: (0, what is missing)."""
     glob = table.timeline(TimelineKind.GLOBAL)
     visibility = table.visibility(global_timeline=glob)
     commits = [i for i in visibility.visible if i.action is Action.COMMIT]
@@ -74,16 +87,30 @@ def _needed(table: TableTimelines) -> dict[File, tuple[int, str]]:
     need: dict[File, tuple[int, str]] = {}
     metadata = MetadataTable(table)
     for point in points:
-        for partition, files in metadata.reader(point).files().items():
+        try:
+            listing = metadata.reader(point).files()
+        except FileNotFoundError as exc:
+            need[(POINT, point)] = (0, f"the metadata table as of {point}: {_missing(exc)}")
+            continue
+        for partition, files in listing.items():
             for name, size in files.items():
                 need[(partition, name)] = (size, f"listed as of {point}")
     for inst in commits:
         if (inst.completion_time or "") <= start:
             continue
-        for status in read_commit(table, inst).statuses:
+        try:
+            statuses = read_commit(table, inst).statuses
+        except FileNotFoundError as exc:
+            need[(POINT, inst.time)] = (0, f"commit {inst.time}: {_missing(exc)}")
+            continue
+        for status in statuses:
             if status.file_name is not None:
                 need[(status.partition, status.file_name)] = (
                     status.size,
                     f"written by commit {inst.time}",
                 )
     return need
+
+
+def _missing(exc: FileNotFoundError) -> str:
+    return f"{exc.filename or exc} is missing"

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from table_fixtures import versioned_rows
 
+from lakebraid.metadata import reader as reader_module
 from lakebraid.timeline.errors import LakebraidError
 from lakebraid.writers.client import WriteClient
+from lakebraid.writers.services import validate as validate_module
 
 OPTS = {
     "clean.retain.commits": 3,
@@ -86,3 +88,62 @@ def test_a_file_only_a_savepoint_needs_is_checked(tmp_path) -> None:
     kept.unlink()
     problems = client.validate()
     assert len(problems) == 1 and kept.name in problems[0], problems
+
+
+def _older_point_table(root: str) -> WriteClient:
+    """Six commits, the metadata table compacted every two: the oldest retained point reads
+    a metadata base file the current point does not."""
+    opts = {**OPTS, "metadata.compact.max.log.files": 2}
+    client = WriteClient.create(root, "id", ["p"], "ts", **opts)
+    for v in range(1, 7):
+        client.upsert(versioned_rows([f"k{i}" for i in range(8)], v))
+    assert client.clean() is not None
+    assert client.validate() == []
+    return client
+
+
+def _before_the_retained_check_reads_a_base(monkeypatch, act) -> list[str]:
+    """Run ``act(path)`` once, when validate()'s check of retained points (on the timelines it
+    loaded first) is about to open a metadata base file, as another process may; the
+    paths acted on."""
+    original_check, original_read = (
+        validate_module._Validator.check_retained,
+        reader_module.read_base,
+    )
+    acted: list[str] = []
+
+    def check(self) -> None:
+        acted.append("")  # armed
+        original_check(self)
+
+    def read_base(fs, path, *args, **kwargs):
+        if acted == [""]:
+            acted[0] = path
+            act(path)
+        return original_read(fs, path, *args, **kwargs)
+
+    monkeypatch.setattr(validate_module._Validator, "check_retained", check)
+    monkeypatch.setattr(reader_module, "read_base", read_base)
+    return acted
+
+
+def test_a_clean_between_the_load_and_the_check_is_no_finding(tmp_path, monkeypatch) -> None:
+    """A writer's commits and clean that complete after validate() loaded its timelines
+    delete the metadata files of the points it stops retaining, one validate() is about to
+    read: a fresh load retains no such point, so no finding and no error (seen beside a
+    writer: ``test_validate_concurrent``)."""
+    root = str(tmp_path / "t")
+    client = _older_point_table(root)
+
+    def writer_commits_and_cleans(path: str) -> None:
+        writer = WriteClient.open(root)
+        for v in range(7, 12):
+            writer.upsert(versioned_rows([f"k{i}" for i in range(8)], v))
+        assert writer.clean() is not None
+        assert not Path(path).exists()  # the clean deleted what validate() is about to read
+
+    acted = _before_the_retained_check_reads_a_base(monkeypatch, writer_commits_and_cleans)
+    assert client.validate() == []
+    assert acted and acted[0]
+    monkeypatch.undo()
+    assert WriteClient.open(root).validate() == []
