@@ -16,7 +16,9 @@ the parallel collector (``-XX:+UseParallelGC``) instead of Java 17's default G1:
 G1's concurrent threads and write barriers take CPU from the tasks, and the 10M-row benchmark
 (``benchmarks/spark_engine.py``, two alternated runs each) took 29.4 and 28.8 s to bulk
 insert against 38.3 and 35.7 s, 6.11 and 5.51 s for the 1M-row upsert against 6.29 and 6.30,
-with the JVM's peak resident memory ~3.0 GiB against ~4.2. Parquet page checksums (which
+with the JVM's peak resident memory ~3.0 GiB against ~4.2. Java options given in ``conf``
+keep the parallel collector unless they choose a collector themselves
+(:func:`session_conf`). Parquet page checksums (which
 lakebraid writes, see ``metadata.integrity``) are verified on every read
 (``parquet.page.verify-checksum.enabled``): a damaged page fails the read, naming the file,
 instead of returning changed values. A user's own session is used as is.
@@ -27,6 +29,7 @@ either: :func:`embedded_session` on the session it returns, :func:`attach` on a 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 
@@ -35,18 +38,33 @@ from pyspark.sql import SparkSession
 
 from lakebraid.writers.engine.spark.datasource import register
 
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.memory": "4g",
-    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+    JAVA_OPTIONS: "-XX:+UseParallelGC",  # see the module doc
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
     "spark.hadoop.parquet.page.verify-checksum.enabled": "true",
 }
+
+_COLLECTOR = re.compile(r"-XX:[+-]Use\w*GC\b")  # an option that picks a garbage collector
+
+
+def session_conf(conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """:data:`DEFAULT_CONF` with ``conf`` over it; driver Java options given in ``conf`` that
+    choose no garbage collector get the default one's option before them (a user adding a
+    system property keeps the parallel collector)."""
+    given = dict(conf or {})
+    merged = {**DEFAULT_CONF, **given}
+    options = given.get(JAVA_OPTIONS)
+    if options is not None and not _COLLECTOR.search(options):
+        merged[JAVA_OPTIONS] = f"{DEFAULT_CONF[JAVA_OPTIONS]} {options}".strip()
+    return merged
 
 
 def embedded_session(
@@ -59,7 +77,7 @@ def embedded_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    for key, value in session_conf(conf).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
