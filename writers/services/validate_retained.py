@@ -9,9 +9,9 @@ The files of the current read point are left to the rest of the validation, whic
 whole; these are compared by name and size only (no read). A file found missing is reported
 only if timelines loaded after storage was listed still need it: a clean running beside the
 validation moves the retention on and deletes what only older points needed. So is a retained
-point whose metadata (the metadata table as of it, or a commit's file) is missing: a clean
-beside the validation deletes the metadata files of points it no longer retains, and a fresh
-load then lists no such point; one it still retains is reported (reads as of it fail).
+point whose metadata table cannot be read for a missing file: a clean beside the validation
+deletes the metadata files of points it no longer retains, and a fresh load then lists no
+such point; one it still retains is reported (reads as of it fail).
 """
 
 from __future__ import annotations
@@ -42,14 +42,15 @@ def lost_retained_files(
     sizes = {(partition, name): size for partition, name, size in found}
     problems = {}
     for (partition, name), (size, why) in sorted(need.items()):
-        path = f"{partition}/{name}".lstrip("/")
-        got = sizes.get((partition, name))
-        if partition == POINT:
+        if partition == POINT:  # the point's metadata, not a data file
             problems[(partition, name)] = (
                 f"{why}: reads as of that point fail, reads of now do not need it; restore "
                 "the file from a backup, or read only later points"
             )
-        elif got is None:
+            continue
+        path = f"{partition}/{name}".lstrip("/")
+        got = sizes.get((partition, name))
+        if got is None:
             problems[(partition, name)] = (
                 f"data file {path} ({why}) is missing: reads as of that point fail, reads of "
                 "now do not need it; restore it from a backup, or read only later points"
@@ -90,7 +91,8 @@ def _needed(table: TableTimelines) -> dict[File, tuple[int, str]]:
         try:
             listing = metadata.reader(point).files()
         except FileNotFoundError as exc:
-            need[(POINT, point)] = (0, f"the metadata table as of {point}: {_missing(exc)}")
+            missing = exc.filename or exc
+            need[(POINT, point)] = (0, f"the metadata table as of {point}: {missing} is missing")
             continue
         for partition, files in listing.items():
             for name, size in files.items():
@@ -98,19 +100,10 @@ def _needed(table: TableTimelines) -> dict[File, tuple[int, str]]:
     for inst in commits:
         if (inst.completion_time or "") <= start:
             continue
-        try:
-            statuses = read_commit(table, inst).statuses
-        except FileNotFoundError as exc:
-            need[(POINT, inst.time)] = (0, f"commit {inst.time}: {_missing(exc)}")
-            continue
-        for status in statuses:
+        for status in read_commit(table, inst).statuses:
             if status.file_name is not None:
                 need[(status.partition, status.file_name)] = (
                     status.size,
                     f"written by commit {inst.time}",
                 )
     return need
-
-
-def _missing(exc: FileNotFoundError) -> str:
-    return f"{exc.filename or exc} is missing"
