@@ -11,6 +11,7 @@ lists). Write statuses travel from Spark tasks to the driver as msgpack; their k
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -126,6 +127,28 @@ def unpack_keys(blob: bytes) -> pa.Array:
         return pa.ipc.read_record_batch(body, _KEYS_SCHEMA).column(0)
     table = pa.ipc.open_stream(blob).read_all()
     return flat(table.column(0))
+
+
+class _CommitLogs(msgspec.Struct, frozen=True):
+    """The part of a commit body a read point checks (the decoder skips the rest)."""
+
+    version: int = BODY_VERSION
+    logs: list[WrittenLog] = []
+
+
+def latest_logs(
+    table: TableTimelines, visible: Sequence[Instant]
+) -> tuple[Instant | None, dict[str, dict[str, int]]]:
+    """The latest commit among ``visible`` and the metadata files its body says it wrote, by
+    metadata partition: file name -> bytes (its blocks' sizes summed)."""
+    latest = next((i for i in reversed(visible) if i.action is Action.COMMIT), None)
+    if latest is None:
+        return None, {}
+    written: dict[str, dict[str, int]] = {}
+    for log in table.store.read_typed(TimelineKind.GLOBAL, latest, _CommitLogs).logs:
+        files = written.setdefault(log.partition, {})
+        files[log.name] = files.get(log.name, 0) + log.size
+    return latest, written
 
 
 def read_commit(table: TableTimelines, inst: Instant) -> CommitMetadata:

@@ -52,7 +52,16 @@ from lakebraid.metadata.records import (
     column_stats_prefix,
     merge_records,
 )
-from lakebraid.metadata.slices import FileSlice, MetadataFile, ReadPoint, build_slice, group_files
+from lakebraid.metadata.slices import (
+    FileSlice,
+    MetadataFile,
+    ReadPoint,
+    build_slice,
+    group_files,
+    lost_error,
+    lost_latest,
+    parse_name,
+)
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import list_sizes
 from lakebraid.timeline.layout import TableLayout
@@ -256,13 +265,30 @@ class MetadataReader:
         if (partition, index) in self._slices:
             return self._slices[(partition, index)]
         group, folder = file_group_id(str(partition), index), self.folder(partition)
-        found = self._slices[(partition, index)] = build_slice(
+        files = self._listing(partition).get(group, [])
+        found = build_slice(
             group,
-            self._listing(partition).get(group, []),
+            files,
             self.point,
             lambda name: frozenset(base_info(self.fs, f"{folder}/{name}").folded),
         )
+        recorded = self.point.latest_logs.get(str(partition), {})
+        for name, listed in lost_latest(found, files, self.point).items():
+            # a size of 0 may be a store that lists none: ask the file's own
+            if listed != 0 or self.fs.size(f"{folder}/{name}") < recorded[name]:
+                raise lost_error(self.point, f"{folder}/{name}", self.layout.root)
+        self._slices[(partition, index)] = found
         return found
+
+    def check_gone(self, name: str) -> None:
+        """For a metadata file (``name``: its file name) a read found gone: raise the error
+        of this reader's slice of its group when the slice cannot be built without it (the
+        table is damaged: a read again fails again); return when the file has left the
+        group's slice (a concurrent clean)."""
+        parsed = parse_name(name)
+        prefix, _, index = parsed.file_group.rpartition("-") if parsed else ("", "", "")
+        if prefix in Partition.__members__.values() and index.isdigit():
+            self.slice(Partition(prefix), int(index))
 
     def slices(self, partition: Partition) -> list[FileSlice]:
         return [self.slice(partition, i) for i in range(self.group_count(partition))]

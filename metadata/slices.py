@@ -29,7 +29,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from lakebraid.metadata.errors import MetadataError
+from lakebraid.metadata.errors import MetadataError, MissingMetadataFileError
 from lakebraid.metadata.hashing import file_groups_of, scoped_groups
 from lakebraid.timeline.memo import memo
 
@@ -50,6 +50,10 @@ class ReadPoint(msgspec.Struct, frozen=True, weakref=True):
     read_at: str | None = None  # completion time of the latest visible instant
     scoped: bool = False  # the record index is partition-scoped (``index.scope``)
     spans: dict[str, list[int]] = {}  # scoped: data partition -> [first group, group count]
+    # the latest visible commit and the metadata files its body names, by partition (file
+    # name -> bytes); partitions rebuilt since are left out (:func:`lost_latest`)
+    latest_commit: str | None = None
+    latest_logs: dict[str, dict[str, int]] = {}
 
     def index_groups(
         self, keys: pa.Array | pa.ChunkedArray, hashes: np.ndarray | None = None
@@ -113,6 +117,45 @@ def group_files(names: Iterable[str | tuple[str, int]]) -> dict[str, list[Metada
 def visible_rank(point: ReadPoint) -> dict[str, int]:
     """Each visible instant's place in completion order (computed once per read point)."""
     return memo(point, "visible_rank", lambda: {t: n for n, t in enumerate(point.visible)})
+
+
+def lost_latest(
+    piece: FileSlice, files: Iterable[MetadataFile], point: ReadPoint
+) -> dict[str, int]:
+    """The files of ``piece``'s group that the latest visible commit wrote
+    (``point.latest_logs``) and the listing ``files`` lacks (-1) or lists shorter than the
+    commit recorded (their listed size; 0 may also be a store that lists no sizes), unless the
+    slice's base folds that commit; empty: nothing is lost.
+
+    A slice is a function of a listing, so a lost log would otherwise read as the table before
+    the commit, with no error. Only the latest commit is checked on every read (its body is
+    one small file); ``validate()`` checks every visible commit."""
+    expected = point.latest_logs.get(piece.file_group.rsplit("-", 1)[0])
+    if not expected or point.latest_commit in piece.folded:
+        return {}
+    listed = {f.name: f.size for f in files}
+    lost = {}
+    for name, size in expected.items():
+        found = listed.get(name, -1)
+        if found < size and name.startswith(f"{piece.file_group}_"):
+            lost[name] = found
+    return lost
+
+
+def lost_error(point: ReadPoint, path: str, table: str) -> MissingMetadataFileError:
+    """The error for a file :func:`lost_latest` found lost (``path``: where it belongs)."""
+    *_, partition, name = path.rsplit("/", 2)
+    time, size = point.latest_commit, point.latest_logs[partition][name]
+    return MissingMetadataFileError(
+        f"metadata file {partition}/{name}, written by commit {time} (the latest visible "
+        f"one), is missing or shorter than the {size} bytes the commit recorded, and no base "
+        "holds what it recorded: the read would return the table without that commit's "
+        "changes. If a clean ran meanwhile, read again; otherwise restore the file from a "
+        f"backup, or roll the commit back (lakebraid rollback PATH {time}) to go back to the "
+        "table before it",
+        path=path,
+        table=table,
+    )
 
 
 def build_slice(

@@ -35,6 +35,7 @@ from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
 from lakebraid.metadata.basefile import base_info
 from lakebraid.metadata.basewrite import Header, write_base, write_stored
+from lakebraid.metadata.commits import latest_logs
 from lakebraid.metadata.compaction_policy import Entries, LogPolicy, base_bytes
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.hashing import file_group_id
@@ -138,6 +139,10 @@ class MetadataTable:
                     if built.op == "build":
                         found[column] = inst.time
         seen = {i.time for i in bases} if visibility.rebased else set()
+        latest, written = latest_logs(self.table, visibility.visible)
+        if latest is not None:  # a partition rebuilt after the commit holds it in its bases
+            after = {i.time for i in bases if i.completion_time > latest.completion_time}
+            written = {p: f for p, f in written.items() if reindexed.get(p) not in after}
         return ReadPoint(
             as_of=point,
             visible=tuple(map(_TIME, visibility.visible)),  # C loop: one per visible instant
@@ -152,6 +157,8 @@ class MetadataTable:
             read_at=visibility.visible[-1].completion_time if visibility.visible else None,
             scoped=self.table.config.index.record_index_scope == "partition",
             spans=spans,
+            latest_commit=latest.time if latest is not None else None,
+            latest_logs=written,
         )
 
     def reader(self, as_of: object = None) -> MetadataReader:

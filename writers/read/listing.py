@@ -13,7 +13,7 @@ from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.errors import InvalidPathError
-from lakebraid.timeline.layout import parse_partition_path, partition_path
+from lakebraid.timeline.layout import BRAID_DIR, parse_partition_path, partition_path
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import InputError, MissingDataFileError
 
@@ -72,10 +72,14 @@ def check_listed_present(
     """For a read that met ``missing`` gone: raise :class:`AsOfError` when the cleaner has
     passed ``as_of`` since, and :class:`MissingDataFileError` when the read point (read
     afresh) still lists the file and it is not on storage (the table is damaged: reading
-    again would fail again); return when the file has left the table (a concurrent clean or
-    restore: the caller says read again)."""
+    again would fail again), or a metadata file's error when the fresh slice of its group
+    still needs it; return when the file has left the table (a concurrent clean or restore:
+    the caller says read again)."""
     point = table.read_point(as_of)  # raises AsOfError once the cleaner passed it
     name = posixpath.basename(missing)
+    if missing.rsplit("/", 4)[-4:-2] == [BRAID_DIR, "metadata"]:  # a metadata file
+        metadata.reader(point).check_gone(name)  # raises when its slice still needs it
+        return
     listed = any(name in files for files in metadata.reader(point).files().values())
     if listed and not table.fs.exists(missing):
         raise MissingDataFileError(missing, table=table.path)

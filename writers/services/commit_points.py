@@ -7,7 +7,8 @@ without them is a valid older table:
   build on it). The latest commit in that state is left alone: it is what a writer that died
   between the timelines leaves, and recovery rolls it back.
 * a commit's metadata log files: one that is gone while no later base of its file group
-  folded it makes readers build the group from the files before it.
+  folded it makes readers build the group from the files before it. Readers refuse that for
+  the latest visible commit (``metadata.slices.lost_latest``); this check covers every one.
 """
 
 from __future__ import annotations

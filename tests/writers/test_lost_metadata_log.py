@@ -1,0 +1,99 @@
+"""A metadata file of the latest commit is gone (a hostile trial deleted it by hand): the table
+must not read as the version before that commit, and no write may build on that older state.
+
+Before the reader checked the latest commit (``metadata.slices.lost_latest``), a lost
+``files`` log made ``read_arrow()`` return the previous version with no error, and the next
+upsert then wrote over it, losing the commit's rows for good; a lost ``record_index`` log let
+reads pass and refused nothing. Each test here failed on 961ca36."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lakebraid.metadata.errors import MissingMetadataFileError
+from lakebraid.writers.client import WriteClient
+
+TYPES = ["copy_on_write", "merge_on_read"]
+
+
+def two_commits(root: Path, table_type: str) -> tuple[WriteClient, str, pa.Table]:
+    """A table after two upserts; the rows it held after the first."""
+    c = WriteClient.create(str(root), "id", ["day"], table_type=table_type)
+    c.upsert(pa.table({"id": [1, 2, 3], "day": ["a", "a", "b"], "v": [1, 1, 1]}))
+    before = view(c)
+    latest = c.upsert(pa.table({"id": [3, 4], "day": ["b", "c"], "v": [2, 2]}))
+    return c, latest, before
+
+
+def view(c: WriteClient) -> pa.Table:
+    return WriteClient.open(c.path).read_arrow().select(["id", "day", "v"]).sort_by("id")
+
+
+def remove(c: WriteClient, partition: str, time: str) -> str:
+    """Delete the metadata files of ``partition`` written at ``time``; the one removed."""
+    found = glob.glob(f"{c.path}/.braid/metadata/{partition}/*_{time}.log")
+    assert len(found) == 1, found
+    os.remove(found[0])
+    return f"{partition}/{os.path.basename(found[0])}"
+
+
+@pytest.mark.parametrize("table_type", TYPES)
+def test_a_lost_files_log_of_the_latest_commit_fails_reads_and_writes(tmp_path, table_type):
+    c, latest, before = two_commits(tmp_path / "t", table_type)
+    name = remove(c, "files", latest)
+    again = WriteClient.open(c.path)
+    for act in (
+        again.read_arrow,
+        lambda: again.files(),
+        lambda: again.upsert(pa.table({"id": [4], "day": ["c"], "v": [3]})),
+    ):
+        with pytest.raises(MissingMetadataFileError, match=f"{name}, written by commit {latest}"):
+            act()
+    first = again.timeline()[0].completion_time
+    assert again.read_arrow(as_of=first).select(["id", "day", "v"]).sort_by("id").equals(before)
+    assert any(f"{name}, written by commit {latest}" in p for p in again.validate())
+    again.rollback(latest)  # the way on the error names
+    assert WriteClient.open(c.path).validate() == []
+    assert view(c).equals(before)
+
+
+@pytest.mark.parametrize("table_type", TYPES)
+def test_a_lost_record_index_log_refuses_the_next_write(tmp_path, table_type):
+    """The data read needs no record index, but a write tagged by it would insert a second
+    row for a key it no longer finds."""
+    c, latest, _ = two_commits(tmp_path / "t", table_type)
+    name = remove(c, "record_index", latest)
+    again = WriteClient.open(c.path)
+    with pytest.raises(MissingMetadataFileError, match=f"{name}, written by commit {latest}"):
+        again.upsert(pa.table({"id": [4], "day": ["c"], "v": [3]}))
+    with pytest.raises(MissingMetadataFileError, match=name):
+        again.lookup([4])
+    again.rollback(latest)
+    again.upsert(pa.table({"id": [4], "day": ["c"], "v": [3]}))
+    assert view(c).to_pydict() == {"id": [1, 2, 3, 4], "day": list("aabc"), "v": [1, 1, 1, 3]}
+    assert WriteClient.open(c.path).validate() == []
+
+
+def test_a_log_shorter_than_its_commit_recorded_is_lost(tmp_path):
+    """A log cut at a block boundary decodes as fewer blocks: its recorded size tells."""
+    c, latest, _ = two_commits(tmp_path / "t", "copy_on_write")
+    (path,) = glob.glob(f"{c.path}/.braid/metadata/files/*_{latest}.log")
+    with open(path, "r+b") as f:
+        f.truncate(0)  # the listing still names it
+    with pytest.raises(MissingMetadataFileError, match="shorter than the"):
+        WriteClient.open(c.path).read_arrow()
+
+
+def test_a_log_folded_into_a_later_base_is_no_loss(tmp_path):
+    """A metadata compaction folded the latest commit's log: the log may go."""
+    c, latest, _ = two_commits(tmp_path / "t", "copy_on_write")
+    c.compact_metadata()
+    for path in glob.glob(f"{c.path}/.braid/metadata/files/*_{latest}.log"):
+        os.remove(path)  # folded into the compaction's base: no loss
+    assert view(c).num_rows == 4
+    assert WriteClient.open(c.path).validate() == []
