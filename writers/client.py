@@ -57,15 +57,18 @@ from lakebraid.writers.write.inputs import (
     key_partitions,
     to_arrow,
 )
-from lakebraid.writers.write.operations import refuse_indexes, resolve_policy
-
-INDEX_KINDS = ("secondary", "column_stats")
+from lakebraid.writers.write.operations import check_index_kind, refuse_indexes, resolve_policy
 
 
 class WriteClient:
     """A handle on one table. ``spark=None``: an embedded ``local[*]`` session on first use."""
 
     def __init__(self, table: TableTimelines, spark: Any = None):
+        if not isinstance(table, TableTimelines):
+            raise WriteError(
+                f"WriteClient takes an opened table, not {table!r:.80}: use "
+                "WriteClient.open(path), or WriteClient.create(path, ...)"
+            )
         self.table = table
         self.metadata = MetadataTable(table)
         self._spark = attach(spark) if spark is not None else None
@@ -158,7 +161,7 @@ class WriteClient:
         ``columns``; reads with ``col = v`` or ``col in (...)`` open only files holding those
         values. ``kind="column_stats"``: statistics of more columns (beyond the first
         ``metadata.column_stats.max.columns``) that writes record and reads prune by."""
-        _index_kind(kind, self.path)
+        check_index_kind(kind, self.path)
         refuse_indexes(self.table, kind)
         recover(self.table)
         if kind == "column_stats":
@@ -168,7 +171,7 @@ class WriteClient:
     def drop_index(self, column: str, kind: str = "secondary") -> str:
         """Drop the secondary index (or, ``kind="column_stats"``, the built statistics) of
         ``column``; returns the instant."""
-        _index_kind(kind, self.path)
+        check_index_kind(kind, self.path)
         recover(self.table)
         if kind == "column_stats":
             return drop_stats(self.metadata, column)
@@ -179,7 +182,7 @@ class WriteClient:
         (``"column_stats"``: built statistics, beyond the first columns' that always exist;
         ``"all"``: ``{kind: {column: instant}}`` for both kinds)."""
         if kind != "all":
-            _index_kind(kind, self.path)
+            check_index_kind(kind, self.path)
         point = self._reader(as_of).point
         found = {"secondary": dict(point.secondary), "column_stats": dict(point.stats_columns)}
         return found if kind == "all" else found[kind]
@@ -390,11 +393,3 @@ class WriteClient:
         logs = plan.merges_logs(mode, self.path)
         point = self.table.read_point(as_of)
         return plan.read_spark(self.table, self.spark, point, where, logs)
-
-
-def _index_kind(kind: str, path: str) -> None:
-    if kind not in INDEX_KINDS:
-        raise WriteError(
-            f"index kind {kind!r} is not supported (kinds: {', '.join(map(repr, INDEX_KINDS))})",
-            table=path,
-        )

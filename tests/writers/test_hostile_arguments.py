@@ -140,3 +140,11 @@ def test_a_frame_arrow_cannot_convert_is_refused_by_name(client) -> None:
     with pytest.raises(LakebraidError, match=r"cannot convert the DataFrame to Arrow: .* cast or"):
         client.upsert(frame)
     assert snapshot(client) == before
+
+
+@pytest.mark.parametrize("table", ["/some/table", None, 3])
+def test_a_client_built_from_a_path_says_how_to_open_one(table) -> None:
+    with pytest.raises(
+        LakebraidError, match=r"WriteClient takes an opened table, not .*open\(path\)"
+    ):
+        WriteClient(table)

@@ -23,6 +23,17 @@ from lakebraid.writers import settings
 from lakebraid.writers.errors import InputError, WriteError
 from lakebraid.writers.write.route import duplicate_keys_error
 
+INDEX_KINDS = ("secondary", "column_stats")
+
+
+def check_index_kind(kind: str, path: str) -> None:
+    """Refuse an index kind the client does not build, by name."""
+    if kind not in INDEX_KINDS:
+        raise WriteError(
+            f"index kind {kind!r} is not supported (kinds: {', '.join(map(repr, INDEX_KINDS))})",
+            table=path,
+        )
+
 
 def refuse_indexes(table: TableTimelines, kind: str) -> None:
     """Index builds read base files only: a merge-on-read table refuses them until they merge
