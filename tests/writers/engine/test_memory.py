@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from lakebraid.timeline.errors import ConfigError
-from lakebraid.writers.engine.memory import malloc_mode, wanted_pool
+from lakebraid.writers.engine.memory import hugepage_advice, malloc_mode, wanted_pool
 
 ALL = ["mimalloc", "jemalloc", "system"]
 
@@ -86,7 +86,13 @@ def test_a_bad_pool_name_is_an_error_naming_the_variable(
 
 
 GLIBC = platform.libc_ver()[0] == "glibc"
-CHOSEN = ("LAKEBRAID_ARROW_POOL", "ARROW_DEFAULT_MEMORY_POOL", "LAKEBRAID_MALLOC", "GLIBC_TUNABLES")
+CHOSEN = (
+    "LAKEBRAID_ARROW_POOL",
+    "ARROW_DEFAULT_MEMORY_POOL",
+    "LAKEBRAID_MALLOC",
+    "GLIBC_TUNABLES",
+    "NUMPY_MADVISE_HUGEPAGE",
+)
 
 
 def _pool_in_new_process(**variables: str) -> subprocess.CompletedProcess[str]:
@@ -192,3 +198,32 @@ def test_retained_malloc_keeps_the_arrays_of_a_big_write() -> None:
         given_back[choice] = int(done.stdout)
     assert given_back["tune"] > 70_000_000
     assert given_back["retain"] < 10_000_000
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, False),
+        ({"NUMPY_MADVISE_HUGEPAGE": "1"}, None),  # numpy applied the user's choice
+        ({"NUMPY_MADVISE_HUGEPAGE": "0"}, None),
+    ],
+)
+def test_hugepage_advice(environ: dict[str, str], expected: bool | None) -> None:
+    assert hugepage_advice(environ) is expected
+
+
+ADVICE = """
+from numpy._core import multiarray
+import lakebraid
+print(multiarray._get_madvise_hugepage())
+"""
+
+
+@pytest.mark.parametrize(
+    ("variables", "expected"), [({}, "False"), ({"NUMPY_MADVISE_HUGEPAGE": "1"}, "True")]
+)
+def test_importing_lakebraid_turns_numpys_hugepage_advice_off(variables, expected) -> None:
+    """Unless the user asked numpy for it: a new process, numpy imported first."""
+    done = _new_process(ADVICE, variables)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [expected]
