@@ -24,6 +24,7 @@ from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
+from lakebraid.timeline.timeline import Timeline
 
 BODY_VERSION = 1
 
@@ -129,23 +130,33 @@ def unpack_keys(blob: bytes) -> pa.Array:
     return flat(table.column(0))
 
 
-class _CommitLogs(msgspec.Struct, frozen=True):
-    """The part of a commit body a read point checks (the decoder skips the rest)."""
+class MetadataLogs(msgspec.Struct, frozen=True):
+    """The body of a completed ``deltacommit``: the metadata files its commit wrote (its
+    commit body's ``logs``), which a read point checks of the latest commit without decoding
+    the commit body's statuses (a write of 5,000 partitions: a 2 MB body). ``logs`` None: a
+    body written before deltacommits carried them (the commit body is read instead)."""
 
     version: int = BODY_VERSION
-    logs: list[WrittenLog] = []
+    logs: list[WrittenLog] | None = None
 
 
 def latest_logs(
-    table: TableTimelines, visible: Sequence[Instant]
+    table: TableTimelines, visible: Sequence[Instant], meta: Timeline
 ) -> tuple[Instant | None, dict[str, dict[str, int]]]:
-    """The latest commit among ``visible`` and the metadata files its body says it wrote, by
-    metadata partition: file name -> bytes (its blocks' sizes summed)."""
+    """The latest commit among ``visible`` and the metadata files it wrote, by metadata
+    partition: file name -> bytes (its blocks' sizes summed); from its deltacommit on the
+    metadata timeline ``meta``, else from its commit body."""
     latest = next((i for i in reversed(visible) if i.action is Action.COMMIT), None)
     if latest is None:
         return None, {}
+    delta = meta.get(latest.time, Action.DELTACOMMIT)
+    logs = None
+    if delta is not None and delta.is_completed:
+        logs = table.store.read_typed(TimelineKind.METADATA, delta, MetadataLogs).logs
+    if logs is None:
+        logs = table.store.read_typed(TimelineKind.GLOBAL, latest, MetadataLogs).logs or []
     written: dict[str, dict[str, int]] = {}
-    for log in table.store.read_typed(TimelineKind.GLOBAL, latest, _CommitLogs).logs:
+    for log in logs:
         files = written.setdefault(log.partition, {})
         files[log.name] = files.get(log.name, 0) + log.size
     return latest, written

@@ -139,7 +139,7 @@ class MetadataTable:
                     if built.op == "build":
                         found[column] = inst.time
         seen = {i.time for i in bases} if visibility.rebased else set()
-        latest, written = latest_logs(self.table, visibility.visible)
+        latest, written = latest_logs(self.table, visibility.visible, meta)
         if latest is not None:  # a partition rebuilt after the commit holds it in its bases
             after = {i.time for i in bases if i.completion_time > latest.completion_time}
             written = {p: f for p, f in written.items() if reindexed.get(p) not in after}

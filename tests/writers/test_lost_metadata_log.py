@@ -97,3 +97,28 @@ def test_a_log_folded_into_a_later_base_is_no_loss(tmp_path):
         os.remove(path)  # folded into the compaction's base: no loss
     assert view(c).num_rows == 4
     assert WriteClient.open(c.path).validate() == []
+
+
+def test_the_deltacommit_names_the_commits_logs_and_old_empty_ones_still_check(tmp_path):
+    """The completed deltacommit carries the commit body's ``logs`` (the small body a read
+    point reads); a table written before that (empty deltacommit bodies) is checked from the
+    commit body."""
+    import msgspec
+
+    from lakebraid.timeline.instant import Action
+    from lakebraid.timeline.layout import TimelineKind
+
+    c, latest, _ = two_commits(tmp_path / "t", "copy_on_write")
+    store = c.table.store
+    delta = c.table.timeline(TimelineKind.METADATA).get(latest, Action.DELTACOMMIT)
+    commit = c.table.timeline(TimelineKind.GLOBAL).get(latest, Action.COMMIT)
+    small = msgspec.json.decode(store.read_body(TimelineKind.METADATA, delta))
+    whole = msgspec.json.decode(store.read_body(TimelineKind.GLOBAL, commit))
+    assert small["logs"] == whole["logs"] and len(small["logs"]) >= 3
+    path = store.path_of(TimelineKind.METADATA, delta)
+    os.chmod(path, 0o644)
+    with open(path, "wb"):
+        pass  # as a lakebraid before this wrote it
+    name = remove(c, "files", latest)
+    with pytest.raises(MissingMetadataFileError, match=name):
+        WriteClient.open(c.path).read_arrow()

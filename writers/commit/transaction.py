@@ -31,6 +31,7 @@ from lakebraid.index.secondary_build import maintained
 from lakebraid.metadata.commits import (
     CommitMetadata,
     CommitPlan,
+    MetadataLogs,
     WriteStatus,
     data_groups,
     read_commit,
@@ -178,7 +179,9 @@ class Transaction:
             done = encode_body(msgspec.structs.replace(body, logs=logs, metrics=metrics))
             completion = table.next_time()
             table.store.complete(D, time, Action.COMMIT, done, completion_time=completion)
-            table.store.complete(M, time, Action.DELTACOMMIT, completion_time=completion)
+            table.store.complete(
+                M, time, Action.DELTACOMMIT, encode_body(MetadataLogs(logs=logs)), completion
+            )
             self._decide(done, completion)
         try:
             self.close()
