@@ -143,8 +143,8 @@ class MetadataLogs(msgspec.Struct, frozen=True):
 def latest_logs(
     table: TableTimelines, visible: Sequence[Instant], meta: Timeline
 ) -> tuple[Instant | None, dict[str, dict[str, int]]]:
-    """The latest commit among ``visible`` and the metadata files it wrote, by metadata
-    partition: file name -> bytes (its blocks' sizes summed); from its deltacommit on the
+    """The latest commit among ``visible`` and the metadata files it wrote, by metadata file
+    group: file name -> bytes (its blocks' sizes summed); from its deltacommit on the
     metadata timeline ``meta``, else from its commit body."""
     latest = next((i for i in reversed(visible) if i.action is Action.COMMIT), None)
     if latest is None:
@@ -157,7 +157,7 @@ def latest_logs(
         logs = table.store.read_typed(TimelineKind.GLOBAL, latest, MetadataLogs).logs or []
     written: dict[str, dict[str, int]] = {}
     for log in logs:
-        files = written.setdefault(log.partition, {})
+        files = written.setdefault(log.file_group, {})
         files[log.name] = files.get(log.name, 0) + log.size
     return latest, written
 

@@ -272,7 +272,7 @@ class MetadataReader:
             self.point,
             lambda name: frozenset(base_info(self.fs, f"{folder}/{name}").folded),
         )
-        recorded = self.point.latest_logs.get(str(partition), {})
+        recorded = self.point.latest_logs.get(group, {})
         for name, listed in lost_latest(found, files, self.point).items():
             # a size of 0 may be a store that lists none: ask the file's own
             if listed != 0 or self.fs.size(f"{folder}/{name}") < recorded[name]:

@@ -50,8 +50,8 @@ class ReadPoint(msgspec.Struct, frozen=True, weakref=True):
     read_at: str | None = None  # completion time of the latest visible instant
     scoped: bool = False  # the record index is partition-scoped (``index.scope``)
     spans: dict[str, list[int]] = {}  # scoped: data partition -> [first group, group count]
-    # the latest visible commit and the metadata files its body names, by partition (file
-    # name -> bytes); partitions rebuilt since are left out (:func:`lost_latest`)
+    # the latest visible commit and the metadata files it wrote, by file group (file name ->
+    # bytes); groups of partitions rebuilt since are left out (:func:`lost_latest`)
     latest_commit: str | None = None
     latest_logs: dict[str, dict[str, int]] = {}
 
@@ -130,14 +130,14 @@ def lost_latest(
     A slice is a function of a listing, so a lost log would otherwise read as the table before
     the commit, with no error. Only the latest commit is checked on every read (its body is
     one small file); ``validate()`` checks every visible commit."""
-    expected = point.latest_logs.get(piece.file_group.rsplit("-", 1)[0])
+    expected = point.latest_logs.get(piece.file_group)
     if not expected or point.latest_commit in piece.folded:
         return {}
     listed = {f.name: f.size for f in files}
     lost = {}
     for name, size in expected.items():
         found = listed.get(name, -1)
-        if found < size and name.startswith(f"{piece.file_group}_"):
+        if found < size:
             lost[name] = found
     return lost
 
@@ -145,7 +145,7 @@ def lost_latest(
 def lost_error(point: ReadPoint, path: str, table: str) -> MissingMetadataFileError:
     """The error for a file :func:`lost_latest` found lost (``path``: where it belongs)."""
     *_, partition, name = path.rsplit("/", 2)
-    time, size = point.latest_commit, point.latest_logs[partition][name]
+    time, size = point.latest_commit, point.latest_logs[name.rsplit("_", 1)[0]][name]
     return MissingMetadataFileError(
         f"metadata file {partition}/{name}, written by commit {time} (the latest visible "
         f"one), is missing or shorter than the {size} bytes the commit recorded, and no base "

@@ -142,7 +142,9 @@ class MetadataTable:
         latest, written = latest_logs(self.table, visibility.visible, meta)
         if latest is not None:  # a partition rebuilt after the commit holds it in its bases
             after = {i.time for i in bases if i.completion_time > latest.completion_time}
-            written = {p: f for p, f in written.items() if reindexed.get(p) not in after}
+            written = {
+                g: f for g, f in written.items() if reindexed.get(g.rsplit("-", 1)[0]) not in after
+            }
         return ReadPoint(
             as_of=point,
             visible=tuple(map(_TIME, visibility.visible)),  # C loop: one per visible instant

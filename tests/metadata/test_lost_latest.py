@@ -45,36 +45,41 @@ def lost(files: list[MetadataFile], at: ReadPoint, folded: frozenset[str] = froz
 
 
 def test_every_file_listed_at_its_size_is_no_loss():
-    at = point({"files": {LOG: 300}})
+    at = point({GROUP: {LOG: 300}})
     assert lost(listing((f"{GROUP}_{T1}.log", 200), (LOG, 300)), at) == {}
 
 
 def test_a_file_not_listed_is_lost():
-    at = point({"files": {LOG: 300}})
+    at = point({GROUP: {LOG: 300}})
     assert lost(listing((f"{GROUP}_{T1}.log", 200)), at) == {LOG: -1}
 
 
 def test_a_file_listed_shorter_is_lost_with_its_listed_size():
-    at = point({"files": {LOG: 300}})
+    at = point({GROUP: {LOG: 300}})
     assert lost(listing((LOG, 299)), at) == {LOG: 299}
     assert lost(listing((LOG, 0)), at) == {LOG: 0}  # the reader asks the file itself
 
 
 def test_a_longer_file_is_no_loss():
-    assert lost(listing((LOG, 301)), point({"files": {LOG: 300}})) == {}
+    assert lost(listing((LOG, 301)), point({GROUP: {LOG: 300}})) == {}
 
 
 def test_a_base_that_folds_the_commit_holds_what_it_recorded():
     """A compaction at T3 folded the log (then a cleaner may remove it); one that did not
     fold T2 leaves it lost."""
-    at = point({"files": {LOG: 300}}, bases=(T3,))
+    at = point({GROUP: {LOG: 300}}, bases=(T3,))
     files = listing((f"{GROUP}_{T3}.parquet", 5000))
     assert lost(files, at, folded=frozenset({T1, T2})) == {}
     assert lost(files, at, folded=frozenset({T1})) == {LOG: -1}
 
 
 def test_files_of_other_groups_and_partitions_are_not_this_groups():
-    at = point({"files": {f"files-0001_{T2}.log": 300}, "record_index": {LOG: 9}})
+    at = point(
+        {
+            "files-0001": {f"files-0001_{T2}.log": 300},
+            "record_index-0000": {f"record_index-0000_{T2}.log": 9},
+        }
+    )
     assert lost(listing((f"{GROUP}_{T1}.log", 200)), at) == {}
 
 
@@ -86,7 +91,7 @@ def test_no_latest_commit_checks_nothing():
 def test_the_error_names_the_file_the_commit_and_the_way_on(partition):
     name = f"{partition}-0000_{T2}.log"
     path = f"/t/.braid/metadata/{partition}/{name}"
-    err = lost_error(point({partition: {name: 300}}), path, "/t")
+    err = lost_error(point({f"{partition}-0000": {name: 300}}), path, "/t")
     text = str(err)
     assert f"metadata file {partition}/{name}, written by commit {T2}" in text
     assert "300 bytes" in text and f"lakebraid rollback PATH {T2}" in text and "[table /t]" in text
