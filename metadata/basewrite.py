@@ -117,7 +117,7 @@ def write_stored(
             row_group_size=max(1, header.row_group_rows),
             write_statistics=True,
             write_page_index=True,
-            **encoding_options(header.partition, table.schema.names, fixed),
+            **encoding_options(header.partition, table.schema.names, fixed, table.num_rows),
             **WRITE_OPTIONS,
         )
     check_written(fs, tmp)  # the note matches the row groups pyarrow wrote (else no reader could)

@@ -57,6 +57,9 @@ _ENCODER = msgspec.msgpack.Encoder()
 # below this many entries a version 1 block is the smaller: an IPC stream's schema and
 # dictionaries take about 1.7 KB whatever the rows
 COLUMNAR_MIN_ENTRIES = 512
+# a body of fewer bytes is written uncompressed whatever the codec asked: decompressing a
+# zstd frame costs some 30 us before its first byte (most of a small block's read)
+SMALL_BODY = 4096
 _KEY = operator.attrgetter("key")
 _U32_MAX = (1 << 32) - 1
 
@@ -81,7 +84,8 @@ def encode_block(
     block may instead take ``columns``: its entries as the columns of
     ``metadata.indexbody.INDEX_BLOCK_SCHEMA`` (sorted, unique keys, checked with Arrow
     kernels), written as a format version 2 block with a columnar body when they number
-    ``min_columnar`` or more, else as the records of a version 1 block.
+    ``min_columnar`` or more, else as the records of a version 1 block. ``codec``: of a
+    body of :data:`SMALL_BODY` bytes or more (a smaller one is left uncompressed).
 
     Raises ``ValueError`` / ``TypeError`` for arguments the format cannot hold (unsorted or
     duplicate keys, records of another partition, a malformed instant, ...)."""
@@ -98,6 +102,8 @@ def encode_block(
     }
     extra = _checked_arguments(block_type, instant, file_group, codec, extra, given)
     raw, (count, first, last) = _payload(block_type, partition, records, keys, command, columns)
+    if len(raw) < SMALL_BODY:
+        codec = "uncompressed"  # a zstd frame's set-up costs more than its bytes save
     compressor = block_codec(codec, compression_level)
     body = raw if compressor is None else compressor.compress(raw, asbytes=True)
     header = BlockHeader(

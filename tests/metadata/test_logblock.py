@@ -31,7 +31,12 @@ from lakebraid.metadata.logblock import (
     iter_blocks_backward,
     read_log_file,
 )
-from lakebraid.metadata.logwrite import COLUMNAR_MIN_ENTRIES, append_blocks, encode_block
+from lakebraid.metadata.logwrite import (
+    COLUMNAR_MIN_ENTRIES,
+    SMALL_BODY,
+    append_blocks,
+    encode_block,
+)
 from lakebraid.metadata.records import (
     ColumnStatsRecord,
     FilesRecord,
@@ -211,6 +216,19 @@ def test_few_entries_make_a_version_1_block_of_the_same_records() -> None:
         decoded = decode_block(blob)[0]
         assert decoded.version == version and block_records(decoded) == records[:n]
         assert (decoded.table is None) == (version == 1)
+
+
+def test_small_bodies_are_left_uncompressed_large_ones_take_the_codec() -> None:
+    common = dict(instant=INSTANT, partition="record_index", file_group="record_index-0002")
+    for n, codec in ((1, "uncompressed"), (40, "uncompressed"), (2000, "zstd")):
+        records = [RecordIndexRecord(f"k{i:05d}", "p", 1, 2, 3) for i in range(n)]
+        blob = encode_block(BlockType.DATA, columns=index_columns(records), **common)
+        decoded = decode_block(blob)[0]
+        assert decoded.header.codec == codec
+        header = decoded.header
+        assert (header.raw_length < SMALL_BODY) == (codec == "uncompressed")
+        assert (header.body_length == header.raw_length) == (codec == "uncompressed")
+        assert block_records(decoded) == records
 
 
 def test_columns_are_for_record_index_data_blocks_only() -> None:
