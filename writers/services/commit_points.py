@@ -13,6 +13,8 @@ without them is a valid older table:
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from fsspec import AbstractFileSystem
 
 from lakebraid.metadata.commits import read_commit
@@ -51,11 +53,12 @@ def lost_commit_points(table: TableTimelines) -> list[str]:
 REBUILDS = (Action.REINDEX, Action.INDEX)
 
 
-def lost_metadata_logs(table: TableTimelines) -> list[str]:
+def lost_metadata_logs(table: TableTimelines, reported: Collection[str] = ()) -> list[str]:
     """One problem per metadata file a visible commit wrote that is gone although no later
     base of its file group folded it (a compaction's base at or after the commit lets the
     cleaner remove it): readers would build that group from the files before it and miss what
-    the commit recorded, with no error."""
+    the commit recorded, with no error. ``reported``: files (``partition/name``) already
+    reported, left out."""
     fs, layout = table.fs, table.layout
     meta = table.timeline(TimelineKind.METADATA)
     rebuilt = [i.time for i in meta if i.action in REBUILDS and i.is_completed]
@@ -69,8 +72,8 @@ def lost_metadata_logs(table: TableTimelines) -> list[str]:
             if folder not in listed:
                 listed[folder] = [p.rsplit("/", 1)[-1] for p in _names(fs, folder)]
             names = listed[folder]
-            if log.name in names or not names:  # no files: an index dropped since
-                continue
+            if log.name in names or not names or f"{log.partition}/{log.name}" in reported:
+                continue  # no files: an index dropped since
             bases = (
                 n for n in names if n.startswith(f"{log.file_group}_") and n.endswith(".parquet")
             )

@@ -38,7 +38,7 @@ from lakebraid.index.scope import in_partition, is_scoped
 from lakebraid.index.secondary import all_entries, file_entries
 from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.commits import WriteStatus, read_commit, schema_as_of
-from lakebraid.metadata.errors import StorageReadError
+from lakebraid.metadata.errors import MissingMetadataFileError, StorageReadError
 from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.integrity import guarded
 from lakebraid.metadata.table import MetadataTable
@@ -177,14 +177,21 @@ class _Validator:
         self.current, self.owners, _ = current_keys({})
         self.damaged: set[tuple[str, str]] = set()  # (partition, file id) of unreadable files
         self.retained: dict[tuple[str, str], str] = {}  # file older points need -> problem
+        self.lost: set[str] = set()  # "partition/name" of the lost metadata files reported
 
     def attempt(self, what: str, work: Callable[[], None]) -> None:
-        """Run one part of the validation; a lakebraid error is a problem, then go on."""
+        """Run one part of the validation; a lakebraid error is a problem, then go on (a lost
+        metadata file that every part meets is reported by the first)."""
         try:
             work()
         except StorageReadError:  # the store failed, not the table: no finding
             raise
         except LakebraidError as exc:
+            if isinstance(exc, MissingMetadataFileError):
+                lost = "/".join(exc.filename.rsplit("/", 2)[-2:])
+                if lost in self.lost:
+                    return
+                self.lost.add(lost)
             self.problems.append(f"{what}: {exc}")
 
     def run(self) -> list[str]:
@@ -209,7 +216,7 @@ class _Validator:
                     f"column_stats: {extra[0]}/{extra[1]} {extra[2]} has no visible file"
                 )
         self.attempt("record_index", self.compare_index)
-        self.problems += lost_commit_points(self.table) + lost_metadata_logs(self.table)
+        self.problems += lost_commit_points(self.table) + lost_metadata_logs(self.table, self.lost)
         self.attempt("secondary_index", self.compare_secondary)
         self.attempt("retained file slices", self.check_retained)  # see validate()
         for path in foreign_files(self.found)[:20]:

@@ -57,8 +57,8 @@ def test_a_lost_commit_point_is_named(tmp_path) -> None:
 
 
 def test_a_lost_metadata_log_is_named(tmp_path) -> None:
-    """A commit's ``files`` log is gone and no later base folded it: reads build the listing
-    from the slice before it (the deleted row is back, no error); ``validate()`` names it."""
+    """A commit's ``files`` log is gone and no later base folded it: ``validate()`` names it,
+    once."""
     import glob
     import os
 
@@ -72,5 +72,21 @@ def test_a_lost_metadata_log_is_named(tmp_path) -> None:
     assert c.validate() == [], "a log a later base folded is no loss"
     later = c.delete(["a"])
     os.remove(glob.glob(f"{c.path}/.braid/metadata/files/*_{later}.log")[0])
-    lost = [p for p in WriteClient.open(c.path).validate() if p.startswith("metadata:")]
-    assert len(lost) == 1 and f"written by commit {later}, is missing" in lost[0]
+    lost = [p for p in WriteClient.open(c.path).validate() if f"commit {later}" in p]
+    assert len(lost) == 1 and f"written by commit {later} (the latest visible one)" in lost[0]
+
+
+def test_a_lost_metadata_log_of_an_older_commit_is_named_once(tmp_path) -> None:
+    """The log of a commit before the latest is gone: reads of the latest do not check it
+    (only the latest commit's files are), ``validate()`` names it, once."""
+    import glob
+    import os
+
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["p"], "ts")
+    c.bulk_insert(pa.table({"id": ["a", "b"], "p": ["x", "x"], "ts": [1, 1]}))
+    older = c.upsert(pa.table({"id": ["c"], "p": ["y"], "ts": [1]}))
+    c.upsert(pa.table({"id": ["d"], "p": ["z"], "ts": [1]}))
+    os.remove(glob.glob(f"{c.path}/.braid/metadata/files/*_{older}.log")[0])
+    lost = [p for p in WriteClient.open(c.path).validate() if f"commit {older}" in p]
+    assert len(lost) == 1 and lost[0].startswith("metadata: files/")
+    assert f"written by commit {older}, is missing" in lost[0]
