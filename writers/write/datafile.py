@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from lakebraid.index.file_stats import column_stats as column_stats  # re-exported
+from lakebraid.index.file_stats import footer_statistics as footer_statistics  # re-exported
 from lakebraid.index.file_stats import stats_columns as stats_columns  # re-exported
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.files import decode_threaded, open_file, storage_read

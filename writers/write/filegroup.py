@@ -49,6 +49,7 @@ from lakebraid.writers.write.datafile import (
     conform,
     dictionaries_kept,
     file_schema,
+    footer_statistics,
     read_parquet,
     stamped,
 )
@@ -203,7 +204,7 @@ def write_group_file(
     options: dict[str, Any] = dict(
         metadata_collector=collected,
         use_dictionary=dictionary,
-        write_statistics=[n for n in result.schema.names if n != RECORD_KEY],
+        write_statistics=footer_statistics(result.schema, RECORD_KEY),
         **WRITE_OPTIONS,
     )
     size, crc = write_parquet(fs, path, result, options, local)

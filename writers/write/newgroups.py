@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
-from lakebraid.index.file_stats import GroupBounds
+from lakebraid.index.file_stats import GroupBounds, footer_statistics
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.arrow_records import bool_array, flat
 from lakebraid.metadata.commits import WriteStatus, pack_keys
@@ -159,7 +159,6 @@ class _Batch:
         self.bounds = GroupBounds(self.table, group[order.to_numpy()], count, stats)
         self.plain = {first.record_key, RECORD_KEY}
         self.dictionary = [n for n in self.schema.names if n not in self.plain]
-        self.statistics = [n for n in self.schema.names if n != RECORD_KEY]
         self._single_values()
 
     def status(self, i: int) -> dict[str, Any]:
@@ -196,7 +195,7 @@ class _Batch:
         options: dict[str, Any] = dict(
             metadata_collector=collected,
             use_dictionary=dictionary,
-            write_statistics=self.statistics,
+            write_statistics=footer_statistics(piece.schema, RECORD_KEY),
             **WRITE_OPTIONS,
         )
         return piece, options, collected
