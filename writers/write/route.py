@@ -184,8 +184,9 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]], new: pa.BooleanA
         pa.array(picked, mask=picked < 0), pa.concat_arrays([known, names])
     )
     routed = tagged.append_column(TARGET_FILE_ID, targets)
-    moved = pc.and_(new, pc.is_valid(tagged.column(OLD_FILE_ID)))
-    leaving = tagged.filter(moved)
+    old = tagged.column(OLD_FILE_ID)
+    held = old.null_count < len(old)  # else every key is new (a first write): none moves
+    leaving = tagged.filter(pc.and_(new, pc.is_valid(old))) if held else tagged.slice(0, 0)
     if leaving.num_rows:
         deletes = leaving.set_column(
             leaving.schema.get_field_index(OP),
@@ -201,6 +202,8 @@ def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]], new: pa.BooleanA
             TARGET_FILE_ID, leaving.column(OLD_FILE_ID).cast(targets.type)
         )
         routed = pa.concat_tables([routed, deletes])
+    if not routed.column(TARGET_FILE_ID).null_count:
+        return routed  # every row has a target: no delete of a key the table lacks
     unknown = pc.and_(
         pc.equal(routed.column(OP), OP_DELETE), pc.is_null(routed.column(TARGET_FILE_ID))
     )

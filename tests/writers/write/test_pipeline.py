@@ -30,12 +30,14 @@ from lakebraid.writers.write.partition_codes import codes
 from lakebraid.writers.write.route import (
     KEY_HASH,
     PARTITION,
+    TARGET_FILE_ID,
     Slot,
     _by_hash,
     deduplicate,
     insert_counts,
     key_copies,
     new_in_partition,
+    route,
     with_key_hashes,
 )
 
@@ -301,3 +303,55 @@ def test_slots_by_hash_equal_a_per_row_model(rooms: list[list[int]], rows: list)
         expected.append(first[p] + j)
     assert names.to_pylist() == expected_names
     assert chosen.tolist() == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["p0", "p1"]),
+            st.sampled_from([None, "p0", "p1"]),
+            st.sampled_from([OP_UPSERT, OP_UPSERT, OP_DELETE]),
+        ),
+        max_size=30,
+    ),
+    all_new=st.booleans(),
+)
+def test_routes_equal_a_python_model(rows: list[tuple[str, str | None, int]], all_new) -> None:
+    """Every row gets a target: a held key's own group, unless it moves partition (then a
+    slot of its new partition, and a delete row for its old group); a new key a slot; a
+    delete of a key held nowhere is dropped. A first write (no key held) takes the short way
+    and must agree."""
+    olds = [None if all_new else old for _, old, _ in rows]
+    keys = [f"k{i:02d}" for i in range(len(rows))]
+    tagged = pa.table(
+        {
+            RECORD_KEY: pa.array(keys, pa.string()),
+            PARTITION: _texts([p for p, _, _ in rows], True),
+            OLD_PARTITION: _texts(olds, True),
+            OLD_FILE_ID: _texts([None if o is None else f"f-{o}" for o in olds], True),
+            OP: pa.array([op for _, _, op in rows], pa.int8()),
+            KEY_HASH: pa.array(range(len(rows)), pa.int64()),
+        }
+    )
+    plan = {p: [Slot(f"s-{p}", 100)] for p in ("p0", "p1")}
+    routed = route(tagged, plan, new_in_partition(tagged))
+    got = sorted(
+        zip(
+            routed.column(RECORD_KEY).to_pylist(),
+            routed.column(OP).to_pylist(),
+            routed.column(PARTITION).cast(pa.string()).to_pylist(),
+            routed.column(TARGET_FILE_ID).cast(pa.string()).to_pylist(),
+            strict=True,
+        )
+    )
+    expected = []
+    for key, (p, _, op), old in zip(keys, rows, olds, strict=True):
+        if op == OP_DELETE:
+            if old is not None:
+                expected.append((key, op, p, f"f-{old}"))
+            continue
+        expected.append((key, op, p, f"f-{old}" if old == p else f"s-{p}"))
+        if old is not None and old != p:  # moved: a delete in the old group
+            expected.append((key, OP_DELETE, old, f"f-{old}"))
+    assert got == sorted(expected)
