@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from lakebraid.metadata import settings
+from lakebraid.metadata.arrow_records import used_entries
 from lakebraid.metadata.commits import ColumnStat
 from lakebraid.metadata.files import open_file
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, check_footer
@@ -122,9 +123,7 @@ def _used_values(column: pa.ChunkedArray) -> pa.Array:
     for chunk in column.chunks:
         dictionary = chunk.dictionary
         if len(dictionary) > 1:
-            used = np.zeros(len(dictionary), dtype=bool)
-            used[pc.drop_null(chunk.indices).to_numpy(zero_copy_only=False)] = True
-            dictionary = dictionary.filter(pa.array(used))
+            dictionary = dictionary.filter(pa.array(used_entries(chunk)[0]))
         if chunk.null_count < len(chunk):
             parts.append(dictionary)
     return pa.concat_arrays(parts) if parts else pa.array([], column.type.value_type)

@@ -204,6 +204,20 @@ def flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return column
 
 
+def used_entries(
+    chunk: pa.DictionaryArray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Which entries of a dictionary chunk's dictionary its rows use (numpy booleans), its
+    indices as numpy integers (a null's as 0) and which rows are valid (None: no nulls). One
+    pass over the indices; no value is hashed."""
+    indices = chunk.indices
+    valid = None if chunk.null_count == 0 else pc.is_valid(indices).to_numpy(zero_copy_only=False)
+    at = pc.fill_null(indices, 0).to_numpy(zero_copy_only=False)
+    used = np.zeros(len(chunk.dictionary), dtype=bool)
+    used[at if valid is None else at[valid]] = True
+    return used, at, valid
+
+
 def filtered(table: pa.Table, keep: np.ndarray) -> pa.Table:
     """The rows of ``table`` where ``keep`` (numpy booleans, one per row) is true. A chunk
     with no nulls that still carries a validity bitmap (as Parquet decodes a nullable column)

@@ -38,7 +38,7 @@ from lakebraid.metadata.basewrite import Header, write_base, write_stored
 from lakebraid.metadata.commits import latest_logs
 from lakebraid.metadata.compaction_policy import Entries, LogPolicy, base_bytes
 from lakebraid.metadata.errors import MetadataError
-from lakebraid.metadata.hashing import file_group_id
+from lakebraid.metadata.hashing import file_group_id, parse_file_group_id
 from lakebraid.metadata.indexfold import fold_stored
 from lakebraid.metadata.logblock import BlockType, read_log_file
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
@@ -143,7 +143,9 @@ class MetadataTable:
         if latest is not None:  # a partition rebuilt after the commit holds it in its bases
             after = {i.time for i in bases if i.completion_time > latest.completion_time}
             written = {
-                g: f for g, f in written.items() if reindexed.get(g.rsplit("-", 1)[0]) not in after
+                g: f
+                for g, f in written.items()
+                if reindexed.get(parse_file_group_id(g)[0]) not in after
             }
         return ReadPoint(
             as_of=point,

@@ -35,6 +35,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.metadata.arrow_records import used_entries
+
 DICTIONARY_LIMIT = 1 << 20  # bytes: pyarrow's default dictionary_pagesize_limit
 ROW_GROUP_ROWS = 1 << 20  # pyarrow's default row group size: one dictionary per chunk
 SAMPLE = 8192  # rows drawn per column (with replacement)
@@ -113,10 +115,7 @@ def compacted(column: pa.ChunkedArray) -> pa.ChunkedArray:
     dictionary, indices = merged.dictionary, merged.indices
     if len(dictionary) == 0 or merged.null_count == len(merged):
         return pa.chunked_array([merged], column.type)
-    valid = None if merged.null_count == 0 else pc.is_valid(indices).to_numpy(zero_copy_only=False)
-    at = pc.fill_null(indices, 0).to_numpy(zero_copy_only=False)
-    used = np.zeros(len(dictionary), dtype=bool)
-    used[at if valid is None else at[valid]] = True
+    used, at, valid = used_entries(merged)
     if used.all():
         return pa.chunked_array([merged], column.type)
     keep = np.flatnonzero(used)
