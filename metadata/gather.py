@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.hexkeys import strings_of
-from lakebraid.metadata.keyorder import fixed_view, order_unless_sorted
+from lakebraid.metadata.keyorder import fixed_view, order_unless_sorted, stable_order
 
 Views = Mapping[str, np.ndarray]  # column name -> its text as ``S<width>`` (fixed_view)
 _MAX_BYTES = (1 << 31) - 1  # a string array's int32 offsets
@@ -81,7 +81,7 @@ def taken_by_key(
     if words is not None:
         at = words[positions]
         if len(at) > 1 and not bool((at[1:] >= at[:-1]).all()):
-            positions = positions[np.argsort(at, kind="stable")]
+            positions = positions[stable_order(at)]
         taken = take_rows(
             rows.select([n for n in rows.column_names if n not in copies]), positions, views
         )

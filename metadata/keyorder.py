@@ -25,6 +25,18 @@ def sort_order(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pa.array(np.arange(len(keys), dtype=np.int64)) if order is None else order
 
 
+def stable_order(words: np.ndarray) -> np.ndarray:
+    """``np.argsort(words, kind="stable")`` (unsigned integers), found by numpy's default
+    sort when no two words are equal (unique keys: then every sort gives the one order), which
+    is several times faster (1M random words: 25 ms against 90 for the stable sort); words
+    that tie take the stable sort."""
+    order = np.argsort(words)
+    ordered = words[order]
+    if len(words) > 1 and bool((ordered[1:] == ordered[:-1]).any()):
+        return np.argsort(words, kind="stable")
+    return order
+
+
 def order_unless_sorted(keys: pa.Array | pa.ChunkedArray) -> pa.Array | None:
     """Indices that sort ``keys`` (strings) ascending by their UTF-8 bytes, as Arrow sorts.
 
@@ -64,9 +76,9 @@ def order_unless_sorted(keys: pa.Array | pa.ChunkedArray) -> pa.Array | None:
             prefix[has, j] = data[starts[has] + j]
         values = prefix.view(">u8").ravel().astype(np.uint64)  # native byte order
     whole = fixed is not None and fixed.itemsize - skip <= 8  # a word holds a key's rest
-    order = np.argsort(values, kind="stable" if whole else "quicksort")
     if whole:  # equal words are equal keys, kept in their order as Arrow's stable sort does
-        return pa.array(order)
+        return pa.array(stable_order(values))
+    order = np.argsort(values)
     ordered = values[order]
     tied = np.zeros(n, dtype=bool)
     equal = ordered[1:] == ordered[:-1]

@@ -134,3 +134,18 @@ def test_strictly_ascending_keys_are_sorted_and_unique(
         assert keyorder.strictly_ascending(array, look) == want
         chunked = pa.chunked_array([keys[: len(keys) // 2], keys[len(keys) // 2 :]], pa.string())
         assert keyorder.strictly_ascending(chunked, look) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(st.integers(0, 2**64 - 1), max_size=80),
+    repeats=st.lists(st.integers(0, 79), max_size=10),
+)
+def test_stable_order_is_numpys_stable_sort(words: list[int], repeats: list[int]) -> None:
+    """With or without equal words (then the stable sort decides), the order is numpy's
+    stable argsort; unique words take the faster sort and give the same order."""
+    values = list(words) + [words[i] for i in repeats if i < len(words)]
+    array = np.array(values, dtype=np.uint64)
+    got = keyorder.stable_order(array)
+    assert got.tolist() == np.argsort(array, kind="stable").tolist()
+    assert got.dtype.kind == "i"

@@ -31,7 +31,15 @@ from lakebraid.writers.write.filegroup import (
     RewriteTask,
     rewrite_file_group,
 )
-from lakebraid.writers.write.newgroups import SMALL_GROUP_ROWS, qualifies, write_new_groups
+from lakebraid.writers.write.newgroups import (
+    ONE_THREAD_ROWS,
+    SMALL_GROUP_ROWS,
+    SYNC_WRITE_THREADS,
+    WRITE_THREADS,
+    _threads,
+    qualifies,
+    write_new_groups,
+)
 
 INSTANT = "20260301000000000"
 SCHEMA = [
@@ -114,11 +122,13 @@ def _rows(groups: list[list[dict]], days: list[str | None]) -> tuple[pa.Table, l
     return table, [np.flatnonzero(owner == g) for g in range(len(groups))]
 
 
-def _both(groups: list[list[dict]], days: list[str | None]) -> tuple[list, list, str, str]:
+def _both(
+    groups: list[list[dict]], days: list[str | None], sync: bool = True
+) -> tuple[list, list, str, str]:
     a, b = tempfile.mkdtemp(), tempfile.mkdtemp()
     table, positions = _rows(groups, days)
     tasks = [_task(a, day) for day in days]
-    batched = write_new_groups(tasks, table, positions)
+    batched = write_new_groups(tasks, table, positions, sync=sync)  # threads, or this one
     alone = [
         rewrite_file_group(RewriteTask(**{**_fields(t), "root": b}), table.take(p))
         for t, p in zip(tasks, positions, strict=True)
@@ -145,12 +155,12 @@ def _check_same(batched: list, alone: list, a: str, b: str) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.lists(row, max_size=8), min_size=1, max_size=6), st.booleans())
-def test_batched_groups_equal_groups_written_one_by_one(groups, partitioned) -> None:
+@given(st.lists(st.lists(row, max_size=8), min_size=1, max_size=6), st.booleans(), st.booleans())
+def test_batched_groups_equal_groups_written_one_by_one(groups, partitioned, sync) -> None:
     days = [f"2026-03-{g:02d}" if partitioned else None for g in range(len(groups))]
     if not partitioned:
         days = [None] * len(groups)
-    batched, alone, a, b = _both(groups, days)
+    batched, alone, a, b = _both(groups, days, sync)
     _check_same(batched, alone, a, b)
     for status, rows in zip(batched, groups, strict=True):
         first = {}
@@ -159,6 +169,16 @@ def test_batched_groups_equal_groups_written_one_by_one(groups, partitioned) -> 
         stored = {key for key, r in first.items() if not r["delete"]}
         assert set(unpack_keys(status.keys_added).to_pylist()) == stored
         assert status.rows == len(stored) and (status.file_name is None) == (not stored)
+
+
+def test_small_local_groups_not_fsynced_alone_are_written_on_one_thread() -> None:
+    """Files fsynced one by one keep their threads (a wait on the disk); an object store's
+    too (a wait on the network); small local ones are written on the calling thread."""
+    small, large = ONE_THREAD_ROWS - 1, ONE_THREAD_ROWS
+    assert _threads(local=True, sync=False, mean_rows=small) == 1
+    assert _threads(local=True, sync=False, mean_rows=large) == WRITE_THREADS > 1
+    assert _threads(local=False, sync=False, mean_rows=small) == WRITE_THREADS
+    assert _threads(local=True, sync=True, mean_rows=small) == SYNC_WRITE_THREADS > 1
 
 
 def test_a_file_holds_only_its_own_partition_value() -> None:

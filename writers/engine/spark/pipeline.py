@@ -58,6 +58,7 @@ from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.metadata.arrow_records import empty_table
 from lakebraid.metadata.commits import WriteStatus, decode_status, encode_status
+from lakebraid.metadata.hashing import group_order
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import ReadPoint
@@ -239,7 +240,8 @@ def _rewrite(
     if key is not None:
         payload = payload.append_column(RECORD_KEY, key_text(payload.column(key)))
     groups = target.to_numpy()
-    order = np.argsort(groups, kind="stable")  # each group's rows together, in their order
+    # each group's rows together, in their order (a radix sort of small group numbers)
+    order = group_order(groups, len(names))
     ordered = groups[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     ends = np.r_[starts[1:], len(order)]
