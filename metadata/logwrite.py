@@ -52,6 +52,7 @@ from lakebraid.metadata.records import (
     instant_to_int,
 )
 from lakebraid.timeline.durable import create_settled, fsync_dir
+from lakebraid.timeline.owed import owe
 
 _ENCODER = msgspec.msgpack.Encoder()
 # below this many entries a version 1 block is the smaller: an IPC stream's schema and
@@ -236,7 +237,7 @@ def append_blocks(
         for blob in blocks:
             handle.write(blob)
         handle.flush()
-        if sync:
+        if sync and not owe(local):  # owed: a write's scope pays before its commit point
             os.fsync(handle.fileno())
     if sync and not existed:
         fsync_dir(folder)

@@ -4,6 +4,8 @@
   ``.<name>.<uuid>.tmp`` in the same folder, fsyncs it, then ``os.link``-s it to its final name
   (fails if the name exists: an atomic rename without overwrite) and removes the temporary
   name. A crash leaves no file or a whole one; temporaries are dot files, ignored by listings.
+  Inside a write's ``timeline.owed.owing`` scope the fsyncs of the calling thread are owed,
+  and paid by one ``syncfs`` before the write's commit point.
 * object stores: one conditional PUT (``pipe_file(mode="create")``, S3's
   ``If-None-Match: *``), which the store refuses with 412 (``FileExistsError``) when the
   name is taken: never check-then-write. :func:`create_settled` settles a create whose reply
@@ -12,12 +14,9 @@
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import functools
 import os
 import posixpath
-import sys
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +28,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from lakebraid.timeline.errors import ConfigError, InstantExistsError, StateUnknownError
+from lakebraid.timeline.owed import owe, syncfs
 
 _SETTLE_ATTEMPTS = 5
 _SYNC_THREADS = 4  # fsyncs at once in sync_new_files (they wait on the disk, not a core)
@@ -162,7 +162,10 @@ def read_bytes(fs: AbstractFileSystem, path: str) -> bytes:
 
 
 def fsync_path(path: str) -> None:
-    """fsync a local file's contents, or a folder's new or renamed entries."""
+    """fsync a local file's contents, or a folder's new or renamed entries (owed instead
+    inside a write's :func:`timeline.owed.owing` scope)."""
+    if owe(path):
+        return
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -191,6 +194,8 @@ def sync_new_files(paths: list[str]) -> None:
     in three folders: ~1.1 ms against 2.1 one after another on this project's machines)."""
     folders = sorted({posixpath.dirname(p) or "." for p in paths})
     jobs = [*paths, *folders]
+    if all([owe(job) for job in jobs]):  # a write's scope owes them all: paid by syncfs
+        return
     if len(jobs) <= 2:
         for job in jobs:
             fsync_path(job)
@@ -209,7 +214,14 @@ def make_all_durable(fs: AbstractFileSystem, root: str, paths: list[str]) -> Non
     if not is_local(fs) or not paths:
         return
     local = fs._strip_protocol(root)
-    if _syncfs(local):
+    if owe(local):  # the write that owes them pays with one syncfs before its commit point
+        for path in paths:
+            file = fs._strip_protocol(path)
+            folder = posixpath.dirname(file) or "."
+            for owed in (file, folder, posixpath.dirname(folder) or "."):
+                owe(owed)
+        return
+    if syncfs(local):
         return
     folders = set()
     for path in paths:
@@ -217,39 +229,6 @@ def make_all_durable(fs: AbstractFileSystem, root: str, paths: list[str]) -> Non
         folders.add(posixpath.dirname(posixpath.dirname(fs._strip_protocol(path))) or ".")
     for folder in sorted(folders):
         fsync_dir(folder)
-
-
-def _syncfs(folder: str) -> bool:
-    """``syncfs`` of the file system holding ``folder``; False where the C library has none
-    or the system refuses the call itself (a sandbox's ENOSYS or EPERM): then the caller
-    fsyncs each file. Any other failure (a write-back error) raises."""
-    libc = _libc()
-    if libc is None:
-        return False
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        if libc.syncfs(fd) != 0:
-            code = ctypes.get_errno()
-            if code in (errno.ENOSYS, errno.EPERM):
-                return False
-            raise OSError(
-                code, f"syncfs of the file system of {folder} failed: {os.strerror(code)}"
-            )
-    finally:
-        os.close(fd)
-    return True
-
-
-@functools.cache
-def _libc() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syncfs.argtypes = [ctypes.c_int]
-        return libc
-    except (OSError, AttributeError):
-        return None
 
 
 def put_if_absent(fs: AbstractFileSystem, path: str, data: bytes) -> None:
@@ -263,10 +242,12 @@ def put_if_absent(fs: AbstractFileSystem, path: str, data: bytes) -> None:
         return
     os.makedirs(folder, exist_ok=True)
     tmp = posixpath.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
+    owed = owe(path)  # the file it becomes, fsynced by name if syncfs is missing
     with open(tmp, "xb") as handle:
         handle.write(data)
         handle.flush()
-        os.fsync(handle.fileno())
+        if not owed:
+            os.fsync(handle.fileno())
     try:
         os.link(tmp, path)
     except FileExistsError:

@@ -1,7 +1,8 @@
-"""A commit's metadata log files are durable before any instant names them: written unsynced,
-then each file and each of their folders fsynced (``metadata.writer._make_durable``, on
-threads by ``timeline.durable.sync_new_files``), all before the first completed instant file
-of that commit is created."""
+"""A commit's metadata log files are durable before the commit point names them: written
+unsynced, then owed (``timeline.owed``) and paid by one syncfs of the table's file system
+after the metadata timeline's completion and before the global one (where syncfs is missing,
+each file and each of their folders fsynced by name instead); outside a write,
+``timeline.durable.sync_new_files`` fsyncs each file and each folder once."""
 
 from __future__ import annotations
 
@@ -9,16 +10,19 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 import lakebraid.timeline.durable as durable
+import lakebraid.timeline.owed as owed
 import lakebraid.timeline.store as store
 from lakebraid.writers.client import WriteClient
 
 
 def recorded(monkeypatch) -> list[tuple[str, str]]:
-    """Events in order: ("fsync", path of the fd) and ("put", instant file created)."""
+    """Events in order: ("fsync", path of the fd), ("syncfs", folder) and ("put", instant
+    file created)."""
     events: list[tuple[str, str]] = []
-    real_fsync, real_put = os.fsync, store.put_if_absent
+    real_fsync, real_put, real_syncfs = os.fsync, store.put_if_absent, owed.syncfs
 
     def fsync(fd: int) -> None:
         events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
@@ -28,31 +32,55 @@ def recorded(monkeypatch) -> list[tuple[str, str]]:
         events.append(("put", path))
         real_put(fs, path, data)
 
+    def syncfs(folder: str) -> bool:
+        done = real_syncfs(folder)
+        if done:
+            events.append(("syncfs", folder))
+        return done
+
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(store, "put_if_absent", put)
+    monkeypatch.setattr(owed, "syncfs", syncfs)
     return events
 
 
-def test_every_log_and_its_folder_is_fsynced_before_the_commit_completes(
-    tmp_path: Path, monkeypatch
+def _completion(events: list[tuple[str, str]], folder: str, time: str) -> int:
+    """Where the completed instant file of ``time`` in timeline folder ``folder`` was put."""
+    return next(
+        i
+        for i, (kind, path) in enumerate(events)
+        if kind == "put"
+        and os.path.dirname(path) == folder
+        and os.path.basename(path).startswith(f"{time}_")
+    )
+
+
+@pytest.mark.parametrize("has_syncfs", [True, False])
+def test_every_log_and_its_folder_is_durable_before_the_commit_point(
+    tmp_path: Path, monkeypatch, has_syncfs: bool
 ) -> None:
+    if has_syncfs and owed._libc() is None:
+        pytest.skip("no syncfs in this C library")
     client = WriteClient.create(str(tmp_path / "t"), "id", ["p"], None)
     client.upsert(pa.table({"id": ["a", "b"], "p": ["x", "y"], "v": [1, 2]}))
+    if not has_syncfs:
+        monkeypatch.setattr(owed, "_libc", lambda: None)
     events = recorded(monkeypatch)
     time = WriteClient.open(client.path).upsert(
         pa.table({"id": ["a", "c"], "p": ["x", "z"], "v": [3, 4]})
     )
-    metadata = Path(client.path) / ".braid" / "metadata"
-    logs = sorted(str(p) for p in metadata.rglob(f"*_{time}.log"))
+    braid = Path(client.path) / ".braid"
+    logs = sorted(str(p) for p in (braid / "metadata").rglob(f"*_{time}.log"))
     assert len(logs) >= 3  # files, column_stats, record_index
-    first_done = next(
-        i
-        for i, (kind, path) in enumerate(events)
-        if kind == "put" and os.path.basename(path).startswith(f"{time}_")
-    )
-    synced = {path for kind, path in events[:first_done] if kind == "fsync"}
+    logged = _completion(events, str(braid / "metadata" / ".braid" / "timeline"), time)
+    point = _completion(events, str(braid / "global"), time)
+    assert logged < point
+    if has_syncfs:  # one syncfs of the table's file system after the logs, before the point
+        assert ("syncfs", client.path) in events[logged:point]
+        return
+    synced = {path for kind, path in events[:point] if kind == "fsync"}
     for log in logs:
-        assert log in synced, f"{log} was not fsynced before its commit completed"
+        assert log in synced, f"{log} was not fsynced before its commit point"
         assert os.path.dirname(log) in synced, f"the folder of {log} was not fsynced"
 
 

@@ -13,6 +13,7 @@ import fsspec
 import pytest
 
 import lakebraid.timeline.durable as durable
+import lakebraid.timeline.owed as owed
 
 FS = fsspec.filesystem("file")
 
@@ -40,7 +41,7 @@ def counted_fsyncs(monkeypatch) -> list[int]:
 
 
 def test_one_syncfs_and_no_fsync_where_linux_has_it(tmp_path, monkeypatch) -> None:
-    if durable._libc() is None:
+    if owed._libc() is None:
         pytest.skip("no syncfs in this C library")
     calls = counted_fsyncs(monkeypatch)
     durable.make_all_durable(FS, str(tmp_path), files(tmp_path, 5))
@@ -48,7 +49,7 @@ def test_one_syncfs_and_no_fsync_where_linux_has_it(tmp_path, monkeypatch) -> No
 
 
 def test_without_syncfs_every_file_and_folder_is_fsynced(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(durable, "_libc", lambda: None)
+    monkeypatch.setattr(owed, "_libc", lambda: None)
     calls = counted_fsyncs(monkeypatch)
     durable.make_all_durable(FS, str(tmp_path), files(tmp_path, 5))
     assert len(calls) == 5 * 2 + 1  # each file and its folder, then the table folder once
@@ -60,8 +61,8 @@ def test_a_sandbox_that_refuses_syncfs_gets_fsyncs(tmp_path, monkeypatch, refuse
         def syncfs(self, fd: int) -> int:
             return -1
 
-    monkeypatch.setattr(durable, "_libc", lambda: Refusing())
-    monkeypatch.setattr(durable.ctypes, "get_errno", lambda: refused)
+    monkeypatch.setattr(owed, "_libc", lambda: Refusing())
+    monkeypatch.setattr(owed.ctypes, "get_errno", lambda: refused)
     calls = counted_fsyncs(monkeypatch)
     durable.make_all_durable(FS, str(tmp_path), files(tmp_path, 3))
     assert len(calls) == 3 * 2 + 1
@@ -72,14 +73,14 @@ def test_a_failed_syncfs_is_an_error_naming_the_folder(tmp_path, monkeypatch) ->
         def syncfs(self, fd: int) -> int:
             return -1
 
-    monkeypatch.setattr(durable, "_libc", lambda: Failing())
-    monkeypatch.setattr(durable.ctypes, "get_errno", lambda: errno.EIO)
+    monkeypatch.setattr(owed, "_libc", lambda: Failing())
+    monkeypatch.setattr(owed.ctypes, "get_errno", lambda: errno.EIO)
     with pytest.raises(OSError, match=f"syncfs of the file system of {tmp_path}"):
         durable.make_all_durable(FS, str(tmp_path), files(tmp_path, 2))
 
 
 def test_nothing_to_do_for_no_files_or_an_object_store(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(durable, "_libc", lambda: pytest.fail("no sync expected"))
+    monkeypatch.setattr(owed, "_libc", lambda: pytest.fail("no sync expected"))
     durable.make_all_durable(FS, str(tmp_path), [])
     memory = fsspec.filesystem("memory")
     durable.make_all_durable(memory, "/t", ["/t/a"])

@@ -1,7 +1,9 @@
 """The envelope of every write, whichever engine runs it: begin, write, commit
 (``writers.commit.transaction``); on a conflict or a failure before the commit point, roll
 the write's own instant back at once; when the commit point's outcome is unknown, leave it to
-recovery; then the inline table services."""
+recovery; then the inline table services. Between the durable requested instants and the
+commit point the write's local fsyncs are owed and paid by one ``syncfs`` just before the
+commit point (``timeline.owed``)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import posixpath
 from collections.abc import Callable, Sequence
 
 from lakebraid.metadata.commits import WriteStatus
+from lakebraid.metadata.files import local_path
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.errors import RetryableError, StateUnknownError
 from lakebraid.timeline.instant import Action
+from lakebraid.timeline.owed import owing
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit.metrics import PhaseClock
@@ -39,9 +43,10 @@ def run_write(
     tx = Transaction(table, metadata, operation, read_at, PhaseClock(started))
     time = tx.begin()
     try:
-        statuses = write(time)
-        tx.clock.lap("write")
-        _finish(tx, statuses, schema)
+        with owing(local_path(table.fs, table.layout.root)):  # paid before the commit point
+            statuses = write(time)
+            tx.clock.lap("write")
+            _finish(tx, statuses, schema)
     except BaseException as exc:
         _abandon(tx, exc)
         if isinstance(exc, FileNotFoundError) and _replaced(metadata, exc):

@@ -36,6 +36,7 @@ from lakebraid.metadata.commits import (
     data_groups,
     read_commit,
 )
+from lakebraid.metadata.files import local_path
 from lakebraid.metadata.records import ColumnStatsRecord, Partition
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
@@ -51,6 +52,7 @@ from lakebraid.timeline.errors import (
 from lakebraid.timeline.heartbeat import Heartbeat
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.owed import owing, settle
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit import conflicts
@@ -135,9 +137,10 @@ class Transaction:
         with table.lock:
             time = table.next_time()
             self._heartbeat = table.heartbeat(time).start()
-            table.store.request(G, time, Action.COMMIT, plan)
-            table.store.request(D, time, Action.COMMIT, plan)
-            table.store.request(M, time, Action.DELTACOMMIT, plan)
+            table.store.request(G, time, Action.COMMIT, plan)  # durable first: recovery's key
+            with owing(local_path(table.fs, table.layout.root)):  # both paid by one syncfs
+                table.store.request(D, time, Action.COMMIT, plan)
+                table.store.request(M, time, Action.DELTACOMMIT, plan)
         self.time = time
         self.clock.lap("prepare")
         return time
@@ -195,6 +198,7 @@ class Transaction:
         :class:`StateUnknownError`, and ``unknown`` is set so nothing rolls the write back."""
         table, time = self.table, self.time
         assert time is not None
+        settle()  # what this write owes made durable before the commit point names it
         try:
             table.store.complete(G, time, Action.COMMIT, done, completion_time=completion)
         except BaseException as exc:
