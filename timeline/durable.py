@@ -5,7 +5,7 @@
   (fails if the name exists: an atomic rename without overwrite) and removes the temporary
   name. A crash leaves no file or a whole one; temporaries are dot files, ignored by listings.
   Inside a write's ``timeline.owed.owing`` scope the fsyncs of the calling thread are owed,
-  and paid by one ``syncfs`` before the write's commit point.
+  and paid all together before the write's commit point.
 * object stores: one conditional PUT (``pipe_file(mode="create")``, S3's
   ``If-None-Match: *``), which the store refuses with 412 (``FileExistsError``) when the
   name is taken: never check-then-write. :func:`create_settled` settles a create whose reply
@@ -28,7 +28,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from lakebraid.timeline.errors import ConfigError, InstantExistsError, StateUnknownError
-from lakebraid.timeline.owed import owe, syncfs
+from lakebraid.timeline.owed import owe, owe_many, syncfs
 
 _SETTLE_ATTEMPTS = 5
 _SYNC_THREADS = 4  # fsyncs at once in sync_new_files (they wait on the disk, not a core)
@@ -194,7 +194,7 @@ def sync_new_files(paths: list[str]) -> None:
     in three folders: ~1.1 ms against 2.1 one after another on this project's machines)."""
     folders = sorted({posixpath.dirname(p) or "." for p in paths})
     jobs = [*paths, *folders]
-    if all([owe(job) for job in jobs]):  # a write's scope owes them all: paid by syncfs
+    if all([owe(job) for job in jobs]):  # a write's scope owes them all: paid together
         return
     if len(jobs) <= 2:
         for job in jobs:
@@ -214,12 +214,12 @@ def make_all_durable(fs: AbstractFileSystem, root: str, paths: list[str]) -> Non
     if not is_local(fs) or not paths:
         return
     local = fs._strip_protocol(root)
-    if owe(local):  # the write that owes them pays with one syncfs before its commit point
-        for path in paths:
-            file = fs._strip_protocol(path)
-            folder = posixpath.dirname(file) or "."
-            for owed in (file, folder, posixpath.dirname(folder) or "."):
-                owe(owed)
+    owed = [local]
+    for path in paths:
+        file = fs._strip_protocol(path)
+        folder = posixpath.dirname(file) or "."
+        owed += [file, folder, posixpath.dirname(folder) or "."]
+    if owe_many(owed):  # the write that owes them pays with one syncfs before its commit point
         return
     if syncfs(local):
         return
@@ -242,7 +242,7 @@ def put_if_absent(fs: AbstractFileSystem, path: str, data: bytes) -> None:
         return
     os.makedirs(folder, exist_ok=True)
     tmp = posixpath.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
-    owed = owe(path)  # the file it becomes, fsynced by name if syncfs is missing
+    owed = owe(path)  # the file it becomes, fsynced by that name when paid
     with open(tmp, "xb") as handle:
         handle.write(data)
         handle.flush()

@@ -1,26 +1,31 @@
-"""Durability owed until a write's commit point, paid by one ``syncfs(2)`` (local disk).
+"""Durability owed until a write's commit point, paid all at once (local disk).
 
 Nothing a write puts on storage between its requested instants and its commit point (the
 global timeline's completion) is visible: readers see a commit only once that completion
 exists, and a write that dies first is rolled back by name and by marker. So those files need
-not be durable one by one; they must all be durable before the commit point names them.
+not be durable one by one, in turn; they must all be durable before the commit point names
+them.
 
 Inside :func:`owing` (``writers.commit.envelope`` opens it around a write and its commit,
-after the requested instants are durable), the fsyncs ``timeline.durable`` would make on the
-calling thread -- of files and of folders -- are *owed* instead: :func:`owe` records the path
-and the caller skips its fsync. :func:`settle` (called just before the commit point is
-written) pays them with one ``syncfs`` of the file system holding the table: Linux writes back
-every dirty page and inode of that file system and commits its journal before it returns, and
-reports a failed write-back as an error (since 5.8). Where ``syncfs`` is missing or refused,
-each owed path is fsynced once, in the order owed. After :func:`settle` the scope owes nothing
-and fsyncs as usual (the commit point itself, and what follows it). A scope left unsettled
-pays on exit, also when an exception leaves it (a conflict's own rollback inside it then stays
-durable; a failure to pay is not allowed to hide that exception).
+after the global requested instant is durable), the fsyncs ``timeline.durable`` would make on
+the calling thread -- of files and of folders -- are *owed* instead: :func:`owe` records the
+path and the caller skips its fsync. :func:`settle` (called just before the commit point is
+written) pays them: each owed path fsynced once, all at the same time on threads, so the file
+system's journal commits them together (22 small files and 4 folders: 2.7 ms against 7.1 one
+after another). A write of many files that :func:`owe_many` (``durable.make_all_durable``,
+which already chose one ``syncfs`` for them) is paid by one ``syncfs`` of the file system
+holding the table instead (an fsync per path where ``syncfs`` is missing or refused). Not for
+every write: ``syncfs`` writes back every dirty page of the file system, other programs' too
+(with 300 MB of another file dirty it took 152 ms where the fsyncs took 3.9). After
+:func:`settle` the scope owes nothing and fsyncs as usual (the commit point itself, and what
+follows it). A scope left unsettled pays on exit, also when an exception leaves it (a
+conflict's own rollback inside it then stays durable; a failure to pay is not allowed to hide
+that exception).
 
 Only the thread that opened the scope owes (a ``ContextVar``): files that worker threads or
 other processes write are fsynced by them as before. A power loss before :func:`settle` may
 keep any subset of the owed files; none is named by a completed commit, and the write's
-requested instants, durable before the scope, let recovery roll it back.
+requested global instant lets recovery roll it back.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ import errno
 import functools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -43,6 +49,7 @@ class _Owed:
     def __init__(self, root: str):
         self.root = root
         self.paths: dict[str, None] = {}
+        self.many = False  # a write of many files: paid by one syncfs
         self.settled = False
 
 
@@ -81,6 +88,17 @@ def owe(path: str) -> bool:
     return True
 
 
+def owe_many(paths: Iterable[str]) -> bool:
+    """:func:`owe` each of ``paths``, files a write makes durable together (then the scope is
+    paid by one ``syncfs``); False, nothing recorded, outside an unsettled scope."""
+    owed = _OWED.get()
+    if owed is None or owed.settled:
+        return False
+    owed.paths.update(dict.fromkeys(paths))
+    owed.many = True
+    return True
+
+
 def settle() -> None:
     """Pay what the calling thread's scope owes (nothing outside a scope): from here it owes
     nothing and fsyncs as usual."""
@@ -89,17 +107,28 @@ def settle() -> None:
         _pay(owed)
 
 
+_PAY_THREADS = 8  # fsyncs at once: they wait on the disk, whose journal commits them together
+
+
 def _pay(owed: _Owed) -> None:
     if owed.settled:
         return
-    if owed.paths and not syncfs(owed.root):
-        for path in owed.paths:
-            _fsync(path)
+    paths = list(owed.paths)
+    if len(paths) == 1:
+        _fsync(paths[0])
+    elif paths and not (owed.many and syncfs(owed.root)):
+        with ThreadPoolExecutor(min(len(paths), _PAY_THREADS)) as pool:
+            list(pool.map(_fsync, paths))  # list(): the first failure raises
     owed.settled = True
 
 
 def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
+    """fsync an owed file or folder; one gone since it was owed needs nothing (a metadata
+    base's temporary, owed, then renamed to its name, owed too)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
     try:
         os.fsync(fd)
     finally:

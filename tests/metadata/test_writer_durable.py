@@ -1,7 +1,6 @@
 """A commit's metadata log files are durable before the commit point names them: written
-unsynced, then owed (``timeline.owed``) and paid by one syncfs of the table's file system
-after the metadata timeline's completion and before the global one (where syncfs is missing,
-each file and each of their folders fsynced by name instead); outside a write,
+unsynced, then owed (``timeline.owed``) and fsynced, each file and each of their folders, after
+the metadata timeline's completion and before the global one; outside a write,
 ``timeline.durable.sync_new_files`` fsyncs each file and each folder once."""
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
-import pytest
 
 import lakebraid.timeline.durable as durable
 import lakebraid.timeline.owed as owed
@@ -55,16 +53,11 @@ def _completion(events: list[tuple[str, str]], folder: str, time: str) -> int:
     )
 
 
-@pytest.mark.parametrize("has_syncfs", [True, False])
 def test_every_log_and_its_folder_is_durable_before_the_commit_point(
-    tmp_path: Path, monkeypatch, has_syncfs: bool
+    tmp_path: Path, monkeypatch
 ) -> None:
-    if has_syncfs and owed._libc() is None:
-        pytest.skip("no syncfs in this C library")
     client = WriteClient.create(str(tmp_path / "t"), "id", ["p"], None)
     client.upsert(pa.table({"id": ["a", "b"], "p": ["x", "y"], "v": [1, 2]}))
-    if not has_syncfs:
-        monkeypatch.setattr(owed, "_libc", lambda: None)
     events = recorded(monkeypatch)
     time = WriteClient.open(client.path).upsert(
         pa.table({"id": ["a", "c"], "p": ["x", "z"], "v": [3, 4]})
@@ -75,10 +68,8 @@ def test_every_log_and_its_folder_is_durable_before_the_commit_point(
     logged = _completion(events, str(braid / "metadata" / ".braid" / "timeline"), time)
     point = _completion(events, str(braid / "global"), time)
     assert logged < point
-    if has_syncfs:  # one syncfs of the table's file system after the logs, before the point
-        assert ("syncfs", client.path) in events[logged:point]
-        return
-    synced = {path for kind, path in events[:point] if kind == "fsync"}
+    assert not [e for e in events if e[0] == "syncfs"]  # owed fsyncs, paid together
+    synced = {path for kind, path in events[logged:point] if kind == "fsync"}
     for log in logs:
         assert log in synced, f"{log} was not fsynced before its commit point"
         assert os.path.dirname(log) in synced, f"the folder of {log} was not fsynced"

@@ -1,7 +1,8 @@
 """``timeline.owed``: inside a scope the calling thread's fsyncs are owed, not done; settling
-pays them with one syncfs (or, without syncfs, one fsync per owed path, in order); then, and
-outside any scope, and on other threads, ``timeline.durable`` fsyncs as before. A scope left
-unsettled pays on exit, also when an exception leaves it."""
+pays them, one fsync per owed path at the same time (a write of many files: one syncfs, or
+where it is missing an fsync per path); then, and outside any scope, and on other threads,
+``timeline.durable`` fsyncs as before. A scope left unsettled pays on exit, also when an
+exception leaves it."""
 
 from __future__ import annotations
 
@@ -44,32 +45,46 @@ def _files(root: Path, n: int) -> list[str]:
     return paths
 
 
-def test_owed_fsyncs_are_paid_by_one_syncfs_then_fsyncs_resume(tmp_path, calls) -> None:
+def test_owed_fsyncs_are_paid_together_then_fsyncs_resume(tmp_path, calls) -> None:
     a, b = _files(tmp_path, 2)
+    instant = tmp_path / "sub" / "i"
     with owed.owing(str(tmp_path)):
         durable.fsync_path(a)
         durable.sync_new_files([a, b])
-        durable.put_if_absent(fsspec.filesystem("file"), str(tmp_path / "sub" / "i"), b"body")
+        durable.put_if_absent(fsspec.filesystem("file"), str(instant), b"body")
         assert calls == []  # nothing done yet: all owed
         owed.settle()
-        assert calls == [("syncfs", str(tmp_path))]
+        want = {a, b, str(tmp_path), str(instant), str(instant.parent)}
+        assert sorted(calls) == sorted(("fsync", path) for path in want)  # each once
+        calls.clear()
         durable.fsync_path(b)  # after the settle: done at once
         owed.settle()  # nothing more owed
-    assert calls == [("syncfs", str(tmp_path)), ("fsync", b)]
-    assert (tmp_path / "sub" / "i").read_bytes() == b"body"
+    assert calls == [("fsync", b)]
+    assert instant.read_bytes() == b"body"
 
 
-def test_without_syncfs_each_owed_path_is_fsynced_once_in_order(
-    tmp_path, calls, monkeypatch
+@pytest.mark.parametrize("has_syncfs", [True, False])
+def test_many_files_made_durable_together_are_paid_by_one_syncfs(
+    tmp_path, calls, monkeypatch, has_syncfs
 ) -> None:
-    monkeypatch.setattr(owed, "syncfs", lambda folder: False)
+    """``make_all_durable`` (a write of many files) owes them all; the scope then pays by
+    one syncfs, or, where it is missing, by an fsync of every file and folder owed."""
+    if not has_syncfs:
+        monkeypatch.setattr(owed, "syncfs", lambda folder: False)
     a, b = _files(tmp_path, 2)
+    folder = tmp_path / "day=1"
+    folder.mkdir()
+    c = str(folder / "f.parquet")
+    Path(c).write_bytes(b"x")
     with owed.owing(str(tmp_path)):
-        durable.fsync_path(b)
-        durable.make_durable(fsspec.filesystem("file"), a)
-        durable.fsync_path(b)
+        durable.fsync_path(a)
+        durable.make_all_durable(fsspec.filesystem("file"), str(tmp_path), [b, c])
         assert calls == []
-    assert calls == [("fsync", b), ("fsync", a), ("fsync", str(tmp_path))]
+    if has_syncfs:
+        assert calls == [("syncfs", str(tmp_path))]
+    else:
+        want = {a, b, c, str(folder), str(tmp_path), str(tmp_path.parent)}
+        assert sorted(calls) == sorted(("fsync", path) for path in want)
 
 
 def test_an_unsettled_scope_pays_on_exit_even_when_an_exception_leaves_it(tmp_path, calls) -> None:
@@ -77,19 +92,19 @@ def test_an_unsettled_scope_pays_on_exit_even_when_an_exception_leaves_it(tmp_pa
     with pytest.raises(KeyError), owed.owing(str(tmp_path)):
         durable.fsync_path(a)
         raise KeyError("the write failed")
-    assert calls == [("syncfs", str(tmp_path))]
+    assert calls == [("fsync", a)]
     with owed.owing(str(tmp_path)):
         pass  # nothing owed: nothing paid
-    assert calls == [("syncfs", str(tmp_path))]
+    assert calls == [("fsync", a)]
 
 
 def test_a_failed_payment_does_not_hide_the_error_that_left_the_scope(
     tmp_path, monkeypatch
 ) -> None:
-    def failing(folder: str) -> bool:
+    def failing(fd: int) -> None:
         raise OSError(5, "write-back failed")
 
-    monkeypatch.setattr(owed, "syncfs", failing)
+    monkeypatch.setattr(os, "fsync", failing)
     (a,) = _files(tmp_path, 1)
     with pytest.raises(KeyError), owed.owing(str(tmp_path)):
         durable.fsync_path(a)
@@ -107,3 +122,15 @@ def test_other_threads_and_no_scope_fsync_at_once(tmp_path, calls) -> None:
         durable.fsync_path(b)
     assert calls == [("fsync", a), ("fsync", b)]
     assert not owed.owe(a)
+
+
+def test_a_temporary_owed_then_renamed_is_paid_by_its_new_name(tmp_path, calls) -> None:
+    """A metadata base is written to a temporary, made durable, renamed, made durable again:
+    owed twice, paid once under the name it has (the temporary's is gone)."""
+    tmp, final = tmp_path / "b.parquet.inprogress", tmp_path / "b.parquet"
+    tmp.write_bytes(b"base")
+    with owed.owing(str(tmp_path)):
+        durable.make_durable(fsspec.filesystem("file"), str(tmp))
+        tmp.rename(final)
+        durable.make_durable(fsspec.filesystem("file"), str(final))
+    assert sorted(calls) == [("fsync", str(tmp_path)), ("fsync", str(final))]

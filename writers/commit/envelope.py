@@ -1,8 +1,8 @@
 """The envelope of every write, whichever engine runs it: begin, write, commit
 (``writers.commit.transaction``); on a conflict or a failure before the commit point, roll
 the write's own instant back at once; when the commit point's outcome is unknown, leave it to
-recovery; then the inline table services. Between the durable requested instants and the
-commit point the write's local fsyncs are owed and paid by one ``syncfs`` just before the
+recovery; then the inline table services. Between the durable global requested instant and
+the commit point the write's local fsyncs are owed and paid all at once just before the
 commit point (``timeline.owed``)."""
 
 from __future__ import annotations

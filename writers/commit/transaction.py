@@ -138,7 +138,7 @@ class Transaction:
             time = table.next_time()
             self._heartbeat = table.heartbeat(time).start()
             table.store.request(G, time, Action.COMMIT, plan)  # durable first: recovery's key
-            with owing(local_path(table.fs, table.layout.root)):  # both paid by one syncfs
+            with owing(local_path(table.fs, table.layout.root)):  # both fsynced together
                 table.store.request(D, time, Action.COMMIT, plan)
                 table.store.request(M, time, Action.DELTACOMMIT, plan)
         self.time = time
