@@ -18,7 +18,7 @@ import functools
 import os
 import posixpath
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -209,26 +209,27 @@ def make_all_durable(fs: AbstractFileSystem, root: str, paths: list[str]) -> Non
     (new folders included), with one ``syncfs(2)`` of the file system holding ``root``
     instead of two fsyncs per file: Linux writes back every dirty page and inode of that file
     system and commits its journal before it returns, and reports a failed write-back as an
-    error (since 5.8). Where ``syncfs`` is missing, each file is fsynced as by
-    :func:`make_durable` and its folder's parent too. Object stores: nothing to do."""
+    error (since 5.8). Where ``syncfs`` is missing, each file, its folder and that folder's
+    parent are fsynced once each. Object stores: nothing to do."""
     if not is_local(fs) or not paths:
         return
     local = fs._strip_protocol(root)
-    owed = [local]
-    for path in paths:
-        file = fs._strip_protocol(path)
-        folder = posixpath.dirname(file) or "."
-        owed += [file, folder, posixpath.dirname(folder) or "."]
-    if owe_many(owed):  # the write that owes them pays with one syncfs before its commit point
+    if owe_many(_with_folders(fs, local, paths)):  # paid by one syncfs before the commit point
         return
     if syncfs(local):
         return
-    folders = set()
+    for path in dict.fromkeys(_with_folders(fs, local, paths)):  # each once
+        fsync_path(path)
+
+
+def _with_folders(fs: AbstractFileSystem, root: str, paths: list[str]) -> Iterator[str]:
+    """``root``, then each of ``paths`` with its folder and that folder's parent (local
+    paths): what :func:`make_all_durable` makes durable, computed as it is consumed."""
+    yield root
     for path in paths:
-        make_durable(fs, path)
-        folders.add(posixpath.dirname(posixpath.dirname(fs._strip_protocol(path))) or ".")
-    for folder in sorted(folders):
-        fsync_dir(folder)
+        file = fs._strip_protocol(path)
+        folder = posixpath.dirname(file) or "."
+        yield from (file, folder, posixpath.dirname(folder) or ".")
 
 
 def put_if_absent(fs: AbstractFileSystem, path: str, data: bytes) -> None:

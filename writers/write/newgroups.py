@@ -174,6 +174,7 @@ class _Batch:
         self.bounds = GroupBounds(self.table, group[order.to_numpy()], count, stats)
         self.plain = {first.record_key, RECORD_KEY}
         self.dictionary = [n for n in self.schema.names if n not in self.plain]
+        self.statistics = footer_statistics(self.table.schema, RECORD_KEY)  # unless chosen
         self._single_values()
 
     def status(self, i: int) -> dict[str, Any]:
@@ -202,15 +203,17 @@ class _Batch:
                 whole = self.dictionaries[at]
                 columns[at] = pa.DictionaryArray.from_arrays(zeros, whole.slice(value, 1))
             piece, dictionary = pa.Table.from_arrays(columns, schema=piece.schema), self.dictionary
-            if piece.num_rows >= SMALL_ROWS:  # the plain columns as a file of its own decides
-                piece, dictionary = choose(piece, plain=self.plain)
-        else:  # a dictionary column of several values (or nulls) in this file: the full rule
+        statistics = self.statistics
+        # a dictionary column of several values (or nulls) in this file: the full rule; a
+        # large file: its plain columns decide as a file of its own (their types may change)
+        if values is None or piece.num_rows >= SMALL_ROWS:
             piece, dictionary = choose(piece, plain=self.plain)
+            statistics = footer_statistics(piece.schema, RECORD_KEY)
         collected: list[pq.FileMetaData] = []
         options: dict[str, Any] = dict(
             metadata_collector=collected,
             use_dictionary=dictionary,
-            write_statistics=footer_statistics(piece.schema, RECORD_KEY),
+            write_statistics=statistics,
             **WRITE_OPTIONS,
         )
         return piece, options, collected
