@@ -118,8 +118,8 @@ def _patched(
         if field.name in same and field.type == pa.string():  # equal in both versions
             columns.append(cast_column(column, field.type))
         else:
-            values = new[0].column(field.name).take(pa.array(new[1]))
-            columns.append(replaced(column, at, flat(values), field.type, owned=owned))
+            values = flat(new[0].column(field.name))
+            columns.append(replaced(column, at, values, field.type, owned=owned, picks=new[1]))
     return pa.Table.from_arrays(columns, schema=schema)
 
 

@@ -61,12 +61,26 @@ def column_of(kind: pa.DataType, chunks: list[list], encode: bool) -> pa.Chunked
 
 
 @settings(max_examples=300, deadline=None)
-@given(case=cases(), owned=st.booleans())
-def test_replaced_equals_the_model(case: tuple, owned: bool) -> None:
+@given(case=cases(), owned=st.booleans(), picked=st.randoms(use_true_random=False))
+def test_replaced_equals_the_model(case: tuple, owned: bool, picked) -> None:
+    """Also with the new values picked out of a larger array (``picks``: a log's rows), the
+    other rows of that array holding values the result must not show."""
     kind, chunks, rows, new, encode = case
     column = column_of(kind, chunks, encode)
     before = column.to_pylist()
-    got = replaced(column, np.array(rows, np.int64), pa.array(new, kind), kind, owned=owned)
+    if picked.random() < 0.5:
+        got = replaced(column, np.array(rows, np.int64), pa.array(new, kind), kind, owned=owned)
+    else:  # the values at shuffled places among decoys (copies of the chunks' values)
+        decoys = [v for c in chunks for v in c][: len(new) + 3]
+        places = list(range(len(new) + len(decoys)))
+        picked.shuffle(places)
+        source: list = [None] * len(places)
+        for place, value in zip(places, new + decoys, strict=True):
+            source[place] = value
+        picks = np.array(places[: len(new)], np.int64)
+        got = replaced(
+            column, np.array(rows, np.int64), pa.array(source, kind), kind, owned=owned, picks=picks
+        )
     model = [v for c in chunks for v in c]
     for row, value in zip(rows, new, strict=True):
         model[row] = value
@@ -131,3 +145,16 @@ def test_decimals_keep_their_value() -> None:
     column = pa.chunked_array([pa.array([decimal.Decimal("1.50"), decimal.Decimal("2.25")], kind)])
     got = replaced(column, np.array([0]), pa.array([decimal.Decimal("-7.01")], kind), kind)
     assert got.to_pylist() == [decimal.Decimal("-7.01"), decimal.Decimal("2.25")]
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_a_one_value_dictionary_given_its_own_value_again_is_left_as_decoded(same: bool) -> None:
+    """A partition column: every log row holds the base's one value, so no row is patched
+    (the result is the plain decode); one other value among them is patched as usual."""
+    indices = pa.array(np.zeros(6, dtype=np.int32))
+    column = pa.chunked_array([pa.DictionaryArray.from_arrays(indices, pa.array(["day-1"]))])
+    values = ["day-1", "day-1", "day-1" if same else "day-9"]
+    got = replaced(column, np.array([0, 2, 5]), pa.array(values), pa.string(), owned=True)
+    want = ["day-1"] * 6
+    want[5] = values[2]
+    assert got.to_pylist() == want
