@@ -72,9 +72,7 @@ def merge_slice(
     at = at_row[won]
     if ordering is not None and ordering in stored.column_names and len(at):
         # an older event does not replace the stored row
-        old = stored.column(ordering).take(pa.array(at)).cast(schema.field(ordering).type)
-        new = log.column(ordering).take(pa.array(won))
-        older = pc.fill_null(pc.greater(old, new), False).to_numpy(zero_copy_only=False)
+        older = _older(stored.column(ordering), log.column(ordering), at, won)
         older &= ~deleted[at]
         won, at = won[~older], at[~older]
     order = np.argsort(at)
@@ -121,6 +119,23 @@ def _patched(
             values = flat(new[0].column(field.name))
             columns.append(replaced(column, at, values, field.type, owned=owned, picks=new[1]))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _older(
+    stored: pa.ChunkedArray, log: pa.ChunkedArray, at: np.ndarray, won: np.ndarray
+) -> np.ndarray:
+    """Per winning log version (``won``: rows of the log's precombine column ``log``, in the
+    read schema): whether the base row it replaces (``at``: rows of the base's column
+    ``stored``) holds a greater value; a null on either side is not greater. Numbers of one
+    type without nulls are compared by numpy (NaN is greater than nothing, as in Arrow)."""
+    if stored.type == log.type and stored.num_chunks == 1 == log.num_chunks:
+        base, new = stored.chunk(0), log.chunk(0)
+        numeric = pa.types.is_integer(log.type) or pa.types.is_floating(log.type)
+        if numeric and not base.null_count and not new.null_count:
+            return base.to_numpy()[at] > new.to_numpy()[won]
+    old = stored.take(pa.array(at)).cast(log.type)
+    new_values = log.take(pa.array(won))
+    return pc.fill_null(pc.greater(old, new_values), False).to_numpy(zero_copy_only=False)
 
 
 def _log_winners(

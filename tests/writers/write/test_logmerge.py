@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.writers.write.datalog import decode_block, encode_data_block, encode_delete_block
-from lakebraid.writers.write.logmerge import merge_slice
+from lakebraid.writers.write.logmerge import _older, merge_slice
 
 SCHEMA = pa.schema(
     [
@@ -116,3 +117,33 @@ def check_against_the_model(
         if from_log.get(k) == n and k not in base
     ]
     assert [r["id"] for r in got] == held + logs
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    kind=st.sampled_from([pa.int64(), pa.int32(), pa.float64()]),
+    data=st.data(),
+    chunked=st.booleans(),
+)
+def test_an_older_event_is_one_whose_stored_value_is_greater(kind, data, chunked) -> None:
+    """``_older``, by numpy or by Arrow, is Python's ``>`` on the two values, false where
+    either is null or NaN."""
+    number = st.floats(allow_infinity=False) if kind == pa.float64() else st.integers(-5, 5)
+    values = st.one_of(st.none(), number) if data.draw(st.booleans()) else number
+    stored = data.draw(st.lists(values, min_size=1, max_size=12))
+    log = data.draw(st.lists(values, min_size=1, max_size=12))
+    pairs = data.draw(
+        st.lists(st.tuples(st.integers(0, len(stored) - 1), st.integers(0, len(log) - 1)))
+    )
+    at = np.array([a for a, _ in pairs], np.int64)
+    won = np.array([w for _, w in pairs], np.int64)
+    half = len(stored) // 2
+    parts = [stored[:half], stored[half:]] if chunked and half else [stored]
+    got = _older(
+        pa.chunked_array([pa.array(p, kind) for p in parts], kind),
+        pa.chunked_array([pa.array(log, kind)]),
+        at,
+        won,
+    )
+    want = [stored[a] is not None and log[w] is not None and stored[a] > log[w] for a, w in pairs]
+    assert [bool(x) for x in got] == want
