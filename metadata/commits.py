@@ -18,6 +18,7 @@ import msgspec
 import pyarrow as pa
 
 from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.hashing import parse_file_group_id
 from lakebraid.metadata.records import decode_stat_value, encode_stat_value
 from lakebraid.metadata.writer import WrittenLog
 from lakebraid.timeline.instant import Action, Instant
@@ -155,11 +156,79 @@ def latest_logs(
         logs = table.store.read_typed(TimelineKind.METADATA, delta, MetadataLogs).logs
     if logs is None:
         logs = table.store.read_typed(TimelineKind.GLOBAL, latest, MetadataLogs).logs or []
+    return latest, _by_group(logs)
+
+
+RECENT_COMMITS = 8  # the newest visible commits whose metadata files every read point checks
+
+
+def earlier_logs(
+    table: TableTimelines, visible: Sequence[Instant], meta: Timeline, latest: Instant | None
+) -> dict[str, tuple[Instant, dict[str, dict[str, int]]]]:
+    """The metadata files each of the :data:`RECENT_COMMITS` newest commits among ``visible``
+    before ``latest`` wrote (:func:`latest_logs` gives the latest's), by commit time: the
+    commit and its files by file group (file name -> bytes), from its completed deltacommit
+    (a small body, cached by the store). A commit whose deltacommit names no files (one
+    written before deltacommits carried them) is left to ``validate()``, which reads commit
+    bodies; so are older commits: a file group compacts after
+    ``metadata.compact.max.log.files`` (8) logs, so an older commit's files are mostly
+    folded into a base by then."""
+    if latest is None:
+        return {}
+    found: dict[str, tuple[Instant, dict[str, dict[str, int]]]] = {}
+    for inst in reversed(visible):
+        if len(found) >= RECENT_COMMITS - 1:
+            break
+        if inst.action is not Action.COMMIT or inst.time == latest.time:
+            continue
+        delta = meta.get(inst.time, Action.DELTACOMMIT)
+        if delta is None or not delta.is_completed:
+            continue
+        logs = table.store.read_typed(TimelineKind.METADATA, delta, MetadataLogs).logs
+        if logs:
+            found[inst.time] = (inst, _by_group(logs))
+    return found
+
+
+def checked_logs(
+    table: TableTimelines,
+    visible: Sequence[Instant],
+    meta: Timeline,
+    bases: Sequence[Instant],
+    reindexed: dict[str, str],
+) -> tuple[Instant | None, dict[str, dict[str, int]], dict[str, dict[str, dict[str, int]]]]:
+    """What a read point checks the listings against: the latest commit among ``visible``
+    and its metadata files (:func:`latest_logs`), and those of the commits before it
+    (:func:`earlier_logs`), by commit time; each without the file groups of a partition
+    that a reindex or index build among ``bases`` rebuilt after the commit (``reindexed``:
+    partition -> its latest rebuild): the new bases hold what the commit recorded, and its
+    old files may be gone."""
+
+    def kept(written: dict[str, dict[str, int]], commit: Instant) -> dict[str, dict[str, int]]:
+        after = {i.time for i in bases if i.completion_time > commit.completion_time}
+        return {
+            g: f
+            for g, f in written.items()
+            if reindexed.get(parse_file_group_id(g)[0]) not in after
+        }
+
+    latest, written = latest_logs(table, visible, meta)
+    if latest is not None:
+        written = kept(written, latest)
+    earlier = {
+        time: kept(logs, inst)
+        for time, (inst, logs) in earlier_logs(table, visible, meta, latest).items()
+    }
+    return latest, written, {t: logs for t, logs in earlier.items() if logs}
+
+
+def _by_group(logs: Sequence[WrittenLog]) -> dict[str, dict[str, int]]:
+    """Metadata files by file group: file name -> bytes (its blocks' sizes summed)."""
     written: dict[str, dict[str, int]] = {}
     for log in logs:
         files = written.setdefault(log.file_group, {})
         files[log.name] = files.get(log.name, 0) + log.size
-    return latest, written
+    return written
 
 
 def read_commit(table: TableTimelines, inst: Instant) -> CommitMetadata:

@@ -59,8 +59,9 @@ from lakebraid.metadata.slices import (
     build_slice,
     group_files,
     lost_error,
-    lost_latest,
+    lost_logs,
     parse_name,
+    recorded_size,
 )
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import list_sizes
@@ -272,11 +273,11 @@ class MetadataReader:
             self.point,
             lambda name: frozenset(base_info(self.fs, f"{folder}/{name}").folded),
         )
-        recorded = self.point.latest_logs.get(group, {})
-        for name, listed in lost_latest(found, files, self.point).items():
+        for name, (commit, listed) in lost_logs(found, files, self.point).items():
+            recorded = recorded_size(self.point, commit, group, name)
             # a size of 0 may be a store that lists none: ask the file's own
-            if listed != 0 or self.fs.size(f"{folder}/{name}") < recorded[name]:
-                raise lost_error(self.point, f"{folder}/{name}", self.layout.root)
+            if listed != 0 or self.fs.size(f"{folder}/{name}") < recorded:
+                raise lost_error(self.point, f"{folder}/{name}", self.layout.root, commit)
         self._slices[(partition, index)] = found
         return found
 

@@ -54,6 +54,9 @@ class ReadPoint(msgspec.Struct, frozen=True, weakref=True):
     # bytes); groups of partitions rebuilt since are left out (:func:`lost_latest`)
     latest_commit: str | None = None
     latest_logs: dict[str, dict[str, int]] = {}
+    # the same for the commits before it among the newest visible ones, by commit time
+    # (``metadata.commits.earlier_logs``; :func:`lost_logs`)
+    earlier_logs: dict[str, dict[str, dict[str, int]]] = {}
 
     def index_groups(
         self, keys: pa.Array | pa.ChunkedArray, hashes: np.ndarray | None = None
@@ -142,17 +145,56 @@ def lost_latest(
     return lost
 
 
-def lost_error(point: ReadPoint, path: str, table: str) -> MissingMetadataFileError:
-    """The error for a file :func:`lost_latest` found lost (``path``: where it belongs)."""
+def lost_logs(
+    piece: FileSlice, files: Iterable[MetadataFile], point: ReadPoint
+) -> dict[str, tuple[str, int]]:
+    """:func:`lost_latest`, then the same for each commit of ``point.earlier_logs`` (the
+    newest visible commits before it) that the slice's base does not fold: per file lost,
+    the commit that wrote it and its listed size (-1: not listed). A commit the point no
+    longer shows (a point as it will read once an undo completes,
+    ``index.undo_points.with_undone``) is not checked: its files may be gone."""
+    shown = visible_rank(point)
+    latest = point.latest_commit or ""
+    found = lost_latest(piece, files, point) if latest in shown else {}
+    lost = {name: (latest, size) for name, size in found.items()}
+    listed: dict[str, int] | None = None
+    for time, logs in point.earlier_logs.items():
+        expected = logs.get(piece.file_group)
+        if not expected or time in piece.folded or time not in shown:
+            continue
+        if listed is None:
+            listed = {f.name: f.size for f in files}
+        for name, size in expected.items():
+            found = listed.get(name, -1)
+            if found < size:
+                lost[name] = (time, found)
+    return lost
+
+
+def recorded_size(point: ReadPoint, commit: str, group: str, name: str) -> int:
+    """The bytes ``commit`` (one :func:`lost_logs` names) recorded for its file ``name``."""
+    logs = point.latest_logs if commit == point.latest_commit else point.earlier_logs[commit]
+    return logs[group][name]
+
+
+def lost_error(
+    point: ReadPoint, path: str, table: str, commit: str | None = None
+) -> MissingMetadataFileError:
+    """The error for a file :func:`lost_logs` found lost (``path``: where it belongs),
+    written by ``commit`` (None: the latest visible commit)."""
     *_, partition, name = path.rsplit("/", 2)
-    time, size = point.latest_commit, point.latest_logs[name.rsplit("_", 1)[0]][name]
+    group = name.rsplit("_", 1)[0]
+    time = commit if commit is not None else point.latest_commit or ""
+    latest = time == point.latest_commit
+    size = recorded_size(point, time, group, name)
+    which = "the latest visible one" if latest else "one of the newest visible commits"
     return MissingMetadataFileError(
-        f"metadata file {partition}/{name}, written by commit {time} (the latest visible "
-        f"one), is missing or shorter than the {size} bytes the commit recorded, and no base "
-        "holds what it recorded: the read would return the table without that commit's "
-        "changes. If a clean ran meanwhile, read again; otherwise restore the file from a "
-        f"backup, or roll the commit back (lakebraid rollback PATH {time}) to go back to the "
-        "table before it",
+        f"metadata file {partition}/{name}, written by commit {time} ({which}), is missing "
+        f"or shorter than the {size} bytes the commit recorded, and no base holds what it "
+        "recorded: the read would return the table without that commit's changes. If a "
+        "clean ran meanwhile, read again; otherwise restore the file from a backup, or roll "
+        f"the commit back (lakebraid rollback PATH {time}) to go back to the table without "
+        "it, or restore the table to a savepoint before it",
         path=path,
         table=table,
     )

@@ -35,10 +35,10 @@ from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
 from lakebraid.metadata.basefile import base_info
 from lakebraid.metadata.basewrite import Header, write_base, write_stored
-from lakebraid.metadata.commits import latest_logs
+from lakebraid.metadata.commits import checked_logs
 from lakebraid.metadata.compaction_policy import Entries, LogPolicy, base_bytes
 from lakebraid.metadata.errors import MetadataError
-from lakebraid.metadata.hashing import file_group_id, parse_file_group_id
+from lakebraid.metadata.hashing import file_group_id
 from lakebraid.metadata.indexfold import fold_stored
 from lakebraid.metadata.logblock import BlockType, read_log_file
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
@@ -139,14 +139,9 @@ class MetadataTable:
                     if built.op == "build":
                         found[column] = inst.time
         seen = {i.time for i in bases} if visibility.rebased else set()
-        latest, written = latest_logs(self.table, visibility.visible, meta)
-        if latest is not None:  # a partition rebuilt after the commit holds it in its bases
-            after = {i.time for i in bases if i.completion_time > latest.completion_time}
-            written = {
-                g: f
-                for g, f in written.items()
-                if reindexed.get(parse_file_group_id(g)[0]) not in after
-            }
+        latest, written, earlier = checked_logs(
+            self.table, visibility.visible, meta, bases, reindexed
+        )
         return ReadPoint(
             as_of=point,
             visible=tuple(map(_TIME, visibility.visible)),  # C loop: one per visible instant
@@ -163,6 +158,7 @@ class MetadataTable:
             spans=spans,
             latest_commit=latest.time if latest is not None else None,
             latest_logs=written,
+            earlier_logs=earlier,
         )
 
     def reader(self, as_of: object = None) -> MetadataReader:

@@ -8,7 +8,7 @@ without them is a valid older table:
   between the timelines leaves, and recovery rolls it back.
 * a commit's metadata log files: one that is gone while no later base of its file group
   folded it makes readers build the group from the files before it. Readers refuse that for
-  the latest visible commit (``metadata.slices.lost_latest``); this check covers every one.
+  the newest visible commits (``metadata.slices.lost_logs``); this check covers every one.
 """
 
 from __future__ import annotations

@@ -111,7 +111,17 @@ def _check_key_dependents(table: TableTimelines, target: Instant, later: list[In
     folder = table.layout.metadata_partition_dir(str(Partition.RECORD_INDEX))
 
     def keys(inst: Instant) -> set[str]:
-        return logged_keys(table.fs, folder, read_commit(table, inst).logs)
+        try:
+            return logged_keys(table.fs, folder, read_commit(table, inst).logs)
+        except FileNotFoundError as exc:
+            raise WriteError(
+                f"cannot roll back {target.time}: the record-index file {exc.filename} of "
+                f"commit {inst.time} is gone, so the keys it wrote cannot be checked against "
+                "the later commits; restore the file from a backup, or restore the table to a "
+                f"savepoint before {target.time}",
+                table=table.path,
+                instant=target.time,
+            ) from exc
 
     mine = keys(target)
     if not mine:
