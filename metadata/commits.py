@@ -11,6 +11,7 @@ lists). Write statuses travel from Spark tasks to the driver as msgpack; their k
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -176,16 +177,13 @@ def earlier_logs(
     if latest is None:
         return {}
     found: dict[str, tuple[Instant, dict[str, dict[str, int]]]] = {}
-    for inst in reversed(visible):
-        if len(found) >= RECENT_COMMITS - 1:
-            break
-        if inst.action is not Action.COMMIT or inst.time == latest.time:
-            continue
+    commits = (i for i in reversed(visible) if i.action is Action.COMMIT)
+    for inst in itertools.islice(commits, 1, RECENT_COMMITS):  # the latest is the first
         delta = meta.get(inst.time, Action.DELTACOMMIT)
         if delta is None or not delta.is_completed:
             continue
         logs = table.store.read_typed(TimelineKind.METADATA, delta, MetadataLogs).logs
-        if logs:
+        if logs:  # (an old table's empty bodies: at most RECENT_COMMITS - 1 read)
             found[inst.time] = (inst, _by_group(logs))
     return found
 

@@ -181,3 +181,35 @@ def test_a_lost_log_of_a_commit_older_than_the_newest_eight_is_left_to_validate(
     name = remove(c, "files", old)
     assert 0 not in view(c).column("id").to_pylist()  # not detected by a read
     assert any(f"{name}, written by commit {old}" in p for p in c.validate())
+
+
+def test_a_read_point_reads_at_most_the_newest_commits_bodies(tmp_path):
+    """An old table's deltacommit bodies name no files (written before they did): the check
+    reads the 7 before the latest and no more, however long the history."""
+    from lakebraid.metadata.commits import RECENT_COMMITS
+    from lakebraid.metadata.table import MetadataTable
+    from lakebraid.timeline.instant import Action
+    from lakebraid.timeline.layout import TimelineKind
+
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["day"])
+    for i in range(RECENT_COMMITS + 4):
+        c.upsert(pa.table({"id": [i], "day": ["a"], "v": [i]}))
+    for inst in c.table.timeline(TimelineKind.METADATA):
+        if inst.action is Action.DELTACOMMIT and inst.is_completed:
+            path = c.table.store.path_of(TimelineKind.METADATA, inst)
+            os.chmod(path, 0o644)
+            with open(path, "wb"):
+                pass  # as a lakebraid before deltacommits carried logs wrote it
+    again = WriteClient.open(c.path)
+    reads: list[str] = []
+    typed = again.table.store.read_typed
+
+    def counted(kind, instant, body_type):
+        reads.append(f"{kind}:{instant.time}")
+        return typed(kind, instant, body_type)
+
+    again.table.store.read_typed = counted  # type: ignore[method-assign]
+    MetadataTable(again.table).read_point()
+    deltas = [r for r in reads if r.startswith(f"{TimelineKind.METADATA}:")]
+    assert len(deltas) == RECENT_COMMITS  # the latest's and the 7 before it
+    assert again.read_arrow().num_rows == RECENT_COMMITS + 4
