@@ -200,8 +200,9 @@ def _frame(block_type: BlockType, header: bytes, body: bytes, version: int) -> b
 
 def append_blocks(
     fs: AbstractFileSystem, path: str, blocks: Sequence[bytes], *, sync: bool = True
-) -> None:
-    """Append encoded blocks to a log file, creating it if needed.
+) -> bool:
+    """Append encoded blocks to a log file, creating it if needed; whether this call created
+    it (the file then holds just these blocks, with no request for its size).
 
     On a local filesystem the blocks are appended (mode ``"ab"``) and fsync-ed (file, and
     folder when it is new; ``sync=False``: not, the caller makes it durable, as
@@ -209,7 +210,7 @@ def append_blocks(
     file must end with a whole, intact block (a torn tail is never built upon). Other fsspec
     filesystems cannot append: the file is created with all the blocks at once by a
     conditional create, and ``MetadataError`` is raised if it already exists. Nothing
-    happens for an empty list."""
+    happens for an empty list (False)."""
     for i, blob in enumerate(blocks):
         try:
             _, after = decode_block(blob, 0, path, with_records=False)
@@ -218,7 +219,7 @@ def append_blocks(
         if after != len(blob):
             raise MetadataValueError(f"blocks[{i}] holds {len(blob) - after} bytes after its block")
     if not blocks:
-        return
+        return False
     local = local_path(fs, path)
     if local is None:  # one conditional create (a lost reply settled by reading back)
         if not create_settled(fs, path, b"".join(blocks)):
@@ -226,7 +227,7 @@ def append_blocks(
                 f"cannot append to {path}: {type(fs).__name__} does not support appends, "
                 "so log files on it are written once"
             )
-        return
+        return True
     folder = os.path.dirname(local) or "."
     os.makedirs(folder, exist_ok=True)
     existed = os.path.exists(local)
@@ -241,6 +242,7 @@ def append_blocks(
             os.fsync(handle.fileno())
     if sync and not existed:
         fsync_dir(folder)
+    return not existed
 
 
 def _check_tail(fd: int, path: str) -> None:

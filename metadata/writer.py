@@ -192,7 +192,9 @@ def write_changes(
                 file_group=group,
                 records=group_records,
             )
-            written.append(_append(fs, layout, instant, partition, group, blob, len(group_records)))
+            written.append(
+                _append(fs, layout, instant, partition, group, blob, len(group_records))[0]
+            )
     _make_durable(fs, layout, written)
     return written
 
@@ -215,11 +217,13 @@ def _append(
     group: str,
     blob: bytes,
     records: int,
-) -> WrittenLog:
-    """Append one encoded block to the group's log file of ``instant``."""
+) -> tuple[WrittenLog, bool]:
+    """Append one encoded block to the group's log file of ``instant``; whether that created
+    the file (:func:`~lakebraid.metadata.logwrite.append_blocks`)."""
     path = layout.metadata_log_file(str(partition), group, instant)
-    append_blocks(fs, path, [blob], sync=False)  # durable with the others: _make_durable
-    return WrittenLog(str(partition), group, path.rsplit("/", 1)[-1], len(blob), records)
+    created = append_blocks(fs, path, [blob], sync=False)  # durable later: _make_durable
+    name = path.rsplit("/", 1)[-1]
+    return WrittenLog(str(partition), group, name, len(blob), records), created
 
 
 def _write_index(
@@ -262,9 +266,9 @@ def _write_index(
             file_group=group,
             columns=part,
         )
-        log = _append(fs, layout, instant, partition, group, blob, part.num_rows)
-        path = layout.metadata_log_file(str(partition), group, instant)
-        if int(fs.size(path)) == len(blob):  # a new file holding just this block
+        log, created = _append(fs, layout, instant, partition, group, blob, part.num_rows)
+        if created:  # a new file holding just this block (no request for its size)
+            path = layout.metadata_log_file(str(partition), group, instant)
             LOGS.remember_index_table(path, len(blob), part)
         return log
 

@@ -446,7 +446,7 @@ def test_non_local_filesystems_create_once() -> None:
     path = "/lakebraid-test/record_index-0000_1.log"
     blob = _encode(Partition.FILES, [])
     try:
-        append_blocks(fs, path, [blob, blob])
+        assert append_blocks(fs, path, [blob, blob]) is True  # created: holds just these
         assert len(read_log_file(fs, path)) == 2
         with pytest.raises(MetadataError):
             append_blocks(fs, path, [blob])
@@ -462,14 +462,16 @@ def test_appending_refuses_garbage_and_torn_tails(tmp_path) -> None:
         append_blocks(fs, path, [blob[:-1]])
     with pytest.raises(ValueError):
         append_blocks(fs, path, [blob + b"x"])
-    append_blocks(fs, path, [])
+    assert append_blocks(fs, path, []) is False
     assert not fs.exists(path)
-    append_blocks(fs, path, [blob])
+    assert append_blocks(fs, path, [blob]) is True  # created
+    assert append_blocks(fs, path, [blob]) is False  # appended to
+    assert fs.size(path) == 2 * len(blob)
     with open(path, "ab") as handle:
         handle.write(blob[: len(blob) // 2])  # a torn append
     with pytest.raises(CorruptLogBlockError):
         append_blocks(fs, path, [blob])
-    assert fs.size(path) == len(blob) + len(blob) // 2
+    assert fs.size(path) == 2 * len(blob) + len(blob) // 2
 
 
 @FAST

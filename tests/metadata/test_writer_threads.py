@@ -39,3 +39,32 @@ def test_index_groups_take_threads_only_when_large(
     found = c.lookup([*keys, "absent"])
     assert all(found[k] is not None for k in keys) and found["absent"] is None
     assert c.validate() == []
+
+
+def test_index_logs_are_written_without_asking_their_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new record-index log holds just its block: the write knows so from the append
+    (``logwrite.append_blocks``), with no size request per group (a HEAD on an object store),
+    and still caches the block it wrote for the next lookup."""
+    options = {"metadata.record_index.min.groups": 4, "metadata.record_index.commit.bases": False}
+    c = WriteClient.create(str(tmp_path / "t"), "id", [], None, **options)
+    asked: list[str] = []
+    size = type(c.table.fs).size
+
+    def counted(fs, path, *args, **kwargs):
+        asked.append(str(path))
+        return size(fs, path, *args, **kwargs)
+
+    monkeypatch.setattr(type(c.table.fs), "size", counted)
+    remembered: list[str] = []
+    keep = writer.LOGS.remember_index_table
+    monkeypatch.setattr(
+        writer.LOGS, "remember_index_table", lambda p, *a: (remembered.append(p), keep(p, *a))
+    )
+    keys = [f"k{i:04d}" for i in range(400)]
+    c.insert(pa.table({"id": keys, "n": list(range(400))}))
+    assert [p for p in asked if "record_index" in p] == []
+    assert len(remembered) == 4 and all(p.endswith(".log") for p in remembered)
+    found = c.lookup(keys)
+    assert all(found[k] is not None for k in keys)
