@@ -151,10 +151,7 @@ def latest_logs(
     latest = next((i for i in reversed(visible) if i.action is Action.COMMIT), None)
     if latest is None:
         return None, {}
-    delta = meta.get(latest.time, Action.DELTACOMMIT)
-    logs = None
-    if delta is not None and delta.is_completed:
-        logs = table.store.read_typed(TimelineKind.METADATA, delta, MetadataLogs).logs
+    logs = _deltacommit_logs(table, meta, latest)
     if logs is None:
         logs = table.store.read_typed(TimelineKind.GLOBAL, latest, MetadataLogs).logs or []
     return latest, _by_group(logs)
@@ -164,28 +161,33 @@ RECENT_COMMITS = 8  # the newest visible commits whose metadata files every read
 
 
 def earlier_logs(
-    table: TableTimelines, visible: Sequence[Instant], meta: Timeline, latest: Instant | None
+    table: TableTimelines, visible: Sequence[Instant], meta: Timeline
 ) -> dict[str, tuple[Instant, dict[str, dict[str, int]]]]:
     """The metadata files each of the :data:`RECENT_COMMITS` newest commits among ``visible``
-    before ``latest`` wrote (:func:`latest_logs` gives the latest's), by commit time: the
-    commit and its files by file group (file name -> bytes), from its completed deltacommit
-    (a small body, cached by the store). A commit whose deltacommit names no files (one
-    written before deltacommits carried them) is left to ``validate()``, which reads commit
-    bodies; so are older commits: a file group compacts after
-    ``metadata.compact.max.log.files`` (8) logs, so an older commit's files are mostly
-    folded into a base by then."""
-    if latest is None:
-        return {}
-    found: dict[str, tuple[Instant, dict[str, dict[str, int]]]] = {}
+    but the latest (:func:`latest_logs` gives its) wrote, by commit time: the commit and its
+    files by file group (file name -> bytes), from its completed deltacommit (a small body,
+    cached by the store). A commit whose deltacommit names no files (one written before
+    deltacommits carried them) is left to ``validate()``, which reads commit bodies; so are
+    older commits: a file group compacts after ``metadata.compact.max.log.files`` (8) logs, so
+    an older commit's files are mostly folded into a base by then."""
     commits = (i for i in reversed(visible) if i.action is Action.COMMIT)
+    found: dict[str, tuple[Instant, dict[str, dict[str, int]]]] = {}
     for inst in itertools.islice(commits, 1, RECENT_COMMITS):  # the latest is the first
-        delta = meta.get(inst.time, Action.DELTACOMMIT)
-        if delta is None or not delta.is_completed:
-            continue
-        logs = table.store.read_typed(TimelineKind.METADATA, delta, MetadataLogs).logs
+        logs = _deltacommit_logs(table, meta, inst)
         if logs:  # (an old table's empty bodies: at most RECENT_COMMITS - 1 read)
             found[inst.time] = (inst, _by_group(logs))
     return found
+
+
+def _deltacommit_logs(
+    table: TableTimelines, meta: Timeline, commit: Instant
+) -> list[WrittenLog] | None:
+    """The ``logs`` of ``commit``'s completed deltacommit (None: none, or a body written
+    before deltacommits carried them)."""
+    delta = meta.get(commit.time, Action.DELTACOMMIT)
+    if delta is None or not delta.is_completed:
+        return None
+    return table.store.read_typed(TimelineKind.METADATA, delta, MetadataLogs).logs
 
 
 def checked_logs(
@@ -214,8 +216,7 @@ def checked_logs(
     if latest is not None:
         written = kept(written, latest)
     earlier = {
-        time: kept(logs, inst)
-        for time, (inst, logs) in earlier_logs(table, visible, meta, latest).items()
+        time: kept(logs, inst) for time, (inst, logs) in earlier_logs(table, visible, meta).items()
     }
     return latest, written, {t: logs for t, logs in earlier.items() if logs}
 

@@ -130,45 +130,41 @@ def lost_latest(
     commit recorded (their listed size; 0 may also be a store that lists no sizes), unless the
     slice's base folds that commit; empty: nothing is lost.
 
-    A slice is a function of a listing, so a lost log would otherwise read as the table before
-    the commit, with no error. Only the latest commit is checked on every read (its body is
-    one small file); ``validate()`` checks every visible commit."""
-    expected = point.latest_logs.get(piece.file_group)
-    if not expected or point.latest_commit in piece.folded:
-        return {}
+    A slice is a function of a listing, so a lost log would otherwise read as the table without
+    the commit, with no error. :func:`lost_logs` applies this rule to the newest commits."""
     listed = {f.name: f.size for f in files}
-    lost = {}
-    for name, size in expected.items():
-        found = listed.get(name, -1)
-        if found < size:
-            lost[name] = found
-    return lost
+    return _lost(piece, listed, point.latest_commit, point.latest_logs)
 
 
 def lost_logs(
     piece: FileSlice, files: Iterable[MetadataFile], point: ReadPoint
 ) -> dict[str, tuple[str, int]]:
-    """:func:`lost_latest`, then the same for each commit of ``point.earlier_logs`` (the
-    newest visible commits before it) that the slice's base does not fold: per file lost,
-    the commit that wrote it and its listed size (-1: not listed). A commit the point no
-    longer shows (a point as it will read once an undo completes,
-    ``index.undo_points.with_undone``) is not checked: its files may be gone."""
+    """:func:`lost_latest`'s rule for the latest commit and each of ``point.earlier_logs``
+    (the newest visible commits before it): per file lost, the commit that wrote it and its
+    listed size. A commit the point no longer shows (a point as it will read once an undo
+    completes, ``index.undo_points.with_undone``) is not checked: its files may be gone."""
     shown = visible_rank(point)
-    latest = point.latest_commit or ""
-    found = lost_latest(piece, files, point) if latest in shown else {}
-    lost = {name: (latest, size) for name, size in found.items()}
-    listed: dict[str, int] | None = None
-    for time, logs in point.earlier_logs.items():
-        expected = logs.get(piece.file_group)
-        if not expected or time in piece.folded or time not in shown:
-            continue
-        if listed is None:
-            listed = {f.name: f.size for f in files}
-        for name, size in expected.items():
-            found = listed.get(name, -1)
-            if found < size:
-                lost[name] = (time, found)
-    return lost
+    listed = {f.name: f.size for f in files}
+    commits = [(point.latest_commit, point.latest_logs), *point.earlier_logs.items()]
+    return {
+        name: (time, found)
+        for time, logs in commits
+        if time in shown
+        for name, found in _lost(piece, listed, time, logs).items()
+    }
+
+
+def _lost(
+    piece: FileSlice, listed: dict[str, int], commit: str | None, logs: dict[str, dict[str, int]]
+) -> dict[str, int]:
+    """The files ``commit`` wrote in ``piece``'s group (``logs``: by group, name -> bytes)
+    that ``listed`` (name -> listed size) lacks (-1) or lists shorter, unless the slice's base
+    folds the commit."""
+    expected = logs.get(piece.file_group)
+    if not expected or commit is None or commit in piece.folded:
+        return {}
+    found = {name: listed.get(name, -1) for name in expected}
+    return {name: size for name, size in found.items() if size < expected[name]}
 
 
 def recorded_size(point: ReadPoint, commit: str, group: str, name: str) -> int:
