@@ -7,20 +7,20 @@ not be durable one by one, in turn; they must all be durable before the commit p
 them.
 
 Inside :func:`owing` (``writers.commit.envelope`` opens it around a write and its commit,
-after the global requested instant is durable), the fsyncs ``timeline.durable`` would make on
-the calling thread -- of files and of folders -- are *owed* instead: :func:`owe` records the
-path and the caller skips its fsync. :func:`settle` (called just before the commit point is
-written) pays them: each owed path fsynced once, all at the same time on threads, so the file
-system's journal commits them together (22 small files and 4 folders: 2.7 ms against 7.1 one
-after another). A write of many files that :func:`owe_many` (``durable.make_all_durable``,
-which already chose one ``syncfs`` for them) is paid by one ``syncfs`` of the file system
-holding the table instead (an fsync per path where ``syncfs`` is missing or refused). Not for
-every write: ``syncfs`` writes back every dirty page of the file system, other programs' too
-(with 300 MB of another file dirty it took 152 ms where the fsyncs took 3.9). After
-:func:`settle` the scope owes nothing and fsyncs as usual (the commit point itself, and what
-follows it). A scope left unsettled pays on exit, also when an exception leaves it (a
-conflict's own rollback inside it then stays durable; a failure to pay is not allowed to hide
-that exception).
+after the global requested instant is durable), the fsyncs ``timeline.durable`` would make
+on the calling thread -- of files and of folders -- are *owed* instead: :func:`owe` records
+the path and the caller skips its fsync. :func:`settle` (called just before the commit point
+is written) pays them: each owed path fsynced once, all at the same time on the process's
+payer threads (started once, kept), so the file system's journal commits them together (22
+small files and 4 folders: 2.7 ms against 7.1 one after another). A write of many files that
+:func:`owe_many` (``durable.make_all_durable``, which already chose one ``syncfs`` for them)
+is paid by one ``syncfs`` of the file system holding the table instead (an fsync per path
+where ``syncfs`` is missing or refused). Not for every write: ``syncfs`` writes back every
+dirty page of the file system, other programs' too (with 300 MB of another file dirty it
+took 152 ms where the fsyncs took 3.9). After :func:`settle` the scope owes nothing and
+fsyncs as usual (the commit point itself, and what follows it). A scope left unsettled pays
+on exit, also when an exception leaves it (a conflict's own rollback inside it then stays
+durable; a failure to pay is not allowed to hide that exception).
 
 Only the thread that opened the scope owes (a ``ContextVar``): files that worker threads or
 other processes write are fsynced by them as before. A power loss before :func:`settle` may
@@ -35,6 +35,7 @@ import errno
 import functools
 import os
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -108,6 +109,28 @@ def settle() -> None:
 
 
 _PAY_THREADS = 8  # fsyncs at once: they wait on the disk, whose journal commits them together
+_POOL: list[ThreadPoolExecutor] = []  # the payers' threads, made once per process
+
+
+def _payers() -> ThreadPoolExecutor:
+    """The process's fsync threads, started on the first payment and kept (starting 8
+    threads per write cost about 2 ms of a 40 ms append); a forked child makes its own."""
+    if not _POOL:
+        with _POOL_LOCK:
+            if not _POOL:
+                _POOL.append(ThreadPoolExecutor(_PAY_THREADS, thread_name_prefix="lakebraid-pay"))
+    return _POOL[0]
+
+
+def _forget_payers() -> None:
+    """In a forked child: the parent's threads do not exist there."""
+    global _POOL_LOCK
+    _POOL.clear()
+    _POOL_LOCK = threading.Lock()
+
+
+_POOL_LOCK = threading.Lock()
+os.register_at_fork(after_in_child=_forget_payers)
 
 
 def _pay(owed: _Owed) -> None:
@@ -117,8 +140,7 @@ def _pay(owed: _Owed) -> None:
     if len(paths) == 1:
         _fsync(paths[0])
     elif paths and not (owed.many and syncfs(owed.root)):
-        with ThreadPoolExecutor(min(len(paths), _PAY_THREADS)) as pool:
-            list(pool.map(_fsync, paths))  # list(): the first failure raises
+        list(_payers().map(_fsync, paths))  # list(): the first failure raises
     owed.settled = True
 
 

@@ -7,6 +7,7 @@ exception leaves it."""
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -134,3 +135,38 @@ def test_a_temporary_owed_then_renamed_is_paid_by_its_new_name(tmp_path, calls) 
         tmp.rename(final)
         durable.make_durable(fsspec.filesystem("file"), str(final))
     assert sorted(calls) == [("fsync", str(tmp_path)), ("fsync", str(final))]
+
+
+def test_payments_share_the_process_threads_and_a_forked_child_makes_its_own(
+    tmp_path, calls, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names: list[str] = []
+    real = owed._fsync
+
+    def traced(path: str) -> None:
+        names.append(threading.current_thread().name)
+        real(path)
+
+    monkeypatch.setattr(owed, "_fsync", traced)
+    pools = []
+    for n in (6, 5):  # two writes' payments
+        paths = _files(tmp_path, n)
+        calls.clear()
+        with owed.owing(str(tmp_path)):
+            for path in paths:
+                durable.fsync_path(path)
+        assert sorted(calls) == sorted(("fsync", p) for p in paths)  # each paid once
+        pools.append(owed._POOL[0])
+    assert pools[0] is pools[1]  # one pool kept between payments
+    assert names and all(name.startswith("lakebraid-pay") for name in names)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: the parent's threads are gone; a new pool pays
+        ok = not owed._POOL and owed._payers() is not pools[0]
+        ok = ok and list(owed._payers().map(len, ["ab", "c"])) == [2, 1]
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(child, 0)
+    assert os.read(read, 1) == b"1" and status == 0
+    assert owed._POOL == [pools[0]]  # the parent's stays
