@@ -35,7 +35,6 @@ import errno
 import functools
 import os
 import sys
-import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -109,28 +108,17 @@ def settle() -> None:
 
 
 _PAY_THREADS = 8  # fsyncs at once: they wait on the disk, whose journal commits them together
-_POOL: list[ThreadPoolExecutor] = []  # the payers' threads, made once per process
 
 
+@functools.cache
 def _payers() -> ThreadPoolExecutor:
-    """The process's fsync threads, started on the first payment and kept (starting 8
-    threads per write cost about 2 ms of a 40 ms append); a forked child makes its own."""
-    if not _POOL:
-        with _POOL_LOCK:
-            if not _POOL:
-                _POOL.append(ThreadPoolExecutor(_PAY_THREADS, thread_name_prefix="lakebraid-pay"))
-    return _POOL[0]
+    """The process's fsync threads, made on the first payment and kept (starting 8 threads
+    per write cost about 2 ms of a 40 ms append); a forked child, where the parent's threads
+    do not exist, makes its own (the cache is cleared there)."""
+    return ThreadPoolExecutor(_PAY_THREADS, thread_name_prefix="lakebraid-pay")
 
 
-def _forget_payers() -> None:
-    """In a forked child: the parent's threads do not exist there."""
-    global _POOL_LOCK
-    _POOL.clear()
-    _POOL_LOCK = threading.Lock()
-
-
-_POOL_LOCK = threading.Lock()
-os.register_at_fork(after_in_child=_forget_payers)
+os.register_at_fork(after_in_child=_payers.cache_clear)
 
 
 def _pay(owed: _Owed) -> None:

@@ -156,17 +156,17 @@ def test_payments_share_the_process_threads_and_a_forked_child_makes_its_own(
             for path in paths:
                 durable.fsync_path(path)
         assert sorted(calls) == sorted(("fsync", p) for p in paths)  # each paid once
-        pools.append(owed._POOL[0])
+        pools.append(owed._payers())
     assert pools[0] is pools[1]  # one pool kept between payments
     assert names and all(name.startswith("lakebraid-pay") for name in names)
     read, write = os.pipe()
     child = os.fork()
     if child == 0:  # the child: the parent's threads are gone; a new pool pays
-        ok = not owed._POOL and owed._payers() is not pools[0]
+        ok = owed._payers() is not pools[0]
         ok = ok and list(owed._payers().map(len, ["ab", "c"])) == [2, 1]
         os.write(write, b"1" if ok else b"0")
         os._exit(0)
     os.close(write)
     _, status = os.waitpid(child, 0)
     assert os.read(read, 1) == b"1" and status == 0
-    assert owed._POOL == [pools[0]]  # the parent's stays
+    assert owed._payers() is pools[0]  # the parent's stays
