@@ -170,9 +170,12 @@ class MetadataTable:
     ) -> list[WrittenLog]:
         """Write the log blocks of data-table instant ``instant`` (pending on the metadata
         timeline as a deltacommit) in the layout (group counts) of ``point``, by default the
-        latest read point."""
+        latest read point. A write may take two calls, its record-index entries in one
+        (``writers.commit.ahead``) and the rest in the other."""
         point = point or self.read_point()
         options = self.table.options
+        upserts = changes.index_upserts
+        indexed = bool(len(changes.index_deletes)) or bool(upserts is not None and len(upserts))
         return write_changes(
             self.fs,
             self.layout,
@@ -181,7 +184,7 @@ class MetadataTable:
             point.group_counts,
             options.get(settings.WRITE_THREADS),
             point.index_groups,
-            self._commit_base_groups(instant, point),
+            self._commit_base_groups(instant, point) if indexed else frozenset(),
             options.get(settings.BASE_ROW_GROUP_ROWS),
         )
 

@@ -24,7 +24,7 @@ from lakebraid.metadata.basewrite import write_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.files import local_path
 from lakebraid.metadata.gather import fixed_columns, taken_by_key
-from lakebraid.metadata.hashing import GroupRows, file_group_id, file_groups_of
+from lakebraid.metadata.hashing import GroupRows, file_group_id, file_groups_of, stable_hashes
 from lakebraid.metadata.keyorder import ordering_words
 from lakebraid.metadata.locations import COLUMNS as LOCATION_COLUMNS
 from lakebraid.metadata.locations import plain_locations
@@ -57,6 +57,9 @@ class InstantChanges:
     column_stats: Sequence[ColumnStatsRecord] = ()
     index_upserts: pa.Table | None = None
     index_deletes: Sequence[str] | pa.Array = ()
+    # the format hashes (``metadata.hashing.stable_hashes``) of ``index_upserts``' keys, row
+    # for row, when the writer has them (no deletes): the index writer routes by them
+    index_hashes: np.ndarray | None = None
 
 
 class WrittenLog(msgspec.Struct, frozen=True):
@@ -91,8 +94,9 @@ def files_records(changes: InstantChanges) -> list[FilesRecord]:
 
 
 def index_rows(changes: InstantChanges, instant: str) -> pa.Table:
-    """The record-index changes of an instant as columns (tombstones for deleted keys), in
-    no particular order (the writer sorts each file group's rows)."""
+    """The record-index changes of an instant as columns (tombstones for deleted keys): with
+    no deletes the upserts row for row, else in no particular order (the writer sorts each
+    file group's rows)."""
     deletes = changes.index_deletes
     if isinstance(deletes, pa.ChunkedArray):
         deletes = deletes.combine_chunks()
@@ -165,7 +169,7 @@ def write_changes(
     changes: InstantChanges,
     group_counts: Mapping[str, int],
     threads: int = 1,
-    index_groups: Callable[[pa.Array], np.ndarray] | None = None,
+    index_groups: Callable[..., np.ndarray] | None = None,
     base_groups: frozenset[int] = frozenset(),
     row_group_rows: int = 16_384,
 ) -> list[WrittenLog]:
@@ -179,7 +183,7 @@ def write_changes(
         Partition.COLUMN_STATS: list(changes.column_stats),
     }
     n = group_counts[str(Partition.RECORD_INDEX)]
-    router = index_groups or (lambda keys: file_groups_of(keys, n))
+    router = index_groups or (lambda keys, hashes=None: file_groups_of(keys, n, hashes))
     direct = (base_groups, row_group_rows)
     written = _write_index(fs, layout, instant, changes, n, router, threads, direct)
     for partition, records in per_partition.items():
@@ -232,7 +236,7 @@ def _write_index(
     instant: str,
     changes: InstantChanges,
     n: int,
-    router: Callable[[pa.Array], np.ndarray],
+    router: Callable[..., np.ndarray],
     threads: int = 1,
     direct: tuple[frozenset[int], int] = (frozenset(), 16_384),
 ) -> list[WrittenLog]:
@@ -245,7 +249,9 @@ def _write_index(
         return []
     rows = rows.combine_chunks()
     keys = flat(rows.column("key"))
-    groups = router(keys)
+    hashes = changes.index_hashes  # the upserts' own, in their order when nothing is deleted
+    known = hashes is not None and not len(changes.index_deletes) and len(hashes) == len(keys)
+    groups = router(keys, _checked(keys, hashes)) if known else router(keys)
     views = fixed_columns(rows)  # each group's keys gathered as fixed-width items
     words = ordering_words(keys, views.get("key"))  # and ordered before they are taken
     members = GroupRows(groups, n)  # each group's rows, found on its own thread
@@ -277,6 +283,16 @@ def _write_index(
         return [one(number) for number in members.present]
     with ThreadPoolExecutor(min(threads, groups)) as pool:
         return list(pool.map(one, members.present))
+
+
+def _checked(keys: pa.Array, hashes: np.ndarray, samples: int = 64) -> np.ndarray:
+    """``hashes`` (given as ``InstantChanges.index_hashes``), once a sample of them, spread
+    over the keys, equals the keys' own: hashes out of step with their keys would route
+    entries to groups where lookups never search."""
+    at = np.unique(np.linspace(0, len(keys) - 1, min(samples, len(keys))).astype(np.int64))
+    if not np.array_equal(stable_hashes(keys.take(pa.array(at))), hashes[at]):
+        raise MetadataValueError("record-index hashes given do not match their keys")
+    return hashes
 
 
 def _commit_base(

@@ -320,7 +320,7 @@ def test_a_failure_after_the_write_began_rolls_its_instant_back_at_once(client, 
     client.upsert(rows(["a"], 1))
     before = files_on_disk(client)
 
-    def broken(self, statuses, schema):
+    def broken(self, statuses, schema, *ahead):
         raise OSError("disk on fire")
 
     monkeypatch.setattr("lakebraid.writers.commit.transaction.Transaction.commit", broken)

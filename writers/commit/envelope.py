@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Sequence
+from concurrent import futures
 
 from lakebraid.metadata.commits import WriteStatus
 from lakebraid.metadata.files import local_path
@@ -18,6 +19,7 @@ from lakebraid.timeline.instant import Action
 from lakebraid.timeline.owed import owing
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
+from lakebraid.writers.commit import ahead
 from lakebraid.writers.commit.metrics import PhaseClock
 from lakebraid.writers.commit.transaction import G, Transaction
 from lakebraid.writers.errors import ConflictDetected, MissingDataFileError, WriteConflictError
@@ -34,19 +36,22 @@ def run_write(
     schema: Sequence[FieldSpec],
     write: Callable[[str], list[WriteStatus]],
     started: float | None = None,
+    entries: ahead.Entries | None = None,
 ) -> str:
     """The envelope of every write, whichever engine runs ``write`` (instant time -> write
     statuses): begin, write, commit; on a conflict roll this write back and raise
     :class:`WriteConflictError`; on any other failure roll it back at once. Then the inline
     services when due (``writers.services.inline``). Returns the instant time. ``started``:
-    when the engine began (``time.perf_counter()``), the start of the ``prepare`` phase."""
+    when the engine began (``time.perf_counter()``), the start of the ``prepare`` phase.
+    ``entries``: the record-index entries of a write that only inserts new keys, computed and
+    written beside ``write`` (``writers.commit.ahead``)."""
     tx = Transaction(table, metadata, operation, read_at, PhaseClock(started))
     time = tx.begin()
     try:
         with owing(local_path(table.fs, table.layout.root)):  # paid before the commit point
-            statuses = write(time)
+            statuses, written = _written(tx, write, entries)
             tx.clock.lap("write")
-            _finish(tx, statuses, schema)
+            _finish(tx, statuses, schema, written)
     except BaseException as exc:
         _abandon(tx, exc)
         if isinstance(exc, FileNotFoundError) and _replaced(metadata, exc):
@@ -72,11 +77,34 @@ def _replaced(metadata: MetadataTable, missing: FileNotFoundError) -> bool:
     return bool(name) and all(name not in files for files in listing.values())
 
 
-def _finish(tx: Transaction, statuses: list[WriteStatus], schema: Sequence[FieldSpec]) -> None:
+def _written(
+    tx: Transaction, write: Callable[[str], list[WriteStatus]], entries: ahead.Entries | None
+) -> tuple[list[WriteStatus], ahead.IndexAhead | None]:
+    """The write's statuses, and its record-index blocks when ``entries`` are known ahead
+    (written meanwhile on their own thread, which has finished whenever this returns or
+    raises: no file of the write appears after its rollback)."""
+    assert tx.time is not None
+    if entries is None:
+        return write(tx.time), None
+    blocks = ahead.start(tx.metadata, tx.time, entries)
+    try:
+        statuses = write(tx.time)
+    except BaseException:
+        futures.wait([blocks])  # its own failure, if any, is not the one to raise
+        raise
+    return statuses, blocks.result()
+
+
+def _finish(
+    tx: Transaction,
+    statuses: list[WriteStatus],
+    schema: Sequence[FieldSpec],
+    written: ahead.IndexAhead | None = None,
+) -> None:
     """Commit and sweep the markers, or on a conflict roll this write back and raise."""
     table = tx.table
     try:
-        time = tx.commit(statuses, schema)
+        time = tx.commit(statuses, schema, written)
     except ConflictDetected as conflict:
         rollback(table, conflict.instant, own=True)  # type: ignore[arg-type]
         tx.close()  # the heartbeat goes last: until then no recovery takes us for dead

@@ -6,7 +6,8 @@ Phases, in order (:data:`PHASES`):
 * ``prepare``: from the engine's start to the instant requested (input checks, prepare,
   de-duplicate, tag through the record index, route; on the Spark engine the stages Spark
   ran before the request);
-* ``write``: the data files (the engine's rewrite tasks, made durable);
+* ``write``: the data files (the engine's rewrite tasks, made durable), and the record_index
+  blocks of an insert of new keys only, written beside them (``writers.commit.ahead``);
 * ``metadata``: the metadata table's log blocks (files, column_stats, record_index,
   secondary indexes);
 * ``commit``: the conflict check and the completion under the table lock (waiting for the

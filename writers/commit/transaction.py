@@ -4,6 +4,7 @@
 
     lock:   t = next instant time; requested on global, data, metadata (body: CommitPlan)
     write data files (tasks; each creates its marker first) -> write statuses
+            (an insert of new keys only: its record_index blocks beside them, writers.commit.ahead)
     inflight on data (body: CommitMetadata), metadata, global
     metadata log blocks at instant t (files, column_stats, record_index; secondary_index for
             the indexes visible or being built at the layout's read point, statistics of the
@@ -19,6 +20,7 @@ milliseconds per phase).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Sequence
 
 import msgspec
@@ -56,6 +58,7 @@ from lakebraid.timeline.owed import owing, settle
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit import conflicts
+from lakebraid.writers.commit.ahead import IndexAhead, agree
 from lakebraid.writers.commit.metrics import PhaseClock, index_entries, metrics_of
 from lakebraid.writers.commit.undos import undo_instants
 from lakebraid.writers.errors import ConflictDetected, WriteConflictError
@@ -69,11 +72,13 @@ def changes_of(
     recorded: Collection[str] | None = None,
     *,
     scoped: bool = False,
+    index: bool = True,
 ) -> InstantChanges:
     """The metadata changes of a set of write statuses: files, column stats (of the
-    ``recorded`` columns; None: all) and the record index entries
-    (``index.record_index.entries_of``). A replaced file's statistics are removed for every
-    column of ``columns`` (whatever an older limit recorded)."""
+    ``recorded`` columns; None: all) and, unless ``index`` is False (written ahead:
+    ``writers.commit.ahead``), the record index entries (``index.record_index.entries_of``).
+    A replaced file's statistics are removed for every column of ``columns`` (whatever an
+    older limit recorded)."""
     added: dict[str, dict[str, int]] = {}
     deleted: dict[str, list[str]] = {}
     stats: list[ColumnStatsRecord] = []
@@ -97,7 +102,7 @@ def changes_of(
         for old in s.replaced():
             deleted.setdefault(s.partition, []).append(old)
             stats.extend(ColumnStatsRecord.tombstone(c, s.partition, old) for c in columns)
-    upserts, removed = entries_of(statuses, scoped)  # scoped: a partition-scoped index
+    upserts, removed = entries_of(statuses, scoped) if index else (None, ())  # scoped: by partition
     return InstantChanges(
         files_added=added,
         files_deleted=deleted,
@@ -145,17 +150,28 @@ class Transaction:
         self.clock.lap("prepare")
         return time
 
-    def commit(self, statuses: Sequence[WriteStatus], schema: Sequence[FieldSpec]) -> str:
-        """Inflight with the statuses, metadata log blocks, then complete (the commit point)."""
+    def commit(
+        self,
+        statuses: Sequence[WriteStatus],
+        schema: Sequence[FieldSpec],
+        ahead: IndexAhead | None = None,
+    ) -> str:
+        """Inflight with the statuses, metadata log blocks, then complete (the commit point).
+        ``ahead``: the record-index blocks written beside the data files (``commit.ahead``),
+        checked against the statuses; the rest is written in the layout they were."""
         assert self.time is not None, "begin() first"
         table, time = self.table, self.time
+        if ahead is not None:
+            agree(ahead, statuses, table.path, time)
         columns = [f.name for f in schema]
-        layout = self.metadata.read_point()  # the log layout, and the rewrites it saw
+        # the log layout, and the rewrites it saw: one point for all of the write's logs
+        layout = self.metadata.read_point() if ahead is None else ahead.point
         changes = changes_of(
             statuses,
             columns,
             stats_maintained(self.metadata, layout, schema),
             scoped=is_scoped(table.config),
+            index=ahead is None,
         )
         summary = [msgspec.structs.replace(s, keys_added=b"", keys_removed=b"") for s in statuses]
         body = CommitMetadata(operation=self.operation, statuses=summary, schema=list(schema))
@@ -165,6 +181,9 @@ class Transaction:
         with progress.task("write metadata log blocks"):
             logs = self.metadata.write(time, changes, layout)
             secondary, builds = self._secondary_logs(statuses, layout)
+        if ahead is not None:
+            logs = ahead.logs + logs
+            changes = dataclasses.replace(changes, index_upserts=ahead.upserts)
         self.clock.lap("metadata")
         with table.lock:
             verdict = self._verdict(

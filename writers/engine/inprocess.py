@@ -53,6 +53,7 @@ from lakebraid.writers.write.logappend import (
     write_tasks,
 )
 from lakebraid.writers.write.operations import apply_duplicates, insert_room, ordering
+from lakebraid.writers.write.planned import inserted_changes, inserts_only
 from lakebraid.writers.write.route import (
     PARTITION,
     TARGET_FILE_ID,
@@ -173,12 +174,15 @@ def _commit(
 ) -> str:
     if layout.merge_on_read:
         routed = mark_in_group(routed)
+    entries = None  # an insert of new keys only: its index blocks written beside its files
+    if not layout.merge_on_read and inserts_only(routed):
+        entries = partial(inserted_changes, routed, is_scoped(table.config))
 
     def write(time: str) -> list[WriteStatus]:
         engine = InProcessEngine(batch_files=table.options.get(settings.SYNC_BATCH_FILES))
         return engine.rewrite(tasks_of(table, routed, layout, time, schema))
 
-    time = run_write(table, metadata, operation, read_at, schema, write, started)
+    time = run_write(table, metadata, operation, read_at, schema, write, started, entries)
     if layout.merge_on_read:
         compact_if_due(table, metadata)  # never fails the write
     return time
