@@ -27,9 +27,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple, NoReturn
 
+import numpy as np
 import pyarrow as pa
 
 from lakebraid.metadata.commits import WriteStatus
+from lakebraid.metadata.hashing import file_group_id
+from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import InstantChanges, WrittenLog
@@ -38,6 +41,7 @@ from lakebraid.writers.write.planned import planned_counts
 
 # the record-index changes (upserts only), or None: none known ahead
 Entries = Callable[[], InstantChanges | None]
+INDEX = str(Partition.RECORD_INDEX)
 
 
 class IndexAhead(NamedTuple):
@@ -100,6 +104,29 @@ def agree(ahead: IndexAhead, statuses: Sequence[WriteStatus], table: str, instan
     extra = sorted(set(written) - set(planned))
     if extra:
         _refuse(f"groups {extra} written, not planned", table, instant)
+
+
+def rebased(metadata: MetadataTable, ahead: IndexAhead, instant: str) -> IndexAhead:
+    """``ahead`` as the commit may keep it. The blocks gave each record-index group that held
+    no file a commit base; if another instant has put a file in any of those groups since
+    (one listing), readers could not take both (conflict rule 7 would refuse the write): the
+    bases are taken back and their entries written again, in the same layout, as logs beside
+    those files (a group still empty gets a base again, which rule 7 checks at the commit)."""
+    bases = [log for log in ahead.logs if log.partition == INDEX and log.name.endswith(".parquet")]
+    if not bases or not metadata.base_neighbours(instant, {log.file_group for log in bases}):
+        return ahead
+    folder = metadata.layout.metadata_partition_dir(INDEX)
+    for log in bases:
+        metadata.fs.rm_file(f"{folder}/{log.name}")
+    keys = ahead.upserts.column("key")
+    numbers = ahead.point.index_groups(keys)  # the groups of the entries, in that layout
+    based = {log.file_group for log in bases}
+    n = ahead.point.group_counts[INDEX]
+    wanted = np.array([file_group_id(INDEX, g) in based for g in range(n)])
+    again = ahead.upserts.filter(pa.array(wanted[numbers]))
+    logs = metadata.write(instant, InstantChanges(index_upserts=again), ahead.point)
+    kept = [log for log in ahead.logs if log not in bases]
+    return IndexAhead(ahead.point, ahead.upserts, kept + logs)
 
 
 def _refuse(what: str, table: str, instant: str) -> NoReturn:

@@ -58,7 +58,7 @@ from lakebraid.timeline.owed import owing, settle
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit import conflicts
-from lakebraid.writers.commit.ahead import IndexAhead, agree
+from lakebraid.writers.commit.ahead import IndexAhead, agree, rebased
 from lakebraid.writers.commit.metrics import PhaseClock, index_entries, metrics_of
 from lakebraid.writers.commit.undos import undo_instants
 from lakebraid.writers.errors import ConflictDetected, WriteConflictError
@@ -161,18 +161,7 @@ class Transaction:
         checked against the statuses; the rest is written in the layout they were."""
         assert self.time is not None, "begin() first"
         table, time = self.table, self.time
-        if ahead is not None:
-            agree(ahead, statuses, table.path, time)
-        columns = [f.name for f in schema]
-        # the log layout, and the rewrites it saw: one point for all of the write's logs
-        layout = self.metadata.read_point() if ahead is None else ahead.point
-        changes = changes_of(
-            statuses,
-            columns,
-            stats_maintained(self.metadata, layout, schema),
-            scoped=is_scoped(table.config),
-            index=ahead is None,
-        )
+        layout, changes, ahead = self._changes(statuses, schema, ahead)
         summary = [msgspec.structs.replace(s, keys_added=b"", keys_removed=b"") for s in statuses]
         body = CommitMetadata(operation=self.operation, statuses=summary, schema=list(schema))
         table.store.start(D, time, Action.COMMIT, encode_body(body))
@@ -210,6 +199,30 @@ class Transaction:
         except Exception:  # committed: a heartbeat file left of a completed instant is inert
             pass
         return time
+
+    def _changes(
+        self,
+        statuses: Sequence[WriteStatus],
+        schema: Sequence[FieldSpec],
+        ahead: IndexAhead | None,
+    ) -> tuple[ReadPoint, InstantChanges, IndexAhead | None]:
+        """The read point whose layout all of the write's logs take (and whose rewrites the
+        conflict check saw), the metadata changes of its statuses, and the blocks written
+        ahead, checked against the statuses and rebased if need be (their entries are then
+        not taken from the statuses)."""
+        assert self.time is not None
+        if ahead is not None:
+            agree(ahead, statuses, self.table.path, self.time)
+            ahead = rebased(self.metadata, ahead, self.time)  # no base beside another's file
+        layout = self.metadata.read_point() if ahead is None else ahead.point
+        changes = changes_of(
+            statuses,
+            [f.name for f in schema],
+            stats_maintained(self.metadata, layout, schema),
+            scoped=is_scoped(self.table.config),
+            index=ahead is None,
+        )
+        return layout, changes, ahead
 
     def _decide(self, done: bytes, completion: str) -> None:
         """Write the global completion, the commit point. Any failure but one known to come

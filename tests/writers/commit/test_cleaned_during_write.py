@@ -25,8 +25,8 @@ def test_a_conflict_check_meeting_cleaned_index_files_is_retryable(tmp_path, mon
         "metadata.compact.max.log.files": 0,
     }
     c = WriteClient.create(str(tmp_path / "t"), "id", ["p"], "ts", **options)
-    # the write below updates a key (an insert of new keys only would write its index blocks
-    # ahead, as commit bases of the empty groups, and meet conflict rule 7 first)
+    # the write below updates a key: an insert of new keys only writes its index blocks
+    # ahead, before the others write, and they then log beside them (test_ahead.py)
     c.insert(rows("a", "x"))
     other = WriteClient.open(c.path)
     real, ran = transaction.Transaction.commit, []
