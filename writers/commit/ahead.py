@@ -37,6 +37,7 @@ from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import InstantChanges, WrittenLog
 from lakebraid.writers.errors import WriteError
+from lakebraid.writers.services.lifecycle import remove
 from lakebraid.writers.write.planned import planned_counts
 
 # the record-index changes (upserts only), or None: none known ahead
@@ -46,11 +47,17 @@ INDEX = str(Partition.RECORD_INDEX)
 
 class IndexAhead(NamedTuple):
     """The record-index blocks a write wrote ahead: the point it wrote them against, the
-    entries (``InstantChanges.index_upserts``) and the log files (and commit bases)."""
+    changes they hold (upserts, and their keys' hashes when known) and the log files (and
+    commit bases)."""
 
     point: ReadPoint
-    upserts: pa.Table
+    changes: InstantChanges
     logs: list[WrittenLog]
+
+    @property
+    def upserts(self) -> pa.Table:
+        assert self.changes.index_upserts is not None
+        return self.changes.index_upserts
 
 
 @functools.cache
@@ -74,7 +81,7 @@ def start(metadata: MetadataTable, instant: str, entries: Entries) -> Future[Ind
         if changes is None or changes.index_upserts is None:
             return None
         logs = metadata.write(instant, changes, point)
-        return IndexAhead(point, changes.index_upserts, logs)
+        return IndexAhead(point, changes, logs)
 
     return _writer().submit(contextvars.copy_context().run, write)
 
@@ -94,7 +101,7 @@ def agree(ahead: IndexAhead, statuses: Sequence[WriteStatus], table: str, instan
                 table,
                 instant,
             )
-        if status.updates or status.deletes or status.keys_removed:
+        if status.updates or status.deletes:
             _refuse(
                 f"group {group[0]}/{group[1]}: {status.updates} updates and {status.deletes} "
                 "deletes written where only inserts of new keys were planned",
@@ -117,16 +124,20 @@ def rebased(metadata: MetadataTable, ahead: IndexAhead, instant: str) -> IndexAh
         return ahead
     folder = metadata.layout.metadata_partition_dir(INDEX)
     for log in bases:
-        metadata.fs.rm_file(f"{folder}/{log.name}")
+        remove(metadata.fs, f"{folder}/{log.name}")
+    hashes = ahead.changes.index_hashes
     keys = ahead.upserts.column("key")
-    numbers = ahead.point.index_groups(keys)  # the groups of the entries, in that layout
+    numbers = ahead.point.index_groups(keys, hashes)  # the entries' groups, in that layout
     based = {log.file_group for log in bases}
     n = ahead.point.group_counts[INDEX]
-    wanted = np.array([file_group_id(INDEX, g) in based for g in range(n)])
-    again = ahead.upserts.filter(pa.array(wanted[numbers]))
-    logs = metadata.write(instant, InstantChanges(index_upserts=again), ahead.point)
+    wanted = np.array([file_group_id(INDEX, g) in based for g in range(n)])[numbers]
+    again = InstantChanges(
+        index_upserts=ahead.upserts.filter(pa.array(wanted)),
+        index_hashes=None if hashes is None else hashes[wanted],
+    )
+    logs = metadata.write(instant, again, ahead.point)
     kept = [log for log in ahead.logs if log not in bases]
-    return IndexAhead(ahead.point, ahead.upserts, kept + logs)
+    return IndexAhead(ahead.point, ahead.changes, kept + logs)
 
 
 def _refuse(what: str, table: str, instant: str) -> NoReturn:

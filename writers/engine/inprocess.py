@@ -53,6 +53,7 @@ from lakebraid.writers.write.logappend import (
     write_tasks,
 )
 from lakebraid.writers.write.operations import apply_duplicates, insert_room, ordering
+from lakebraid.writers.write.partition_codes import file_id_homes
 from lakebraid.writers.write.planned import inserted_changes, inserts_only
 from lakebraid.writers.write.route import (
     PARTITION,
@@ -242,9 +243,8 @@ def _grouped(
     id). A file id lives in one partition, so its rows are counted, not compared in order;
     an id met in two partitions (never written so) is two groups, by a sort of the pairs."""
     order = group_order(ids, len(text))  # rows by file id (radix sort of small codes)
-    home = np.zeros(len(text), dtype=parts.dtype)
-    home[ids] = parts  # a partition of each id (the last row's)
-    if not np.any(home[ids] != parts):
+    home = file_id_homes(parts, ids, len(text))
+    if home is not None:
         counts = np.bincount(ids, minlength=len(text))
         present = np.flatnonzero(counts)
         starts = [0, *np.cumsum(counts[present])[:-1].tolist()]

@@ -133,3 +133,12 @@ def _repeat_text(text: str, n: int) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(
         pa.array(np.zeros(n, dtype=np.int32)), pa.array([text], pa.string())
     )
+
+
+def file_id_homes(parts: np.ndarray, ids: np.ndarray, n: int) -> np.ndarray | None:
+    """The partition code of each file id code (:func:`codes` of rows' partitions ``parts``
+    and target file ids ``ids``, ``n`` codes in all; -1 for a code no row targets), or None
+    when a file id is met in two partitions (never written so)."""
+    home = np.full(n, -1, dtype=np.int64)
+    home[ids] = parts  # the last row's partition of each file id
+    return None if np.any(home[ids] != parts) else home

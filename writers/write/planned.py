@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from lakebraid.index.record_index import OLD_FILE_ID
 from lakebraid.metadata.writer import InstantChanges
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
-from lakebraid.writers.write.partition_codes import codes
+from lakebraid.writers.write.partition_codes import codes, file_id_homes
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, key_hashes, row_index_keys
 
 
@@ -52,12 +52,10 @@ def inserted_entries(routed: pa.Table, scoped: bool = False) -> pa.Table | None:
     (parts, ids), names = codes([routed.column(PARTITION), routed.column(TARGET_FILE_ID)])
     if len(ids) and (int(parts.min()) < 0 or int(ids.min()) < 0):
         return None  # a null partition or target: not a routed insert
-    counts = np.bincount(ids, minlength=len(names))
-    present = np.flatnonzero(counts)  # the file ids' codes among the names
-    home = np.full(len(names), -1, dtype=np.int64)
-    home[ids] = parts  # a partition of each file id (the last row's)
-    if np.any(home[ids] != parts):
+    home = file_id_homes(parts, ids, len(names))
+    if home is None:
         return None
+    present = np.flatnonzero(home >= 0)  # the file ids' codes among the names
     number = np.zeros(len(names), dtype=np.int32)
     number[present] = np.arange(len(present), dtype=np.int32)  # each file id's entry number
     owner = pa.array(number[ids])
