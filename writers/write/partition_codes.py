@@ -101,9 +101,19 @@ def _unified(chunks: Sequence[pa.Array]) -> tuple[np.ndarray, pa.Array]:
 
 
 def _indices(unified: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
-    """The indices of dictionary chunks sharing one dictionary (int32, -1 for null), and it."""
-    indices = [pc.fill_null(c.indices, -1).to_numpy(zero_copy_only=False) for c in unified.chunks]
-    return np.concatenate(indices).astype(np.int32, copy=False), unified.chunk(0).dictionary
+    """The indices of dictionary chunks sharing one dictionary (int32, -1 for null), and it.
+    One chunk of int32 indices without nulls (a write's partition paths) is viewed, not
+    copied: the array is then read-only."""
+    indices = [_chunk_indices(c) for c in unified.chunks]
+    found = indices[0] if len(indices) == 1 else np.concatenate(indices)
+    return found.astype(np.int32, copy=False), unified.chunk(0).dictionary
+
+
+def _chunk_indices(chunk: pa.DictionaryArray) -> np.ndarray:
+    """A chunk's indices, -1 where null (a view of them when none is)."""
+    if not chunk.indices.null_count:
+        return chunk.indices.to_numpy()
+    return pc.fill_null(chunk.indices, -1).to_numpy(zero_copy_only=False)
 
 
 def codes(columns: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarray], pa.Array]:

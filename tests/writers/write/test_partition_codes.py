@@ -82,3 +82,16 @@ def test_partition_paths_of_many_high_cardinality_fields() -> None:
     texts = {f: pc.cast(table.column(f), pa.string()).to_pylist() for f in fields}
     want = [partition_path(fields, [texts[f][i] for f in fields]) for i in range(n)]
     assert partition_paths(table, fields).cast(pa.string()).to_pylist() == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=TEXTS, encoded=st.booleans())
+def test_codes_of_one_chunk_match_its_values(values: list[str | None], encoded: bool) -> None:
+    """One chunk (a write's partition paths: its indices are viewed, not copied, when none is
+    null) gives the same codes as the model: -1 for null, else the value's place."""
+    column = pa.array(values, pa.string())
+    column = pc.dictionary_encode(column) if encoded else column
+    (got,), dictionary = codes([column])
+    names = dictionary.to_pylist()
+    assert got.dtype == np.int32
+    assert [None if c < 0 else names[c] for c in got.tolist()] == values

@@ -233,6 +233,23 @@ def _texts(values: list[str | None], encoded: bool) -> pa.Array:
     return plain.dictionary_encode() if encoded else plain
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    picks=st.lists(st.integers(0, 3), max_size=30),
+    keep=st.lists(st.booleans(), min_size=30, max_size=30),
+)
+def test_insert_counts_sum_a_partition_named_twice(picks: list[int], keep: list[bool]) -> None:
+    """Rows are counted per partition path text, whatever the dictionary: a path its
+    dictionary holds twice (no write makes one) is still one partition."""
+    names = pa.array(["p=a", "p=b", "p=a", "p=c"], pa.string())
+    column = pa.DictionaryArray.from_arrays(pa.array(picks, pa.int32()), names)
+    tagged = pa.table({PARTITION: column})
+    new = pa.array(keep[: len(picks)], pa.bool_())
+    text = names.to_pylist()
+    want = Counter(text[p] for p, k in zip(picks, keep, strict=False) if k)
+    assert insert_counts(tagged, new) == dict(want)
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     rows=st.lists(
