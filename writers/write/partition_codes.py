@@ -139,6 +139,20 @@ def codes(columns: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarra
     return [np.full(n, -1, np.int32) if none else next(encoded) for n, none in pairs], dictionary
 
 
+def counted_values(column: pa.Array | pa.ChunkedArray) -> dict[str, int]:
+    """The rows of each value of a string or dictionary column without nulls, counted on its
+    :func:`codes` (no text hashed per row); a value its dictionary holds twice is one value."""
+    (found,), names = codes([column])
+    if len(found) and int(found.min()) < 0:
+        raise ValueError("counted_values: the column holds a null")
+    counted: dict[str, int] = {}
+    per_code = np.bincount(found, minlength=len(names)).tolist()
+    for name, count in zip(names.to_pylist(), per_code, strict=True):
+        if count:
+            counted[name] = counted.get(name, 0) + count
+    return counted
+
+
 def _repeat_text(text: str, n: int) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(
         pa.array(np.zeros(n, dtype=np.int32)), pa.array([text], pa.string())

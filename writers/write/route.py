@@ -29,7 +29,7 @@ from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.write.datafile import read_parquet
 from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT, RewriteTask
-from lakebraid.writers.write.partition_codes import codes, encode_partitions
+from lakebraid.writers.write.partition_codes import codes, counted_values, encode_partitions
 
 PARTITION = "_braid_partition"
 TARGET_FILE_ID = "_braid_target_file_id"
@@ -117,17 +117,8 @@ def _deduplicate_exact(table: pa.Table, precombine: str | None) -> pa.Table:
 
 def insert_counts(tagged: pa.Table, new: pa.BooleanArray) -> dict[str, int]:
     """New rows per partition (``new``: :func:`new_in_partition`): keys not in the index, or
-    moving in from another partition. Counted on the partitions' dictionary codes: no text
-    is hashed per row."""
-    (parts,), names = codes([_rows_where(tagged.column(PARTITION), new)])
-    if len(parts) and int(parts.min()) < 0:
-        raise InputError("a row to insert has no partition path")
-    counted: dict[str, int] = {}
-    counts = np.bincount(parts, minlength=len(names)).tolist()
-    for name, count in zip(names.to_pylist(), counts, strict=True):
-        if count:  # a value twice in the dictionary (never written so) is one partition
-            counted[name] = counted.get(name, 0) + count
-    return counted
+    moving in from another partition."""
+    return counted_values(_rows_where(tagged.column(PARTITION), new))
 
 
 def _rows_where(rows: pa.Table | pa.ChunkedArray, mask: pa.BooleanArray) -> Any:
