@@ -106,7 +106,19 @@ def _indices(unified: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     copied: the array is then read-only."""
     indices = [_chunk_indices(c) for c in unified.chunks]
     found = indices[0] if len(indices) == 1 else np.concatenate(indices)
-    return found.astype(np.int32, copy=False), unified.chunk(0).dictionary
+    return _distinct(found.astype(np.int32, copy=False), unified.chunk(0).dictionary)
+
+
+def _distinct(found: np.ndarray, dictionary: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Codes into a dictionary without repeats: Arrow unifies several chunks' dictionaries
+    but passes one chunk's through as it is, which may name a value twice (a caller's
+    dictionary column); such codes are renumbered to the value's first place."""
+    unique = pc.unique(dictionary)
+    if len(unique) == len(dictionary):
+        return found, dictionary
+    first = pc.index_in(dictionary, value_set=unique, skip_nulls=False).to_numpy(False)
+    renumbered = np.where(found >= 0, first.astype(np.int32)[found], np.int32(-1))
+    return renumbered.astype(np.int32, copy=False), unique
 
 
 def _chunk_indices(chunk: pa.DictionaryArray) -> np.ndarray:
@@ -141,16 +153,12 @@ def codes(columns: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarra
 
 def counted_values(column: pa.Array | pa.ChunkedArray) -> dict[str, int]:
     """The rows of each value of a string or dictionary column without nulls, counted on its
-    :func:`codes` (no text hashed per row); a value its dictionary holds twice is one value."""
+    :func:`codes` (no text hashed per row)."""
     (found,), names = codes([column])
     if len(found) and int(found.min()) < 0:
         raise ValueError("counted_values: the column holds a null")
-    counted: dict[str, int] = {}
     per_code = np.bincount(found, minlength=len(names)).tolist()
-    for name, count in zip(names.to_pylist(), per_code, strict=True):
-        if count:
-            counted[name] = counted.get(name, 0) + count
-    return counted
+    return {n: c for n, c in zip(names.to_pylist(), per_code, strict=True) if c}
 
 
 def _repeat_text(text: str, n: int) -> pa.DictionaryArray:

@@ -95,3 +95,21 @@ def test_codes_of_one_chunk_match_its_values(values: list[str | None], encoded: 
     names = dictionary.to_pylist()
     assert got.dtype == np.int32
     assert [None if c < 0 else names[c] for c in got.tolist()] == values
+
+
+@settings(max_examples=100, deadline=None)
+@given(picks=st.lists(st.integers(0, 3) | st.none(), max_size=20))
+def test_codes_of_a_dictionary_naming_a_value_twice_are_equal_for_equal_values(
+    picks: list[int | None],
+) -> None:
+    """One chunk passes through Arrow's unification as it is; a dictionary that names a value
+    twice still gives one code per value."""
+    names = pa.array(["a", "b", "a", None], pa.string())
+    column = pa.DictionaryArray.from_arrays(pa.array(picks, pa.int32()), names)
+    (got,), dictionary = codes([column])
+    found = dictionary.to_pylist()
+    assert len(set(found)) == len(found)
+    want = [None if p is None else names[p].as_py() for p in picks]
+    assert [None if c < 0 else found[c] for c in got.tolist()] == want
+    valued = [c for c, w in zip(got.tolist(), want, strict=True) if w is not None]
+    assert all(found[c] is not None for c in valued)
