@@ -39,6 +39,8 @@ RUNS = {
     "spark_engine": ["spark_engine.py", "--rows", "10000000"],
     "listing": ["listing.py", "--partitions", "5000"],
     "skipping": ["skipping.py", "--rows", "2000000", "--files", "100"],
+    # the fixed cost of a commit (one-row appends) and what it does, beside delta-rs
+    "commit_anatomy": ["commit_anatomy.py"],
     "secondary": ["secondary.py", "--rows", "10000000"],
     "footprint": ["bulk_footprint.py", "--rows", "10000000"],
     # the marks; building 5,000 commits takes most of this row's half hour
@@ -67,6 +69,7 @@ QUICK = {
     "spark_engine": ["spark_engine.py", "--rows", "50000"],
     "listing": ["listing.py", "--partitions", "200", "--runs", "3"],
     "skipping": ["skipping.py", "--rows", "100000", "--files", "20"],
+    "commit_anatomy": ["commit_anatomy.py", "--warm", "3", "--commits", "3", "--counted", "2"],
     "secondary": ["secondary.py", "--rows", "200000", "--file-rows", "10000"],
     "footprint": ["bulk_footprint.py", "--rows", "200000"],
     "history": ["history.py", "--at", "1,20", "--runs", "3"],
