@@ -10,6 +10,9 @@
   running (it would fold the instants being undone); nothing changed (retryable).
 * :class:`BloomFormatError` -- bytes or sizes that are not a key bloom filter
   (``index.bloom``).
+* :class:`DamagedListingError` -- the metadata table lists two base files of one data file
+  group (``index.file_groups.check_one_base``): a completion or a metadata log the table
+  needs is missing; nothing was read or written.
 """
 
 from __future__ import annotations
@@ -35,3 +38,7 @@ class ReindexRunningError(IndexLayerError, RetryableError):
 
 class BloomFormatError(IndexLayerError):
     """Bytes or sizes that are not a key bloom filter of ``index.bloom``."""
+
+
+class DamagedListingError(IndexLayerError):
+    """The ``files`` listing names two base files of one file group: the table is damaged."""

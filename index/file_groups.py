@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
+from lakebraid.index.errors import DamagedListingError
+from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.timeline.layout import parse_data_file_name
 
@@ -37,6 +39,46 @@ def current_files(listing: Mapping[str, Mapping[str, int]]) -> dict[str, dict[st
             if known is None or parse_data_file_name(known).instant < parsed.instant:
                 groups[parsed.file_id] = name
     return current
+
+
+def checked_files(reader: MetadataReader) -> dict[str, dict[str, int]]:
+    """``reader``'s ``files`` listing (partition -> file name -> size), checked by
+    :func:`check_one_base`: what reads, writes and compactions plan from."""
+    listing = reader.files()
+    check_one_base(listing, reader.layout.root)
+    return listing
+
+
+def check_one_base(listing: Mapping[str, Mapping[str, int]], table: str | None = None) -> None:
+    """Raise :class:`DamagedListingError` when a partition of ``listing`` names two base files
+    of one file group. Every commit that writes a new base of a group also removes the old one
+    from the listing, in the same metadata log, so a visible listing never holds two; it does
+    when the completion of the commit that removed one was lost (the ``.braid/global``
+    completion file deleted: its log is no longer visible, but later commits that built on it
+    are), or one of its metadata logs was. A read would return both versions of every row of
+    the group, a write would plan from a wrong table: neither is allowed. One pass over the
+    names of partitions that list more than one file (a file id ends at its first ``_``)."""
+    for partition, files in listing.items():
+        if len(files) < 2:
+            continue
+        ids = [name.partition("_")[0] for name in files if name.endswith(".parquet")]
+        if len(set(ids)) == len(ids):
+            continue
+        seen: dict[str, str] = {}
+        for name in sorted(n for n in files if n.endswith(".parquet")):
+            fid = parse_data_file_name(name).file_id
+            if fid in seen:
+                raise DamagedListingError(
+                    f"the metadata table lists two base files of file group {fid} in "
+                    f"partition {partition!r}: {seen[fid]} and {name}. A completed commit "
+                    "removes the old base when it writes a new one, so a completion file under "
+                    ".braid/global (or a metadata log) that a later commit built on is missing. "
+                    "Nothing was read or written; restore the missing file from a backup "
+                    "(`lakebraid timeline` shows the instants left pending, `validate()` the "
+                    "damage), or restore the table to a savepoint",
+                    table=table,
+                )
+            seen[fid] = name
 
 
 def current_slices(listing: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, DataSlice]]:

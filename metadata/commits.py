@@ -64,10 +64,19 @@ class WriteStatus(msgspec.Struct, frozen=True, kw_only=True):
     # merge-on-read: the log files a compaction folded into ``file_name`` (replaced, as
     # ``old_file`` is)
     old_logs: list[str] = []
+    # merge-on-read: the slice's newest log that ``file_name`` was appended after (None: the
+    # slice had none, or a copy-on-write status)
+    previous_log: str | None = None
 
     def replaced(self) -> list[str]:
         """The files this status replaced: its old file, then the logs it folded."""
         return ([self.old_file] if self.old_file is not None else []) + list(self.old_logs)
+
+    def built_on(self) -> list[str]:
+        """The files of earlier commits this status relied on: those it replaced, the base of
+        the slice it appended to and the log it appended after."""
+        after = [f for f in (self.base_file, self.previous_log) if f is not None]
+        return self.replaced() + after
 
 
 class CommitPlan(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,11 +14,14 @@
   and the byte offset of the block.
 * :class:`MissingDataFileError` -- a data file the table lists is not on storage (the table is
   damaged; not retryable); names the file and says what to do.
+* :class:`LostCompletionError` -- a commit that looks unfinished had completed (a later commit
+  replaced a file it wrote): its completion file was lost; nothing was rolled back (a
+  :class:`timeline.errors.StateUnknownError`: do not clean up by hand).
 """
 
 from __future__ import annotations
 
-from lakebraid.timeline.errors import LakebraidError, RetryableError
+from lakebraid.timeline.errors import LakebraidError, RetryableError, StateUnknownError
 
 
 class WriteError(LakebraidError):
@@ -95,3 +98,8 @@ class CorruptDataLogError(WriteError):
             "savepoint before it)",
             table=table,
         )
+
+
+class LostCompletionError(WriteError, StateUnknownError):
+    """A pending commit that later commits built on: its completion file was lost; it was not
+    rolled back (``writers.services.rollback.check_not_built_upon``)."""

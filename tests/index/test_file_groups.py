@@ -108,3 +108,33 @@ def test_group_rows_and_small_groups_read_the_current_base_files_counts() -> Non
         "day=1": {FIDS[0]: 700},
         "day=2": {FIDS[1]: 40},
     }
+
+
+@given(files, st.data())
+def test_a_listing_with_two_bases_of_one_group_is_refused_naming_both(drawn, data) -> None:
+    """One base per (partition, file id), any logs: accepted. A second base of a group that
+    has one: refused, naming both files and the partition."""
+    from lakebraid.index.errors import DamagedListingError
+    from lakebraid.index.file_groups import check_one_base
+
+    listing: dict[str, dict[str, int]] = {}
+    bases: dict[tuple[str, str], str] = {}
+    for partition, fid, time, kind in drawn:
+        if kind == "base" and (partition, fid) in bases:
+            continue
+        name = data_file_name(fid, "0-0", time, kind)
+        listing.setdefault(partition, {})[name] = 1
+        if kind == "base":
+            bases[(partition, fid)] = name
+    check_one_base(listing, "t")
+    if not bases:
+        return
+    (partition, fid), first = data.draw(st.sampled_from(sorted(bases.items())))
+    taken = {parse_data_file_name(n).instant for n in listing[partition] if n.startswith(fid)}
+    time = data.draw(st.sampled_from([t for t in TIMES if t not in taken]))
+    second = data_file_name(fid, "0-0", time)
+    listing[partition][second] = 1
+    with pytest.raises(DamagedListingError) as caught:
+        check_one_base(listing, "t")
+    assert first in str(caught.value) and second in str(caught.value)
+    assert repr(partition) in str(caught.value) and caught.value.table == "t"

@@ -41,3 +41,37 @@ def test_a_status_round_trips_with_typed_statistics(stats) -> None:
     for got, want in zip(back.stats, status.stats, strict=True):
         assert type(got.min_value) is type(want.min_value)
         assert type(got.max_value) is type(want.max_value)
+
+
+names = st.from_regex(r"[a-f0-9]{8}_0-0_2026120603[0-9]{7}\.(parquet|log)", fullmatch=True)
+
+
+@given(
+    st.one_of(st.none(), names),
+    st.one_of(st.none(), names),
+    st.lists(names, max_size=3),
+    st.one_of(st.none(), names),
+)
+def test_the_files_a_status_built_on_round_trip(old_file, base, old_logs, previous) -> None:
+    """Every file of an earlier commit a status relied on crosses the wire and is named by
+    ``built_on`` (recovery reads it to tell a lost completion from a crash)."""
+    status = WriteStatus(
+        partition="",
+        file_id="f",
+        file_name="n.log",
+        old_file=old_file,
+        base_file=base,
+        old_logs=old_logs,
+        previous_log=previous,
+    )
+    back = decode_status(encode_status(status))
+    assert back == status
+    want = [f for f in (old_file, *old_logs, base, previous) if f is not None]
+    assert sorted(back.built_on()) == sorted(want)
+
+
+def test_a_status_of_an_older_writer_has_no_previous_log() -> None:
+    import msgspec
+
+    older = {"partition": "", "file_id": "f", "file_name": "n.log", "old_file": None}
+    assert decode_status(msgspec.msgpack.encode(older)).previous_log is None

@@ -19,7 +19,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
 
-from lakebraid.index.file_groups import DataSlice, current_slices
+from lakebraid.index.file_groups import DataSlice, checked_files, current_slices
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.durable import storage_of
@@ -66,7 +66,7 @@ def compact_data(
         )
     started = perf_counter()
     reader = metadata.reader()
-    due = due_slices(reader.files(), max(1, min_logs), min_log_bytes)
+    due = due_slices(checked_files(reader), max(1, min_logs), min_log_bytes)
     if not due:
         return None
     schema = schema_as_of(table)

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakebraid.index.file_groups import current_files, current_slices
+from lakebraid.index.file_groups import checked_files, current_files, current_slices
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
@@ -98,7 +98,7 @@ def write_rows(
         OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), prepared.num_rows)
     )
     reader = metadata.reader()
-    files = reader.files()
+    files = checked_files(reader)
     listing = current_files(files)
     if listing:  # an empty table holds no key: no lookup
         keys, hashes = row_index_keys(prepared, scoped), key_hashes(prepared, scoped)
@@ -156,7 +156,7 @@ def delete_keys(
     tagged = tagged.append_column(PARTITION, tagged.column(OLD_PARTITION))
     tagged = tagged.append_column(OP, pa.repeat(pa.scalar(OP_DELETE, pa.int8()), tagged.num_rows))
     routed = tagged.append_column(TARGET_FILE_ID, tagged.column(OLD_FILE_ID))
-    files = reader.files()
+    files = checked_files(reader)
     layout = Layout(current_files(files), files, table.config.merge_on_read)
     schema = schema_as_of(table)
     read_at = reader.point.read_at

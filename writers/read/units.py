@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 from fsspec import AbstractFileSystem
 
-from lakebraid.index.file_groups import DataSlice, current_slices
+from lakebraid.index.file_groups import DataSlice, checked_files, current_slices
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.write.slices import ReadUnit, read_unit
@@ -31,7 +31,7 @@ def plan_units(
     """The read units of ``reader``'s read point, in partition then file order, minus those
     ``keep`` rules out (a unit stays when ``keep`` keeps any of its files). ``logs=False``: a
     read-optimized read, each slice's base file alone (slices without a base are skipped)."""
-    listing = reader.files()
+    listing = checked_files(reader)
     if not any(n.endswith(".log") for files in listing.values() for n in files):
         return _plain_units(layout, reader, listing, keep)  # copy-on-write: no name parsed
     slices = current_slices(listing)

@@ -26,9 +26,11 @@ from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import progress
 from lakebraid.timeline.bodies import RestorePlan, RollbackPlan, encode_body
+from lakebraid.timeline.errors import InvalidPathError
 from lakebraid.timeline.instant import Action, Instant
+from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
-from lakebraid.writers.errors import WriteError
+from lakebraid.writers.errors import LostCompletionError, WriteError
 from lakebraid.writers.services.lifecycle import (
     G,
     check_commit_time,
@@ -72,6 +74,43 @@ def plan_rollback(table: TableTimelines, target: Instant) -> RollbackPlan:
         data_files=sorted(files),
         logs=sorted(logs),
     )
+
+
+def check_not_built_upon(table: TableTimelines, target: Instant) -> None:
+    """Refuse to roll back the pending commit ``target`` when a visible commit built on a
+    file it wrote (``WriteStatus.built_on``: a base rewritten, a slice whose base it wrote
+    appended to, a log of it folded or appended after): a commit plans from the visible
+    files only, so ``target`` had completed and its
+    completion file under ``.braid/global`` was lost since. Rolling it back would delete rows
+    and index entries later commits rely on. The bodies of the commits completed after
+    ``target`` was requested are read (a recovery meets few: it runs at every write)."""
+    later = [
+        i
+        for i in table.visibility().visible
+        if i.action is Action.COMMIT and i.completion_time > target.time  # type: ignore[operator]
+    ]
+    for inst in later:
+        for status in read_commit(table, inst).statuses:
+            mine = [n for n in status.built_on() if _instant_of(n) == target.time]
+            if mine:
+                where = f"{status.partition}/{mine[0]}".lstrip("/")
+                raise LostCompletionError(
+                    f"commit {target.time} looks unfinished (no completion file under "
+                    f".braid/global), but commit {inst.time}, completed after it, built on its "
+                    f"file {where}: {target.time} had completed and its completion file was "
+                    "lost. Nothing was rolled back; restore the file "
+                    f"(.braid/global/{target.time}_<completion time>.commit) from a backup",
+                    table=table.path,
+                    instant=target.time,
+                )
+
+
+def _instant_of(name: str) -> str | None:
+    """The instant of a data file name (a base or a log), None for a name of another form."""
+    try:
+        return parse_data_file_name(name.rsplit("/", 1)[-1]).instant
+    except InvalidPathError:
+        return None
 
 
 def check_dependents(table: TableTimelines, target: Instant) -> None:
@@ -228,6 +267,8 @@ def rollback(
                 table=table.path,
                 instant=time,
             )
+        if target.is_pending and not own:
+            check_not_built_upon(table, target)
         if target.is_completed:
             check_savepoint(table, target)
             check_retention(table, target)

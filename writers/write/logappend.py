@@ -119,6 +119,7 @@ def append_to_file_group(
     return WriteStatus(
         file_name=name,
         base_file=task.base_file,
+        previous_log=task.previous_log,
         size=len(data),
         crc32=crc32(data),
         rows=rows.num_rows,

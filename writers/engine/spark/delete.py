@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakebraid.index.errors import RecordKeyError
-from lakebraid.index.file_groups import current_files
+from lakebraid.index.file_groups import checked_files, current_files
 from lakebraid.index.keys import RECORD_KEY, key_array
 from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
@@ -136,7 +136,7 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
     config = table.config
     key = config.record_key
     reader = metadata.reader()
-    files = reader.files()
+    files = checked_files(reader)
     listing = current_files(files)
     schema = schema_as_of(table)
     ctx = context(table, reader.point, listing, files, spec_of(schema))

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 from pyspark.sql import functions as F
 
-from lakebraid.index.file_groups import current_files, current_slices
+from lakebraid.index.file_groups import checked_files, current_files, current_slices
 from lakebraid.index.scope import is_scoped
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.slices import ReadPoint
@@ -122,7 +122,7 @@ def write_frame(
     schema = check_frame(frame, table)
     frame = frame.drop(*void_columns(frame.columns, schema))
     reader = metadata.reader()
-    files = reader.files()
+    files = checked_files(reader)
     listing = current_files(files)
     room = insert_room(table, reader, listing, operation)
     merge_on_read = config.merge_on_read
