@@ -49,9 +49,7 @@ def plan_units(
         for piece in sorted(groups.values(), key=lambda s: s.base or s.logs[0]):
             if not any((partition, n) in kept for n in _names(piece)):
                 continue
-            base = layout.data_file(partition, piece.base) if piece.base is not None else None
-            logs = tuple(layout.data_file(partition, n) for n in piece.logs)
-            units.append(ReadUnit(base, logs))
+            units.append(ReadUnit.of(layout, piece))
     return units
 
 

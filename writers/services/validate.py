@@ -261,11 +261,13 @@ class _Validator:
             for file_id, piece in sorted(pieces.items()):
                 if not piece.logs or (partition, file_id) in self.damaged:
                     continue
-                unit = ReadUnit(
-                    self.table.layout.data_file(partition, piece.base) if piece.base else None,
-                    tuple(self.table.layout.data_file(partition, n) for n in piece.logs),
-                )
-                rows = read_unit(self.table.fs, unit, schema, derive, None)
+                unit = ReadUnit.of(self.table.layout, piece)
+                try:  # a slice whose logs are not all listed (read_unit's check_complete)
+                    rows = read_unit(self.table.fs, unit, schema, derive, None)
+                except LakebraidError as exc:
+                    self.problems.append(f"data files: {exc}")
+                    self.damaged.add((partition, file_id))
+                    continue
                 scope = partition if is_scoped(self.table.config) else None
                 keys = in_partition(pc.cast(rows.column(RECORD_KEY), pa.string()), scope)
                 groups[(partition, file_id)] = keys

@@ -8,13 +8,14 @@ Python workers use them alike.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
+from lakebraid.index.errors import DamagedListingError
 from lakebraid.index.file_groups import DataSlice
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.timeline.layout import TableLayout
@@ -26,7 +27,7 @@ from lakebraid.writers.write.datafile import (
     stored_keys,
     virtual_key,
 )
-from lakebraid.writers.write.datalog import iter_blocks
+from lakebraid.writers.write.datalog import DataLogBlock, iter_blocks
 from lakebraid.writers.write.logmerge import merge_slice
 
 
@@ -41,6 +42,12 @@ class ReadUnit(msgspec.Struct, frozen=True):
 
     def paths(self) -> list[str]:
         return ([self.base] if self.base is not None else []) + list(self.logs)
+
+    @classmethod
+    def of(cls, layout: TableLayout, piece: DataSlice) -> ReadUnit:
+        """The unit of file slice ``piece`` of the table at ``layout``."""
+        base = layout.data_file(piece.partition, piece.base) if piece.base is not None else None
+        return cls(base, tuple(layout.data_file(piece.partition, n) for n in piece.logs))
 
 
 def read_unit(
@@ -67,10 +74,31 @@ def read_unit(
     if not unit.logs:
         return conform(base if base is not None else schema.empty_table(), schema, derive_key)
     blocks = [block for path in unit.logs for block in iter_blocks(fs, path, wanted)]
+    if wanted is None:
+        check_complete(unit, blocks)
     merged = merge_slice(base, blocks, schema, ordering, derive_key, owned=True)  # in ``schema``
     if wanted is None:
         return merged
     return merged.filter(pc.is_in(merged.column(RECORD_KEY), value_set=wanted))
+
+
+def check_complete(unit: ReadUnit, blocks: Sequence[DataLogBlock]) -> None:
+    """Raise :class:`index.errors.DamagedListingError` unless ``blocks`` (every block of the
+    unit's logs) are as many as the newest block's footer counts for its slice
+    (``SliceKeys.blocks``: each append extends its predecessor's count). Fewer: a log of an
+    earlier commit on the slice is missing from the listing (the completion file of the
+    commit that wrote it, or its metadata log, was lost) or from storage, and the merge
+    would silently return that log's rows as they were before it."""
+    counted = blocks[-1].footer.slice.blocks if blocks else 0
+    if counted != len(blocks):
+        raise DamagedListingError(
+            f"the file slice of log {unit.logs[-1]} holds {len(blocks)} log blocks, but its "
+            f"newest block's footer counts {counted}: a log an earlier commit appended to this "
+            "slice is missing (its completion file under .braid/global, its metadata log, or "
+            "the log file itself was lost). Nothing was read or written; restore the missing "
+            "file from a backup (`validate()` names the commit), or restore the table to a "
+            "savepoint"
+        )
 
 
 def slice_rows(
@@ -90,7 +118,7 @@ def slice_rows(
     piece = slices.get(partition, {}).get(file_id)
     if piece is None:
         return None
-    base = layout.data_file(partition, piece.base) if piece.base is not None else None
-    unit = ReadUnit(base, tuple(layout.data_file(partition, n) for n in piece.logs))
-    rows = read_unit(fs, unit, data_schema(spec), virtual_key(spec, record_key), order)
+    rows = read_unit(
+        fs, ReadUnit.of(layout, piece), data_schema(spec), virtual_key(spec, record_key), order
+    )
     return rows.select([c for c in columns if c in rows.column_names])
