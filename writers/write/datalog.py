@@ -34,9 +34,11 @@ slice's logs up to and including this one (``slice``: ``blocks``, ``keys``, ``mi
 ``max_key``, ``bloom``; ``bloom`` nil when the writer did not keep a slice filter). So the
 footer of a slice's last block alone rules the slice's logs out for a key outside
 ``min_key``..``max_key`` or absent from ``bloom`` (:func:`read_last_footer` reads just it:
-the last 20 bytes of the file, then the footer, checked by its own CRC).
+the file's last 64 KiB, its trailer, the block's header (its owner checked) and the footer,
+checked by its own CRC).
 
-Corruption is never silent: magic, version, the copies of type and lengths and the trailer
+Corruption is never silent: an empty file refused, each block's header naming the file group
+and instant of its file's name, magic, version, the copies of type and lengths and the trailer
 compared, both CRCs, the body's buffers safe to read, its keys matching the footer's range and
 the header's count (``validate()``: also UTF-8 text, keys sorted and unique). Any failure
 raises :class:`~lakebraid.writers.errors.CorruptDataLogError` naming file and block offset.
@@ -60,6 +62,8 @@ from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.integrity import check_structure
 from lakebraid.metadata.keyorder import sort_order
+from lakebraid.timeline.errors import InvalidPathError
+from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.writers.errors import CorruptDataLogError
 from lakebraid.writers.write.logfooter import KeyFooter, SliceKeys
 
@@ -72,6 +76,7 @@ OVERHEAD = PREFIX.size + BODY_LENGTH.size + TRAILER.size  # 39 bytes
 Bad = Callable[[str], CorruptDataLogError]  # the error of one block's damage
 T = TypeVar("T")
 TAIL_READ = 1 << 16  # bytes read from a log file's end for its last footer
+HEAD_READ = 1 << 10  # bytes read from its last block's start for its header (when not in those)
 _IPC = {codec: pa.ipc.IpcWriteOptions(compression=codec) for codec in ("zstd", None)}
 
 
@@ -263,34 +268,84 @@ def blocks_in(
 ) -> Iterator[DataLogBlock]:
     """:func:`iter_blocks` of a log file's bytes already in hand (``path`` names it in
     errors; ``thorough``: as :func:`decode_block` says)."""
+    if not len(data):
+        raise CorruptDataLogError(path, 0, "the file is empty (a log holds at least one block)")
+    owner = _owner(path)
     offset = 0
     while offset < len(data):
         if keys is not None:
             frame = _frame(data, offset, path)
+            _check_owner(frame.header, owner, frame.bad)
             if not frame.footer.may_hold_any(keys):
                 offset += frame.size
                 continue
         block = decode_block(data, offset, path, thorough=thorough)
+        _check_owner(block.header, owner, partial(CorruptDataLogError, path, offset))
         yield block
         offset += block.size
 
 
+def _owner(path: str) -> tuple[str, str] | None:
+    """(file id, instant) of the log file ``path`` by its name; None for a name of another
+    form (a test's bytes)."""
+    try:
+        parsed = parse_data_file_name(path.rsplit("/", 1)[-1])
+    except InvalidPathError:
+        return None
+    return parsed.file_id, parsed.instant
+
+
+def _check_owner(header: DataLogHeader, owner: tuple[str, str] | None, bad: Bad) -> None:
+    """A block belongs to the file group and commit its file is named after: a log copied or
+    renamed over another would pass every checksum and merge another group's rows."""
+    if owner is not None and (header.file_id, header.instant) != owner:
+        raise bad(
+            f"the block was written by commit {header.instant} for file group "
+            f"{header.file_id}, not for the file it is in (copied or renamed over it)"
+        )
+
+
 def read_last_footer(fs: AbstractFileSystem, path: str, size: int) -> KeyFooter:
     """The footer of the last block of the log file ``path`` of ``size`` bytes (its slice
-    keys cover every block of the file slice's logs up to it), checked by its CRC."""
-    tail = fs.cat_file(path, start=max(0, size - TAIL_READ))
+    keys cover every block of the file slice's logs up to it), checked by its CRC; a file
+    shorter or longer than ``size`` (the listing's), or whose last block's header names
+    another file group or commit than the file's name, is refused (the header is in the
+    tail read for a block under ``TAIL_READ`` bytes, else one more read of its first bytes)."""
+    first = max(0, size - TAIL_READ)
+    tail = fs.cat_file(path, start=first)
+    if len(tail) != size - first:  # shorter or longer than listed
+        ends = "ends before" if len(tail) < size - first else "runs past"
+        raise CorruptDataLogError(path, 0, f"the file {ends} the {size} bytes the table lists")
     if len(tail) < TRAILER.size:
         raise CorruptDataLogError(path, 0, f"{size} bytes hold no block")
     f, footer_crc, _, total = TRAILER.unpack_from(tail, len(tail) - TRAILER.size)
     start = size - total
     if total > size or f + TRAILER.size + OVERHEAD > total:
         raise CorruptDataLogError(path, max(start, 0), f"trailer total length {total}")
+    bad = partial(CorruptDataLogError, path, start)
+    head = tail[start - first :] if start >= first else fs.cat_file(path, start, start + HEAD_READ)
+    _check_owner(_last_header(fs, path, start, head, bad), _owner(path), bad)
     if f + TRAILER.size > len(tail):
         tail = fs.cat_file(path, start=size - TRAILER.size - f)
     footer_bytes = tail[len(tail) - TRAILER.size - f : len(tail) - TRAILER.size]
     if crc32(footer_bytes) != footer_crc:
-        raise CorruptDataLogError(path, start, "CRC32 of the footer does not match")
-    return _decoded(_FOOTER, footer_bytes, partial(CorruptDataLogError, path, start), "footer")
+        raise bad("CRC32 of the footer does not match")
+    return _decoded(_FOOTER, footer_bytes, bad, "footer")
+
+
+def _last_header(
+    fs: AbstractFileSystem, path: str, start: int, head: bytes, bad: Bad
+) -> DataLogHeader:
+    """The header of the block at ``start``, from ``head`` (bytes from there on; read further
+    when its header is longer)."""
+    if len(head) < PREFIX.size:
+        raise bad("the block ends inside its prefix")
+    magic, version, _, h = PREFIX.unpack_from(head, 0)
+    if magic != MAGIC or version != FORMAT_VERSION:
+        raise bad(f"magic {bytes(magic)!r} version {version}, expected {MAGIC!r} version 1")
+    if PREFIX.size + h > len(head):
+        head = fs.cat_file(path, start, start + PREFIX.size + h)
+    return _decoded(_HEADER, head[PREFIX.size : PREFIX.size + h], bad, "header")
 
 
 def _decoded(

@@ -6,7 +6,8 @@ as if its writer had crashed, losing the keys it wrote and their index entries.
 Now a commit that later commits built on (``WriteStatus.built_on``) is never rolled back by
 recovery (``LostCompletionError``), reads refuse what the loss leaves (``DamagedListingError``:
 a copy-on-write listing with two bases of one group, a merge-on-read slice whose newest log
-counts more blocks than are listed), and putting the file back makes the table whole again. A commit nothing was built on still reads as a crash and is rolled back."""
+counts more blocks than are listed), and putting the file back makes the table whole again.
+A commit nothing was built on still reads as a crash and is rolled back."""
 
 from __future__ import annotations
 

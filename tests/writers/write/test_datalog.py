@@ -232,3 +232,68 @@ def recrc(block: bytes) -> bytes:
     start = PREFIX.size + h + BODY_LENGTH.size
     crc = zlib.crc32(block[start : start + b], zlib.crc32(block[PREFIX.size : PREFIX.size + h]))
     return block[:-12] + crc.to_bytes(4, "big") + block[-8:]
+
+
+def test_an_empty_log_and_a_block_of_another_file_are_refused(tmp_path) -> None:
+    """A log copied or renamed over another passes every checksum: each block's header must
+    name the file group and instant of its file's name. An empty file holds no block."""
+    from lakebraid.timeline.layout import data_file_name
+
+    G1, G2 = "00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"
+    fs = fsspec.filesystem("file")
+    block, _ = encode_data_block(
+        rows_of(["a", "b"], 0), instant="20261126000000002", partition="", file_id=G1
+    )
+    own = tmp_path / data_file_name(G1, "0-0", "20261126000000002", "log")
+    fs.pipe_file(str(own), block)
+    assert [b.rows.num_rows for b in iter_blocks(fs, str(own))] == [2]
+    for fid, time, named in (
+        (G2, "20261126000000002", f"file group {G1}"),
+        (G1, "20261126000000003", "commit 20261126000000002"),
+    ):
+        other = tmp_path / data_file_name(fid, "0-0", time, "log")
+        fs.pipe_file(str(other), block)
+        for keys in (None, pa.array(["a"])):  # a read of all keys, and of some
+            with pytest.raises(CorruptDataLogError) as caught:
+                list(iter_blocks(fs, str(other), keys))
+            assert named in str(caught.value) and "copied or renamed" in str(caught.value)
+            assert caught.value.path == str(other) and caught.value.offset == 0
+    fs.pipe_file(str(own), b"")
+    with pytest.raises(CorruptDataLogError, match="the file is empty"):
+        list(iter_blocks(fs, str(own)))
+
+
+def test_the_last_footer_of_a_file_of_another_size_than_listed_is_refused(tmp_path) -> None:
+    fs = fsspec.filesystem("file")
+    block, _ = encode_data_block(
+        rows_of(["a", "b"], 0), instant="20261126000000002", partition="", file_id="g"
+    )
+    path = str(tmp_path / "g.log")
+    fs.pipe_file(path, block)
+    assert read_last_footer(fs, path, len(block)).max_key == "b"
+    for listed, says in ((len(block) + 7, "ends before"), (len(block) - 7, "runs past")):
+        with pytest.raises(CorruptDataLogError, match=f"the file {says} the {listed} bytes"):
+            read_last_footer(fs, path, listed)
+
+
+def test_the_last_footer_of_a_log_of_another_file_is_refused(tmp_path) -> None:
+    """A log copied over another of the same size: the last block's header names another file
+    group. A small block's header is in the tail read; a large one's is read apart."""
+    from lakebraid.timeline.layout import data_file_name
+
+    fs = fsspec.filesystem("file")
+    mine = "00000000-0000-0000-0000-000000000001"
+    for n in (3, 3000):  # one block under TAIL_READ, one over
+        keys = [f"{i:060d}" for i in range(n)]
+        block, _ = encode_data_block(
+            rows_of(keys, 0), instant="20261126000000002", partition="", file_id=mine
+        )
+        own = str(tmp_path / data_file_name(mine, "0-0", "20261126000000002", "log"))
+        fs.pipe_file(own, block)
+        assert read_last_footer(fs, own, len(block)).max_key == keys[-1]
+        other = str(
+            tmp_path / data_file_name(mine.replace("1", "2"), "0-0", "20261126000000002", "log")
+        )
+        fs.pipe_file(other, block)
+        with pytest.raises(CorruptDataLogError, match=f"for file group {mine}, not for the file"):
+            read_last_footer(fs, other, len(block))
