@@ -163,4 +163,7 @@ def decode_body(data: bytes, body_type: type[B], *, where: str) -> B:
             )
         return msgspec.json.decode(data or b"{}", type=body_type)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise InstantFileError(f"{where}: damaged instant body ({exc})") from None
+        raise InstantFileError(
+            f"{where}: damaged instant body ({exc}); restore the file from a backup "
+            "(`validate()` lists every damaged body)"
+        ) from None

@@ -1,5 +1,6 @@
 """Checks for ``validate()`` of files that readers never miss out loud, because a table read
-without them is a valid older table:
+without them is a valid older table, and of commit bodies that do not decode (the rebuild
+needs every one):
 
 * a commit's commit point: a commit completed on the data and metadata timelines is visible
   only once its global instant completes. One that never completed there while a later
@@ -18,9 +19,24 @@ from collections.abc import Collection
 from fsspec import AbstractFileSystem
 
 from lakebraid.metadata.commits import read_commit
+from lakebraid.timeline.errors import InstantFileError
 from lakebraid.timeline.instant import Action
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
+
+
+def damaged_bodies(table: TableTimelines) -> list[str]:
+    """One problem per visible commit whose body under ``.braid/global`` does not decode
+    (truncated, overwritten): the rest of ``validate()`` rebuilds the table from every
+    commit's body, so it waits until these are restored."""
+    problems = []
+    for inst in table.visibility().visible:
+        if inst.action is Action.COMMIT:
+            try:
+                read_commit(table, inst)
+            except InstantFileError as exc:
+                problems.append(f"timelines: {exc}; the rest is checked once every body reads")
+    return problems
 
 
 def lost_commit_points(table: TableTimelines) -> list[str]:

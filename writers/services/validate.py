@@ -48,7 +48,7 @@ from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import DataFileName, TimelineKind, parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import CorruptDataFileError
-from lakebraid.writers.services.commit_points import lost_commit_points, lost_metadata_logs
+from lakebraid.writers.services import commit_points as points
 from lakebraid.writers.services.validate_index import compare_index, current_keys
 from lakebraid.writers.services.validate_retained import lost_retained_files, still_needed
 from lakebraid.writers.write.datafile import (
@@ -143,10 +143,6 @@ def rebuild(table: TableTimelines, found: Found | None = None) -> tuple[Listing,
     return listing, checksums
 
 
-def rebuild_listing(table: TableTimelines) -> Listing:
-    return rebuild(table)[0]
-
-
 def validate(table: TableTimelines) -> list[str]:
     """Every difference between the metadata table (now) and a rebuild from storage, and
     every damaged or unreadable file. One snapshot of the timelines, loaded before storage is
@@ -155,6 +151,9 @@ def validate(table: TableTimelines) -> list[str]:
     with table.store.load_scope():
         for kind in TimelineKind:
             table.timeline(kind)
+        damaged = points.damaged_bodies(table)
+        if damaged:  # the rebuild reads every commit's body
+            return damaged
         validator = _Validator(table)
         problems = validator.run()
     if validator.retained:  # fresh timelines: a clean since may have released them
@@ -216,7 +215,8 @@ class _Validator:
                     f"column_stats: {extra[0]}/{extra[1]} {extra[2]} has no visible file"
                 )
         self.attempt("record_index", self.compare_index)
-        self.problems += lost_commit_points(self.table) + lost_metadata_logs(self.table, self.lost)
+        lost = points.lost_metadata_logs(self.table, self.lost)
+        self.problems += points.lost_commit_points(self.table) + lost
         self.attempt("secondary_index", self.compare_secondary)
         self.attempt("retained file slices", self.check_retained)  # see validate()
         for path in foreign_files(self.found)[:20]:

@@ -90,3 +90,29 @@ def test_a_lost_metadata_log_of_an_older_commit_is_named_once(tmp_path) -> None:
     lost = [p for p in WriteClient.open(c.path).validate() if f"commit {older}" in p]
     assert len(lost) == 1 and "files/files-0000_" in lost[0]
     assert f"written by commit {older} (one of the newest visible commits), is missing" in lost[0]
+
+
+def test_a_damaged_commit_body_is_reported_not_raised(tmp_path) -> None:
+    """A completed commit's body truncated (or overwritten): ``validate()`` reports it as a
+    problem naming the file (its rebuild reads every body, so it stops there) instead of
+    raising; a read that needs the body says which file and what to do."""
+    import glob
+    from pathlib import Path
+
+    from lakebraid.timeline.errors import InstantFileError
+
+    c = WriteClient.create(str(tmp_path / "t"), "id", ["p"], "ts")
+    times = [c.upsert(pa.table({"id": [k], "p": ["x"], "ts": [1]})) for k in "abc"]
+    for which, damage in ((0, b""), (2, b"\x00not json")):
+        (name,) = glob.glob(f"{c.path}/.braid/global/{times[which]}_*.commit")
+        saved = Path(name).read_bytes()
+        Path(name).write_bytes(damage)
+        problems = WriteClient.open(c.path).validate()
+        assert len(problems) == 1 and problems[0].startswith(f"timelines: {name}: damaged")
+        assert "restore the file from a backup" in problems[0]
+        if which == 2:  # the newest body: reads need it (its schema)
+            with pytest.raises(InstantFileError, match="restore the file from a backup"):
+                WriteClient.open(c.path).read_arrow()
+        Path(name).write_bytes(saved)
+    assert WriteClient.open(c.path).validate() == []
+    assert WriteClient.open(c.path).read_arrow().num_rows == 3
