@@ -262,7 +262,9 @@ def read_spark(
     derive = virtual_key(spec_of(fields), table.config.record_key)
     url = table.fs.unstrip_protocol
     merged = [
-        ReadUnit(u.base and url(u.base), tuple(map(url, u.logs)), u.keys) for u in units if u.logs
+        ReadUnit(u.base and url(u.base), tuple(map(url, u.logs)), u.keys, u.base_size)
+        for u in units
+        if u.logs
     ]
     urls = [url(u.base) for u in units if not u.logs and u.base is not None]
     storage = storage_of(table.fs)

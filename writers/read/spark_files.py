@@ -97,7 +97,7 @@ def _merged(unit: dict[str, Any], read: FileRead, schema: pa.Schema) -> pa.Table
     opened = [filesystem(u, read.storage) for u in [*unit["logs"], unit["base"]] if u]
     fs, paths = opened[0][0], [path for _, path in opened]
     base = paths[-1] if unit["base"] else None
-    local = ReadUnit(base, tuple(paths[: len(unit["logs"])]), read.keys)
+    local = ReadUnit(base, tuple(paths[: len(unit["logs"])]), read.keys, unit.get("base_size"))
     return read_unit(fs, local, schema, read.derive_key, read.ordering, threads=False)
 
 
@@ -117,8 +117,8 @@ def read_merged(
     read = FileRead(storage=storage, derive_key=derive_key, ordering=ordering, keys=keys)
     packed = msgspec.msgpack.encode(read)
     frame = spark.createDataFrame(
-        [((u.base, list(u.logs)),) for u in units],
-        f"{URL} struct<base: string, logs: array<string>>",
+        [((u.base, list(u.logs), u.base_size),) for u in units],
+        f"{URL} struct<base: string, logs: array<string>, base_size: bigint>",
     )
     return frame.repartition(slices).mapInArrow(
         functools.partial(_task, _merged, packed, schema), from_arrow_schema(spark_schema(schema))
@@ -127,11 +127,15 @@ def read_merged(
 
 def task_values(units: Sequence[ReadUnit], url: Callable[[str], str]) -> list[Any]:
     """One plain value per unit for a read task (``url``: a path's URL): a plain file's URL,
-    or a slice with logs as ``{"base": url or None, "logs": [urls]}``."""
+    or a slice with logs as ``{"base": url or None, "logs": [urls], "base_size": int}``."""
     return [
         url(u.base)  # type: ignore[arg-type]
         if not u.logs
-        else {"base": u.base and url(u.base), "logs": [url(p) for p in u.logs]}
+        else {
+            "base": u.base and url(u.base),
+            "logs": [url(p) for p in u.logs],
+            "base_size": u.base_size,
+        }
         for u in units
     ]
 

@@ -49,7 +49,8 @@ def plan_units(
         for piece in sorted(groups.values(), key=lambda s: s.base or s.logs[0]):
             if not any((partition, n) in kept for n in _names(piece)):
                 continue
-            units.append(ReadUnit.of(layout, piece))
+            size = listing[partition].get(piece.base) if piece.base is not None else None
+            units.append(ReadUnit.of(layout, piece, size))
     return units
 
 
@@ -63,7 +64,7 @@ def _plain_units(
     pairs = [(p, name) for p, files in sorted(listing.items()) for name in sorted(files)]
     if keep is not None and pairs:
         pairs = keep(pairs, reader)
-    return [ReadUnit(layout.data_file(p, name)) for p, name in pairs]
+    return [ReadUnit(layout.data_file(p, name), base_size=listing[p][name]) for p, name in pairs]
 
 
 def _names(piece: DataSlice) -> list[str]:

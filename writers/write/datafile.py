@@ -165,25 +165,37 @@ def read_parquet(
     threads: bool = True,
     dictionaries: pa.Schema | None = None,
     columns: Sequence[str] | None = None,
+    size: int | None = None,
 ) -> pa.Table:
     """A Parquet file (``columns``: only those of them the file has); local files through
     Arrow's own file system (no Python file object crosses into Arrow's I/O threads). The
     dictionary-typed fields of ``dictionaries`` are read as dictionaries (no string per row).
     Page checksums are verified and the footer checked; a damaged file raises
-    :class:`CorruptDataFileError`. A whole file on an object store is one GET (no size
-    request, no separate footer read)."""
+    :class:`CorruptDataFileError`, as does a file of another ``size`` than the table lists
+    (replaced or cut since its commit: another valid Parquet file would read as this one).
+    A whole file on an object store is one GET (no size request, no separate footer read)."""
     keep = [f.name for f in dictionaries or [] if pa.types.is_dictionary(f.type)]
     options: dict[str, Any] = dict(read_dictionary=keep or None, **READ_OPTIONS)
     if columns is None and not is_local(fs):
         with storage_read(path):
             data = fs.cat_file(path)
+        _check_size(path, len(data), size)
         return parquet_in(data, path, threads=threads, options=options)[0]
     with guarded(path, CorruptDataFileError):
         with (
             open_file(fs, path, memory_map=True, whole=columns is None) as source,
             pq.ParquetFile(source, **options) as parquet,
         ):
+            if isinstance(source, pa.NativeFile):  # local: its size known without a request
+                _check_size(path, source.size(), size)
             return _read_checked(parquet, threads, columns)
+
+
+def _check_size(path: str, actual: int, listed: int | None) -> None:
+    if listed is not None and actual != listed:
+        raise CorruptDataFileError(
+            path, f"it holds {actual} bytes where the table lists {listed} (replaced or cut)"
+        )
 
 
 def parquet_in(

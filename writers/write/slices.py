@@ -39,15 +39,17 @@ class ReadUnit(msgspec.Struct, frozen=True):
     base: str | None
     logs: tuple[str, ...] = ()
     keys: tuple[str, ...] | None = None
+    base_size: int | None = None  # the base's size in the listing: a file of another is refused
 
     def paths(self) -> list[str]:
         return ([self.base] if self.base is not None else []) + list(self.logs)
 
     @classmethod
-    def of(cls, layout: TableLayout, piece: DataSlice) -> ReadUnit:
+    def of(cls, layout: TableLayout, piece: DataSlice, base_size: int | None = None) -> ReadUnit:
         """The unit of file slice ``piece`` of the table at ``layout``."""
         base = layout.data_file(piece.partition, piece.base) if piece.base is not None else None
-        return cls(base, tuple(layout.data_file(piece.partition, n) for n in piece.logs))
+        logs = tuple(layout.data_file(piece.partition, n) for n in piece.logs)
+        return cls(base, logs, base_size=base_size)
 
 
 def read_unit(
@@ -66,7 +68,9 @@ def read_unit(
     ``keep_dictionaries``: the text columns the base stores as Arrow dictionaries stay so (a
     compaction writes them as such: ``datafile.dictionaries_kept``)."""
     wanted = None if unit.keys is None else pa.array(unit.keys, pa.string())
-    base = read_parquet(fs, unit.base, threads=threads) if unit.base is not None else None
+    base = None
+    if unit.base is not None:
+        base = read_parquet(fs, unit.base, threads=threads, size=unit.base_size)
     if base is not None and keep_dictionaries:
         schema = dictionaries_kept(schema, base.schema)
     if base is not None and wanted is not None:
