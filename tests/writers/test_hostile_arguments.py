@@ -55,6 +55,14 @@ def test_a_file_where_the_table_would_be_is_named(tmp_path) -> None:
         (lambda c: c.archive(keep="a"), "archive: keep must be a whole number of at least 1"),
         (lambda c: c.archive(keep=0), "archive: keep must be a whole number of at least 1"),
         (lambda c: c.compact(min_log_files="x"), "compact: min_log_files must be a whole"),
+        (
+            lambda c: c.compact(min_log_files=-1),
+            "compact: min_log_files must be a whole number of at least 1, not -1",
+        ),
+        (
+            lambda c: c.compact(min_log_files=0),
+            "compact: min_log_files must be a whole number of at least 1, not 0",
+        ),
         (lambda c: c.timeline("bogus"), "no timeline 'bogus': one of data, metadata, global"),
     ],
 )

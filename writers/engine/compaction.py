@@ -59,14 +59,14 @@ def compact_data(
     min_log_bytes: int | None = None,
 ) -> str | None:
     """Compact the due file slices as one commit; returns its instant (None: none due)."""
-    if type(min_logs) is not int:
+    if type(min_logs) is not int or min_logs < 1:
         raise ConfigError(
-            f"compact: min_log_files must be a whole number, not {min_logs!r:.40}",
+            f"compact: min_log_files must be a whole number of at least 1, not {min_logs!r:.40}",
             table=table.path,
         )
     started = perf_counter()
     reader = metadata.reader()
-    due = due_slices(checked_files(reader), max(1, min_logs), min_log_bytes)
+    due = due_slices(checked_files(reader), min_logs, min_log_bytes)
     if not due:
         return None
     schema = schema_as_of(table)
