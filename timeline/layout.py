@@ -158,6 +158,15 @@ def parse_data_file_name(name: str) -> DataFileName:
     return parsed
 
 
+def data_file_name_of(name: str) -> DataFileName | None:
+    """:func:`parse_data_file_name` of a name (a path's last part), None when it is not a
+    data file name (a foreign file, a test's bytes)."""
+    try:
+        return parse_data_file_name(name.rsplit("/", 1)[-1])
+    except InvalidPathError:
+        return None
+
+
 @dataclass(frozen=True)
 class TableLayout:
     """Paths of one table. ``root`` is the fsspec path of the base folder (no protocol)."""

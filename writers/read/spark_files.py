@@ -97,7 +97,7 @@ def _merged(unit: dict[str, Any], read: FileRead, schema: pa.Schema) -> pa.Table
     opened = [filesystem(u, read.storage) for u in [*unit["logs"], unit["base"]] if u]
     fs, paths = opened[0][0], [path for _, path in opened]
     base = paths[-1] if unit["base"] else None
-    local = ReadUnit(base, tuple(paths[: len(unit["logs"])]), read.keys, unit.get("base_size"))
+    local = ReadUnit(base, tuple(paths[: len(unit["logs"])]), read.keys, unit["base_size"])
     return read_unit(fs, local, schema, read.derive_key, read.ordering, threads=False)
 
 

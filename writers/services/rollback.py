@@ -26,9 +26,8 @@ from lakebraid.metadata.records import Partition
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import progress
 from lakebraid.timeline.bodies import RestorePlan, RollbackPlan, encode_body
-from lakebraid.timeline.errors import InvalidPathError
 from lakebraid.timeline.instant import Action, Instant
-from lakebraid.timeline.layout import parse_data_file_name
+from lakebraid.timeline.layout import data_file_name_of
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import LostCompletionError, WriteError
 from lakebraid.writers.services.lifecycle import (
@@ -107,10 +106,8 @@ def check_not_built_upon(table: TableTimelines, target: Instant) -> None:
 
 def _instant_of(name: str) -> str | None:
     """The instant of a data file name (a base or a log), None for a name of another form."""
-    try:
-        return parse_data_file_name(name.rsplit("/", 1)[-1]).instant
-    except InvalidPathError:
-        return None
+    parsed = data_file_name_of(name)
+    return None if parsed is None else parsed.instant
 
 
 def check_dependents(table: TableTimelines, target: Instant) -> None:

@@ -43,9 +43,9 @@ from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.integrity import guarded
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import progress
-from lakebraid.timeline.errors import InvalidPathError, LakebraidError
+from lakebraid.timeline.errors import LakebraidError
 from lakebraid.timeline.instant import Action, Instant
-from lakebraid.timeline.layout import DataFileName, TimelineKind, parse_data_file_name
+from lakebraid.timeline.layout import TimelineKind, data_file_name_of, parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.errors import CorruptDataFileError
 from lakebraid.writers.services import commit_points as points
@@ -83,14 +83,7 @@ def found_files(table: TableTimelines) -> Found:
 def foreign_files(found: Found) -> list[str]:
     """Files of data file extensions in the table's folders that are not named as lakebraid
     data files (a copied Spark part file, another table's files): no part of the table."""
-    return [f"{p}/{n}".lstrip("/") for p, n, _ in found if _parsed(n) is None]
-
-
-def _parsed(name: str) -> DataFileName | None:
-    try:
-        return parse_data_file_name(name)
-    except InvalidPathError:
-        return None
+    return [f"{p}/{n}".lstrip("/") for p, n, _ in found if data_file_name_of(n) is None]
 
 
 def _statuses(
@@ -113,7 +106,7 @@ def rebuild(table: TableTimelines, found: Found | None = None) -> tuple[Listing,
     newest: dict[str, tuple[int, str, str, int]] = {}
     logs: list[tuple[str, str, int]] = []
     for partition, name, size in found_files(table) if found is None else found:
-        parsed = _parsed(name)  # None: a foreign file (:func:`foreign_files`)
+        parsed = data_file_name_of(name)  # None: a foreign file (:func:`foreign_files`)
         rank = None if parsed is None else order.get(parsed.instant)
         if parsed is None or rank is None:
             continue

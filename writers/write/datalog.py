@@ -62,8 +62,7 @@ from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.integrity import check_structure
 from lakebraid.metadata.keyorder import sort_order
-from lakebraid.timeline.errors import InvalidPathError
-from lakebraid.timeline.layout import parse_data_file_name
+from lakebraid.timeline.layout import data_file_name_of
 from lakebraid.writers.errors import CorruptDataLogError
 from lakebraid.writers.write.logfooter import KeyFooter, SliceKeys
 
@@ -275,8 +274,8 @@ def blocks_in(
     while offset < len(data):
         if keys is not None:
             frame = _frame(data, offset, path)
-            _check_owner(frame.header, owner, frame.bad)
-            if not frame.footer.may_hold_any(keys):
+            if not frame.footer.may_hold_any(keys):  # skipped: its header checked alone
+                _check_owner(frame.header, owner, frame.bad)
                 offset += frame.size
                 continue
         block = decode_block(data, offset, path, thorough=thorough)
@@ -288,11 +287,8 @@ def blocks_in(
 def _owner(path: str) -> tuple[str, str] | None:
     """(file id, instant) of the log file ``path`` by its name; None for a name of another
     form (a test's bytes)."""
-    try:
-        parsed = parse_data_file_name(path.rsplit("/", 1)[-1])
-    except InvalidPathError:
-        return None
-    return parsed.file_id, parsed.instant
+    parsed = data_file_name_of(path)
+    return None if parsed is None else (parsed.file_id, parsed.instant)
 
 
 def _check_owner(header: DataLogHeader, owner: tuple[str, str] | None, bad: Bad) -> None:
