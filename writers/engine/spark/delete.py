@@ -40,6 +40,7 @@ from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import filesystem
+from lakebraid.timeline.error_wire import from_wire, ships_errors
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import text_to_type
@@ -77,6 +78,7 @@ TAGGED_SCHEMA = pa.schema(
 )
 
 
+@ships_errors
 def _keys(
     ctx_bytes: bytes, key_type: str | None, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
@@ -92,6 +94,7 @@ def _keys(
         yield pa.RecordBatch.from_arrays([keys, pa.array(groups)], schema=KEYS_SCHEMA)
 
 
+@ships_errors
 def _tag(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """This task's keys (every copy of a key is here) once each, located; the present ones
     as deletes routed to the file group holding them."""
@@ -155,7 +158,10 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
             try:
                 found = tagged.select(OLD_PARTITION, OLD_FILE_ID).distinct().collect()
             except Exception as exc:  # _keys refused a key: nothing is written yet
-                raise _refused_keys(exc, table.path) from None
+                refused = _refused_keys(exc, table.path)
+                if refused is exc:
+                    raise
+                raise refused from None
             targets = sorted((row[0], row[1]) for row in found)
 
             def write(time: str) -> list[WriteStatus]:
@@ -183,14 +189,12 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
 
 
 def _refused_keys(exc: Exception, table: str) -> Exception:
-    """A failed key job as the in-process delete reports it: a null key, or a key
-    ``index.keys.key_array`` refused in a task (its message, without the worker's traceback);
-    any other failure as it is."""
-    text = str(exc)
-    if NULL_ROWS in text:
+    """A failed key job as the in-process delete reports it: a null key, or the lakebraid
+    error a task raised (``timeline.error_wire``; a refused key names this table); any other
+    failure as it is."""
+    if NULL_ROWS in str(exc):
         return RecordKeyError("delete: null key(s); record keys are never null", table=table)
-    marker = "RecordKeyError: "
-    if marker in text:
-        message = text.split(marker, 1)[1].split("\n", 1)[0]
-        return RecordKeyError(message.split(" [table ", 1)[0], table=table)
-    return exc
+    found = from_wire(str(exc))
+    if isinstance(found, RecordKeyError):
+        return RecordKeyError(found.message, table=table)
+    return exc if found is None else found

@@ -21,9 +21,9 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
                                    slots' hash ranges joined by partition
                                    (``writers.engine.spark.routing``)
     repartition(tasks) + mapInArrow(rewrite)   the file groups dealt by estimated cost to
-                                   at most ``REWRITE_TASKS_PER_CORE`` tasks per core (a task
-                                   each when they bring ``ALONE_ROWS`` rows each: a bulk
-                                   insert; ``routing.deal``, ``routing.task_keys``), each
+                                   at most ``routing.REWRITE_TASKS_PER_CORE`` tasks per core
+                                   (a task each when they bring ``routing.ALONE_ROWS`` rows
+                                   each: a bulk insert; ``routing.deal``, ``task_keys``), each
                                    group's rows whole in one
                                    task: its base rewritten, or in a merge-on-read table one
                                    log appended to its slice (``writers.write.logappend``)
@@ -64,12 +64,14 @@ from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import filesystem
+from lakebraid.timeline.error_wire import executor_errors, ships_errors
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.engine.spark.jobconf import cache_settings, job_settings
 from lakebraid.writers.engine.spark.routing import (
     KEY_HASH,
     deal,
     rewrite_costs,
+    rewrite_tasks,
     route_rows,
     task_keys,
 )
@@ -101,15 +103,8 @@ RI_GROUP = "_braid_ri_group"
 # each row's group and the shuffle gives each group its task (one lookup each)
 SINGLE_PASS_GROUPS = 16
 STATUS = "status"
+STATUS_SCHEMA = f"{STATUS} binary"
 TASK = "_braid_task"  # the rewrite's shuffle key: the task of each file group
-# a rewrite task per file group cost ~60-80 ms of Spark's own work per task (1M-row upsert
-# into 60 groups on 2 cores, routing and rewrite: 8.4-8.8 s in 60 tasks, 6.9-7.5 in 8); a few
-# tasks per core still let a fast core take over the groups of a slow one
-REWRITE_TASKS_PER_CORE = 4
-# ... unless the groups bring this many rows each on average (a bulk insert): their tasks are
-# long beside Spark's cost, and a task per group overlaps one task's transfer from the JVM
-# with another's Python work (10M rows in 60 groups: 59-71 s a task per group, 63-75 dealt)
-ALONE_ROWS = 50_000
 # what a tagging task raises on a row with a null record key or precombine value (the
 # first pass over the input checks them, so no job of its own reads the input for it)
 NULL_ROWS = "lakebraid: null key or precombine value"  # or a NaN precombine value
@@ -161,6 +156,7 @@ def _prepared(table: pa.Table, ctx: Context) -> pa.Table:
     return table.append_column(OP, pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), table.num_rows))
 
 
+@ships_errors
 def _prepare(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Rows prepared, with their record-index file group (the shuffle key of a table of
     many groups)."""
@@ -172,6 +168,7 @@ def _prepare(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
         yield from plain(table.append_column(RI_GROUP, pa.array(groups))).to_batches()
 
 
+@ships_errors
 def _dedup_tag(
     ctx_bytes: bytes,
     prepared: bool,
@@ -218,6 +215,7 @@ def _stored_rows(ctx: Context, fs: Any, root: str) -> Any:
     return partial(base_rows, fs, layout, ctx.files)
 
 
+@ships_errors
 def _rewrite(
     tasks_bytes: bytes, names: list[str], key: str | None, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
@@ -284,7 +282,8 @@ def route_frame(
     held = F.col(OLD_FILE_ID).isNotNull()  # keys the table already holds
     tagged = cached.where(~held) if existing == "drop" and tagging else cached
     try:
-        counts, touched, rows = summarize(cached, tally, ctx.key, existing, operation, table)
+        with executor_errors():  # a tagging task's lakebraid error raised as itself
+            counts, touched, rows = summarize(cached, tally, ctx.key, existing, operation, table)
     except BaseException:
         cached.unpersist()
         raise
@@ -335,16 +334,6 @@ def cache(frame: DataFrame) -> DataFrame:
         return frame.persist()
 
 
-def rewrite_tasks(spark: Any, groups: int, rows: int = 0) -> int:
-    """How many Spark tasks rewrite ``groups`` file groups receiving ``rows`` rows: one per
-    group up to ``REWRITE_TASKS_PER_CORE`` per core of the session, or one per group when
-    they receive ``ALONE_ROWS`` rows each on average."""
-    if rows >= ALONE_ROWS * groups:
-        return max(1, groups)
-    cores = max(1, spark.sparkContext.defaultParallelism)
-    return max(1, min(groups, REWRITE_TASKS_PER_CORE * cores))
-
-
 def rewrite_frame(
     routed: DataFrame,
     targets: list[tuple[str, str]],
@@ -390,10 +379,7 @@ def rewrite_frame(
     routing = (*WORK_COLUMNS, RI_GROUP, "_task_partition", "_task_file_id")  # KEY_HASH among them
     frame = frame.drop(*[c for c in routing if c in frame.columns])
     names = [f"{partition}\x00{file_id}" for partition, file_id in targets]
-    statuses = (
-        frame.repartition(count, TASK)
-        .drop(TASK)
-        .mapInArrow(functools.partial(_rewrite, packed, names, key), f"{STATUS} binary")
-        .collect()
-    )
-    return [decode_status(r[STATUS]) for r in statuses]
+    rewrite = functools.partial(_rewrite, packed, names, key)
+    with executor_errors():  # a task's lakebraid error (or missing file) raised as itself
+        statuses = frame.repartition(count, TASK).drop(TASK).mapInArrow(rewrite, STATUS_SCHEMA)
+        return [decode_status(r[STATUS]) for r in statuses.collect()]

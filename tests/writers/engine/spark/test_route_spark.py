@@ -18,7 +18,7 @@ from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.hashing import stable_hashes
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.engine.spark import pipeline
+from lakebraid.writers.engine.spark import pipeline, routing
 from lakebraid.writers.engine.spark.routing import KEY_HASH, route_rows, task_keys, unsigned_mod
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
 from lakebraid.writers.write.route import (
@@ -185,9 +185,9 @@ def test_more_file_groups_than_rewrite_tasks_are_each_written_whole(
     """An upsert touching 24 file groups (one per day), on a session that rewrites them in
     fewer tasks: every group's updates, inserts and moves land, the table equals a model."""
     days = 24
-    assert pipeline.rewrite_tasks(spark, days) < days  # several groups share a task
-    assert pipeline.rewrite_tasks(spark, 3) == 3
-    assert pipeline.rewrite_tasks(spark, days, days * pipeline.ALONE_ROWS) == days  # a bulk
+    assert routing.rewrite_tasks(spark, days) < days  # several groups share a task
+    assert routing.rewrite_tasks(spark, 3) == 3
+    assert routing.rewrite_tasks(spark, days, days * routing.ALONE_ROWS) == days  # a bulk
     path = str(tmp_path / "t")
     client = WriteClient.create(path, "id", ["day"], "ts", table_type=kind, spark=spark)
     client.bulk_insert(day_rows(list(range(240)), [i % days for i in range(240)], 1))
