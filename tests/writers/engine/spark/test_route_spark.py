@@ -202,3 +202,34 @@ def test_more_file_groups_than_rewrite_tasks_are_each_written_whole(
     got = {r["id"]: (r["day"], r["ts"]) for r in after.to_pylist()}
     assert len(after) == len(model) and got == model
     assert WriteClient.open(path, spark).validate() == []
+
+
+def test_one_pass_tagging_takes_a_task_per_core_whatever_the_input_partitions(
+    tmp_path, spark, monkeypatch
+) -> None:
+    """Each one-pass tagging task looks its keys up in every record-index group, so tasks
+    beyond the cores only multiply index reads: an input of 8 partitions into a table of 6
+    groups is tagged in a task per core (it took one per input partition, up to one per
+    group), and the upsert still matches its rows."""
+    path = str(tmp_path / "t")
+    options = {"metadata.record_index.min.groups": 6, "write.inprocess.max.rows": 0}
+    client = WriteClient.create(path, "id", ["day"], "ts", spark=spark, **options)
+    client.bulk_insert(day_rows(list(range(40)), [i % 3 for i in range(40)], 1))
+    assert client.metadata.reader().point.group_counts["record_index"] == 6
+    tagged = []
+    real_cache = pipeline.cache
+
+    def watched(frame):
+        tagged.append(frame.rdd.getNumPartitions())
+        return real_cache(frame)
+
+    monkeypatch.setattr(pipeline, "cache", watched)
+    incoming = day_rows(list(range(30, 60)), [i % 3 for i in range(30, 60)], 2)
+    frame = spark.createDataFrame(incoming.to_pandas()).repartition(8)
+    assert frame.rdd.getNumPartitions() == 8
+    WriteClient.open(path, spark).upsert(frame)
+    assert tagged == [max(2, spark.sparkContext.defaultParallelism)]
+    got = WriteClient.open(path).read_arrow()
+    assert sorted(got.column("id").to_pylist()) == list(range(60))
+    stamps = dict(zip(got.column("id").to_pylist(), got.column("ts").to_pylist(), strict=True))
+    assert stamps == {i: (2 if i >= 30 else 1) for i in range(60)}
