@@ -89,8 +89,8 @@ def ships_errors(run: Callable[P, Iterator[T]]) -> Callable[P, Iterator[T]]:
     def shipping(*args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
         try:
             yield from run(*args, **kwargs)
-        except (LakebraidError, FileNotFoundError) as exc:
-            line = wire_line(exc)
+        except Exception as exc:
+            line = wire_line(exc)  # the one place that says which errors travel
             if line is None:
                 raise
             raise RuntimeError(line) from exc

@@ -40,7 +40,7 @@ from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import filesystem
-from lakebraid.timeline.error_wire import from_wire, ships_errors
+from lakebraid.timeline.error_wire import executor_errors, ships_errors
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import text_to_type
@@ -156,10 +156,11 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
     with job_settings(frame.sparkSession):  # every Spark job of the delete
         try:
             try:
-                found = tagged.select(OLD_PARTITION, OLD_FILE_ID).distinct().collect()
+                with executor_errors():  # a task's lakebraid error raised as itself
+                    found = tagged.select(OLD_PARTITION, OLD_FILE_ID).distinct().collect()
             except Exception as exc:  # _keys refused a key: nothing is written yet
-                refused = _refused_keys(exc, table.path)
-                if refused is exc:
+                refused = _refused_key(exc, table.path)
+                if refused is None:
                     raise
                 raise refused from None
             targets = sorted((row[0], row[1]) for row in found)
@@ -188,13 +189,11 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
     return time
 
 
-def _refused_keys(exc: Exception, table: str) -> Exception:
-    """A failed key job as the in-process delete reports it: a null key, or the lakebraid
-    error a task raised (``timeline.error_wire``; a refused key names this table); any other
-    failure as it is."""
+def _refused_key(exc: Exception, table: str) -> RecordKeyError | None:
+    """A key the key job refused, as the in-process delete reports it (naming this table): a
+    null key, or a key ``index.keys.key_array`` refused in a task; None for any other failure."""
     if NULL_ROWS in str(exc):
         return RecordKeyError("delete: null key(s); record keys are never null", table=table)
-    found = from_wire(str(exc))
-    if isinstance(found, RecordKeyError):
-        return RecordKeyError(found.message, table=table)
-    return exc if found is None else found
+    if isinstance(exc, RecordKeyError):
+        return RecordKeyError(exc.message, table=table)
+    return None
