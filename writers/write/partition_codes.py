@@ -9,13 +9,17 @@ dictionary. Both keep the rows' text out of Python: each column is dictionary-en
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.timeline.layout import partition_path
+
+SPLIT_ROWS = 1 << 20  # plain rows from which a column is encoded on a thread per core
 
 
 def partition_paths(table: pa.Table, fields: Sequence[str]) -> pa.Array:
@@ -85,14 +89,32 @@ def _combined(
 def _value_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array, pa.ChunkedArray | None]:
     """:func:`codes` of one column of any type (its dictionary keeps the column's type), and
     the column as dictionaries of that one dictionary (None for a column of no chunks)."""
-    chunks = [
-        part if pa.types.is_dictionary(part.type) else pc.dictionary_encode(part)
-        for part in column.chunks
-    ]
+    chunks = _encoded(column.chunks)
     if not chunks:
         return np.empty(0, np.int32), pa.array([], column.type), None
     unified = pa.chunked_array(chunks).unify_dictionaries()
     return *_indices(unified), unified
+
+
+def _encoded(chunks: Sequence[pa.Array]) -> list[pa.Array]:
+    """``chunks`` as dictionary arrays (each its own dictionary). Plain chunks of a write's
+    size are cut into one piece per core, encoded on threads (Arrow's hash kernel releases
+    the GIL; 10M rows of a 30-value text column: 0.14 s against 0.26 on one thread)."""
+    plain = [c for c in chunks if not pa.types.is_dictionary(c.type)]
+    cores = os.cpu_count() or 1
+    if cores < 2 or sum(len(c) for c in plain) < SPLIT_ROWS:
+        return [c if pa.types.is_dictionary(c.type) else pc.dictionary_encode(c) for c in chunks]
+    pieces: list[pa.Array] = []
+    for chunk in chunks:
+        step = max(1, -(-len(chunk) // cores))
+        cut = len(chunk) >= SPLIT_ROWS and not pa.types.is_dictionary(chunk.type)
+        pieces += [chunk.slice(at, step) for at in range(0, len(chunk), step)] if cut else [chunk]
+    with ThreadPoolExecutor(cores) as pool:
+        return list(
+            pool.map(
+                lambda c: c if pa.types.is_dictionary(c.type) else pc.dictionary_encode(c), pieces
+            )
+        )
 
 
 def _unified(chunks: Sequence[pa.Array]) -> tuple[np.ndarray, pa.Array]:

@@ -113,3 +113,21 @@ def test_codes_of_a_dictionary_naming_a_value_twice_are_equal_for_equal_values(
     assert [None if c < 0 else found[c] for c in got.tolist()] == want
     valued = [c for c, w in zip(got.tolist(), want, strict=True) if w is not None]
     assert all(found[c] is not None for c in valued)
+
+
+def test_a_large_column_encodes_in_pieces_as_one() -> None:
+    """Past ``SPLIT_ROWS`` plain rows a column is encoded in pieces on threads: the paths and
+    the coded column still give every row's own value (nulls too, chunks of any length)."""
+    from lakebraid.writers.write.partition_codes import SPLIT_ROWS
+
+    n = SPLIT_ROWS + 12_345
+    days = np.array(["d00", "d07", "d13", None, "dé"], dtype=object)
+    rng = np.random.default_rng(3)
+    values = days[rng.integers(0, len(days), n)]
+    column = pa.chunked_array(  # a small chunk kept whole, a large one cut
+        [pa.array(values[:999].tolist(), pa.string()), pa.array(values[999:].tolist())]
+    )
+    paths, coded = encode_partitions(pa.table({"day": column}), ["day"])
+    expected = [partition_path(["day"], [v]) for v in values.tolist()]
+    assert paths.to_pylist() == expected
+    assert pc.cast(coded["day"], pa.string()).to_pylist() == values.tolist()

@@ -1,0 +1,56 @@
+"""Merge-on-read under schema evolution (``evolution_fixtures``) written by the Spark engine
+(``write.inprocess.max.rows=0``: every upsert appends logs in executors, the rows given as
+Spark DataFrames) against copy-on-write written in-process and the model: both read as the
+model now and as of every earlier instant, before and after a final compaction; a wider type
+is refused by name on both engines, nothing written; ``validate()`` is clean."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+from evolution_fixtures import check_history, evolve
+
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import InputError
+
+pytestmark = [pytest.mark.xdist_group("spark"), pytest.mark.slow]
+OPTIONS = {"metadata.compact.max.log.files": 3, "metadata.compact.log.ratio": 0}
+
+
+def test_spark_schema_evolution_reads_as_the_model(tmp_path, spark) -> None:
+    cow = WriteClient.create(str(tmp_path / "cow"), "id", ["day"], "ts", **OPTIONS)
+    path = str(tmp_path / "mor")
+    WriteClient.create(
+        path,
+        "id",
+        ["day"],
+        "ts",
+        table_type="merge_on_read",
+        **OPTIONS,
+        **{"write.inprocess.max.rows": 0},
+    )
+    mor = WriteClient.open(path, spark)
+
+    def write(data: pa.Table) -> list[str] | None:
+        frame = spark.createDataFrame(data.to_pandas())
+        outcomes = []
+        for client, rows in ((cow, data), (mor, frame)):
+            try:
+                outcomes.append(client.upsert(rows))
+            except InputError as exc:
+                outcomes.append(exc)
+        refused = [o for o in outcomes if isinstance(o, InputError)]
+        assert len(refused) in (0, 2), outcomes
+        if refused:
+            assert all("in the table" in str(e) for e in refused), refused
+            return None
+        return outcomes
+
+    history = evolve(random.Random(7), [cow, mor], write, 8)
+    assert len(mor.schema()) > 4, "no column was added"
+    check_history([cow, mor], history)
+    assert cow.validate() == [] and mor.validate() == []
+    assert mor.compact() is not None
+    check_history([cow, mor], history)
