@@ -38,6 +38,9 @@ RUNS = {
     # issue 17: the same workload through the Spark engine on local[2], beside the in-process one
     "spark_engine": ["spark_engine.py", "--rows", "10000000"],
     "listing": ["listing.py", "--partitions", "5000"],
+    # the floor under listing's 5,000-partition write: pyarrow's encoding and file creation
+    # alone, beside delta-rs's whole write
+    "small_files": ["small_files.py", "--partitions", "5000"],
     "skipping": ["skipping.py", "--rows", "2000000", "--files", "100"],
     # the fixed cost of a commit (one-row appends) and what it does, beside delta-rs
     "commit_anatomy": ["commit_anatomy.py"],
@@ -68,6 +71,7 @@ QUICK = {
     "merge_on_read": ["merge_on_read.py", "--rows", "50000"],
     "spark_engine": ["spark_engine.py", "--rows", "50000"],
     "listing": ["listing.py", "--partitions", "200", "--runs", "3"],
+    "small_files": ["small_files.py", "--partitions", "200", "--runs", "2"],
     "skipping": ["skipping.py", "--rows", "100000", "--files", "20"],
     "commit_anatomy": ["commit_anatomy.py", "--warm", "3", "--commits", "3", "--counted", "2"],
     "secondary": ["secondary.py", "--rows", "200000", "--file-rows", "10000"],
