@@ -9,7 +9,7 @@ points (``evolve``); reads compared with the model now and as of every instant
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -17,6 +17,7 @@ import pyarrow as pa
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.errors import InputError
 
+OPTIONS = {"metadata.compact.max.log.files": 3, "metadata.compact.log.ratio": 0}
 KINDS = ["int32", "int64", "float32", "float64", "string", "dictionary"]
 # what each kind of new column is given as in a later write: its own type, a narrower one
 # (widened into the table's) or the same values in another encoding; now and then a wider
@@ -81,12 +82,13 @@ def matches(client: WriteClient, model: Model, as_of: str | None = None) -> None
         assert got == {n: expected.get(n) for n in names}, key
 
 
-def upsert_both(clients: list[WriteClient], data: pa.Table) -> list[str] | None:
-    """The upsert on every table; None when all refused it (the same error on each)."""
+def upsert_all(writes: Sequence[tuple[WriteClient, Any]]) -> list[str] | None:
+    """Each (table, its rows: a pyarrow table or a Spark DataFrame) upserted, the instants;
+    None when every table refused its rows (the same error on each, naming the column)."""
     done, refused = [], []
-    for client in clients:
+    for client, rows in writes:
         try:
-            done.append(client.upsert(data))
+            done.append(client.upsert(rows))
         except InputError as exc:
             refused.append(str(exc).split(" [table ")[0])
     assert not (done and refused), refused

@@ -8,11 +8,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from evolution_fixtures import check_history, evolve, upsert_both
+from evolution_fixtures import OPTIONS, check_history, evolve, upsert_all
 
 from lakebraid.writers.client import WriteClient
-
-OPTIONS = {"metadata.compact.max.log.files": 3, "metadata.compact.log.ratio": 0}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -23,7 +21,7 @@ def test_schema_evolution_reads_as_the_model_on_both_types(tmp_path, seed: int) 
         str(tmp_path / "mor"), "id", ["day"], "ts", table_type="merge_on_read", **OPTIONS
     )
     clients = [cow, mor]
-    history = evolve(rng, clients, lambda data: upsert_both(clients, data), 14)
+    history = evolve(rng, clients, lambda data: upsert_all([(c, data) for c in clients]), 14)
     assert len(mor.schema()) > 4, "no column was added"
     check_history(clients, history)
     assert cow.validate() == [] and mor.validate() == []

@@ -10,7 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.timeline.layout import partition_path
-from lakebraid.writers.write.partition_codes import codes, encode_partitions, partition_paths
+from lakebraid.writers.write.partition_codes import (
+    SPLIT_ROWS,
+    codes,
+    encode_partitions,
+    partition_paths,
+)
 
 TEXTS = st.lists(st.sampled_from(["a", "b", "é", ""]) | st.none(), max_size=20)
 
@@ -118,8 +123,6 @@ def test_codes_of_a_dictionary_naming_a_value_twice_are_equal_for_equal_values(
 def test_a_large_column_encodes_in_pieces_as_one() -> None:
     """Past ``SPLIT_ROWS`` plain rows a column is encoded in pieces on threads: the paths and
     the coded column still give every row's own value (nulls too, chunks of any length)."""
-    from lakebraid.writers.write.partition_codes import SPLIT_ROWS
-
     n = SPLIT_ROWS + 12_345
     days = np.array(["d00", "d07", "d13", None, "dé"], dtype=object)
     rng = np.random.default_rng(3)
