@@ -97,20 +97,31 @@ class SortedRun(NamedTuple):
 
     def locate(self, probe: np.ndarray) -> np.ndarray:
         """Per key of ``probe`` (``S<w>`` of the run's width, any order, repeats allowed): the
-        row of the run holding it, -1 where none does."""
-        view = self.view
+        row of the run holding it, -1 where none does. Only keys that share the run's prefix
+        and whose word lies within the run's are searched, in word order (one sweep of the
+        run, not one per sorted run of the probe: 10 runs of 3,300 keys in 333k, 1.9 ms
+        against 3.6), each result put back at its key."""
         rows = np.full(len(probe), -1, np.int64)
-        inside = np.flatnonzero((probe >= view[0]) & (probe <= view[-1]))
+        theirs = key_words(probe, self.skip)
+        inside = (theirs >= self.words[0]) & (theirs <= self.words[-1])
+        if self.skip:
+            inside &= _prefixed(probe, self.view[0], self.skip)
+        inside = np.flatnonzero(inside)
         if len(inside):
-            at, found = self._search(probe[inside])
+            inside = inside[np.argsort(theirs[inside], kind="stable")]  # timsort: merges runs
+            at, found = self._search(probe[inside], theirs[inside])
             rows[inside[found]] = at
         return rows
 
-    def _search(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Rows of the run equal to some of ``wanted`` (keys within the run's first and last,
-        so sharing their prefix; any order) and which."""
+    def _search(
+        self, wanted: np.ndarray, theirs: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of the run equal to some of ``wanted`` (keys sharing the run's prefix, their
+        words within its first and last; any order; ``theirs``: their words, when known)
+        and which."""
         view = self.view
-        ours, theirs = self.words, key_words(wanted, self.skip)
+        ours = self.words
+        theirs = key_words(wanted, self.skip) if theirs is None else theirs
         rows = np.searchsorted(ours, theirs)  # the first row of each word (< len: in range)
         if view.itemsize - self.skip <= 8:  # the word holds every byte after the prefix
             found = np.flatnonzero(ours[rows] == theirs)
@@ -118,10 +129,25 @@ class SortedRun(NamedTuple):
         hit = view[rows] == wanted
         tied = np.flatnonzero(~hit & (ours[rows] == theirs))  # rows of one word: search them
         if len(tied):
-            rows[tied] = np.searchsorted(view, wanted[tied])
+            # (a key past the run's last, of its last word: no row; the last is compared)
+            rows[tied] = np.minimum(np.searchsorted(view, wanted[tied]), len(view) - 1)
             hit[tied] = view[rows[tied]] == wanted[tied]
         found = np.flatnonzero(hit)
         return rows[found].astype(np.int64), found
+
+
+def _prefixed(view: np.ndarray, first: bytes, skip: int) -> np.ndarray:
+    """Per item of ``view`` (``S<w>``): whether its first ``skip`` bytes are those of
+    ``first`` (an item of the same width; numpy drops its trailing zero bytes)."""
+    first = bytes(first).ljust(view.itemsize, b"\0")
+    if view.itemsize >= 8 and skip <= 8:  # the prefix in each item's first 8 bytes
+        whole = np.ascontiguousarray(view)
+        head = np.ndarray((len(view),), dtype="<u8", buffer=whole, strides=(view.itemsize,))
+        mask = np.uint64((1 << 8 * skip) - 1)  # its bytes, little-endian: no byte swap
+        start = np.frombuffer(first[:8], dtype="<u8")[0]
+        return (head & mask) == (start & mask)
+    head = view.view(np.uint8).reshape(len(view), view.itemsize)[:, :skip]
+    return (head == np.frombuffer(first[:skip], np.uint8)).all(axis=1)
 
 
 def _one_run(keys: pa.Array) -> SortedRun | None:
@@ -133,16 +159,8 @@ def _one_run(keys: pa.Array) -> SortedRun | None:
     if view is None:
         return None
     run = SortedRun.of(view)
-    if run.skip and view.itemsize >= 8 and run.skip <= 8:  # the prefix in each key's first 8
-        whole = np.ascontiguousarray(view)
-        first = np.ndarray((len(view),), dtype="<u8", buffer=whole, strides=(view.itemsize,))
-        mask = np.uint64((1 << 8 * run.skip) - 1)  # its bytes, little-endian: no byte swap
-        if not bool(((first & mask) == (first[0] & mask)).all()):
-            return None
-    elif run.skip:
-        head = view.view(np.uint8).reshape(len(view), view.itemsize)[:, : run.skip]
-        if not bool((head == head[0]).all()):
-            return None
+    if run.skip and not bool(_prefixed(view, view[0], run.skip).all()):
+        return None
     words = run.words
     rises = words[1:] > words[:-1]
     if rises.all():

@@ -249,11 +249,13 @@ def _steps_of(offsets: np.ndarray, width: int, block: int = 1 << 16) -> bool:
     return True
 
 
-def fixed_view(array: pa.Array) -> np.ndarray | None:
+def fixed_view(array: pa.Array, *, decoded_from: pa.Array | None = None) -> np.ndarray | None:
     """The strings of ``array`` as a numpy ``S<width>`` array (no copy) when they all have one
     width, else None; a ``fixed_size_binary`` array (a base file's fixed-width key column) is
     viewed as is. numpy orders such arrays bytewise, unsigned, as Arrow does (equal widths:
-    the trailing zero bytes numpy ignores cannot change an order or an equality)."""
+    the trailing zero bytes numpy ignores cannot change an order or an equality).
+    ``decoded_from``: the dictionary ``array`` was decoded from (each of its values one of
+    them), so their one width is its too and its offsets need no check one by one."""
     if pa.types.is_fixed_size_binary(array.type):
         width = array.type.byte_width
         if array.null_count or width == 0 or len(array) == 0:
@@ -267,7 +269,11 @@ def fixed_view(array: pa.Array) -> np.ndarray | None:
     width = int(offsets[1]) - first
     if width == 0 or last - first != width * len(array):
         return None
-    if len(array) > 1 and not _steps_of(offsets, width):
+    if decoded_from is not None:
+        known = fixed_view(decoded_from)
+        if known is None or known.itemsize != width:
+            return None
+    elif len(array) > 1 and not _steps_of(offsets, width):
         return None
     return _data(array)[first:last].view(f"S{width}")
 

@@ -106,3 +106,18 @@ def test_a_base_sorted_but_for_one_key_of_another_prefix_is_not_searched() -> No
     keys = pa.array(["aa00000001", "zz00000005", "aa00000009"], pa.string())
     probe = pa.array(["aa00000009", "zz00000005", "aa00000001"], pa.string())
     assert locate(keys, probe).tolist() == [2, 1, 0]
+
+
+def test_a_probe_of_another_prefix_but_a_base_key_s_word_is_absent() -> None:
+    # the words after the shared prefix "aa" are equal; the prefix is not
+    keys = pa.array(["aa00000001", "aa00000005", "aa00000009"], pa.string())
+    probe = pa.array(["zz00000005", "aa00000005", "ab00000005"], pa.string())
+    assert locate(keys, probe).tolist() == [-1, 1, -1]
+
+
+def test_a_probe_past_the_last_key_sharing_its_word_is_absent() -> None:
+    # 20-byte keys with no shared prefix: the word is their first 8 bytes, ties go on to the
+    # whole key, and the probe sorts after every key of the run
+    keys = pa.array(["a" * 20, "b" + "a" * 19], pa.string())
+    probe = pa.array(["b" + "a" * 18 + "z", "b" + "a" * 19, "a" * 19 + "b"], pa.string())
+    assert locate(keys, probe).tolist() == [-1, 1, -1]

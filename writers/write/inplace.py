@@ -52,6 +52,8 @@ def replaced(
     if not len(rows):
         return cast_column(column, kind)
     items = _items(values, kind) if values.null_count == 0 else None
+    if items is not None and _unchanged(column, items, kind):
+        return cast_column(column, kind)
     if items is not None:  # new values of one width: numpy gathers the picks
         new: pa.Array | np.ndarray = items if picks is None else items[picks]
     else:
@@ -70,13 +72,13 @@ def _chunk(
 ) -> pa.Array:
     """One chunk of :func:`replaced`; ``new``: its new values, as items of one width
     (:func:`_items`, no nulls) or an Arrow array."""
-    if len(rows) and isinstance(new, np.ndarray) and _unchanged(chunk, new, kind):
-        rows = rows[:0]  # every new value is the one the chunk holds: nothing to patch
     base = flat(cast_column(pa.chunked_array([chunk], chunk.type), kind))  # itself if of kind
     if not len(rows):
         return base
     if isinstance(new, np.ndarray):
-        items = _items(base, kind) if base.null_count == 0 else None
+        decoded = pa.types.is_dictionary(chunk.type) and kind == chunk.type.value_type
+        source = chunk.dictionary if decoded else None
+        items = _items(base, kind, source) if base.null_count == 0 else None
         if items is not None and items.dtype == new.dtype:
             writable = owned and items.flags.writeable
             target = items if writable else items.copy()
@@ -90,26 +92,39 @@ def _chunk(
     return pa.concat_arrays([base, new]).take(pa.array(at))
 
 
-def _unchanged(chunk: pa.Array, new: np.ndarray, kind: pa.DataType) -> bool:
+def _unchanged(column: pa.ChunkedArray, new: np.ndarray, kind: pa.DataType) -> bool:
     """Whether every new value (``new``: items of one width) equals the one value every row of
-    ``chunk`` holds: a one-value text dictionary without nulls (a partition column, a commit
-    time), whose rows then need no patch."""
-    if not pa.types.is_dictionary(chunk.type) or kind != chunk.type.value_type:
+    ``column`` holds: each chunk a one-value text dictionary without nulls, all of one value
+    (a partition column, a commit time), whose rows then need no patch."""
+    value = None
+    for chunk in column.chunks:
+        if not pa.types.is_dictionary(chunk.type) or kind != chunk.type.value_type:
+            return False
+        dictionary = chunk.dictionary
+        if len(dictionary) != 1 or chunk.null_count or dictionary.null_count:
+            return False
+        if value is not None and not dictionary.equals(value):
+            return False
+        value = dictionary
+    # (a valid index of a one-value dictionary is 0)
+    items = None if value is None else _items(value, kind)
+    if items is None or items.dtype != new.dtype:
         return False
-    dictionary = chunk.dictionary
-    if len(dictionary) != 1 or chunk.null_count or dictionary.null_count:
-        return False
-    value = _items(dictionary, kind)  # (a valid index of a one-value dictionary is 0)
-    if value is None or value.dtype != new.dtype:
-        return False
-    return bool((new == value[0]).all())
+    if new.dtype.kind == "u":
+        return bool((new == items[0]).all())
+    raw = np.ascontiguousarray(new).view(np.uint8).reshape(len(new), new.itemsize)
+    return bool((raw == items.view(np.uint8)).all())  # (numpy compares void items slowly)
 
 
-def _items(array: pa.Array, kind: pa.DataType) -> np.ndarray | None:
+def _items(
+    array: pa.Array, kind: pa.DataType, dictionary: pa.Array | None = None
+) -> np.ndarray | None:
     """The values of ``array`` (no nulls) as numpy items of one width, viewing its buffer
-    (writable when the buffer is mutable); None when they have no one width."""
+    (writable when the buffer is mutable); None when they have no one width.
+    ``dictionary``: text ``array`` was decoded from (``keyorder.fixed_view``'s
+    ``decoded_from``)."""
     if kind in _OFFSET:
-        text = fixed_view(array)
+        text = fixed_view(array, decoded_from=dictionary)
         return None if text is None else text.view(_WORD.get(text.itemsize, f"V{text.itemsize}"))
     try:
         width = kind.bit_width
