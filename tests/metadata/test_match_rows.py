@@ -2,7 +2,7 @@
 holds, whatever the order of the keys: one sorted run (a base file as written), a few runs
 (merges), many runs or keys of several widths (a hash join); checked against a dict.
 ``keymatch.locate`` gives, per probe key (any order, repeats allowed), the row holding it or
--1, on the same cases."""
+-1, and the keys held in the order of their rows, on the same cases."""
 
 from __future__ import annotations
 
@@ -92,27 +92,31 @@ def test_each_probe_key_is_found_at_its_row(
     probe = data.draw(st.lists(st.sampled_from(wanted), max_size=40)) if wanted else []
     got = locate(pa.array(keys, pa.string()), pa.array(probe, pa.string()))
     where = {k: i for i, k in enumerate(keys)}
-    assert got.tolist() == [where.get(k, -1) for k in probe]
+    rows = [where.get(k, -1) for k in probe]
+    assert got.rows.tolist() == rows
+    # the probe keys held, by row, those of one row in probe order
+    held = sorted((r, i) for i, r in enumerate(rows) if r >= 0)
+    assert got.order.tolist() == [i for _, i in held]
 
 
 def test_probe_keys_of_the_base_width_outside_its_range_are_absent() -> None:
     keys = pa.array([f"k{i:05d}" for i in range(100, 200)], pa.string())
     probe = pa.array(["k00199", "k00099", "k00200", "k00150", "k00100", "k00150"], pa.string())
-    assert locate(keys, probe).tolist() == [99, -1, -1, 50, 0, 50]
+    assert locate(keys, probe).rows.tolist() == [99, -1, -1, 50, 0, 50]
 
 
 def test_a_base_sorted_but_for_one_key_of_another_prefix_is_not_searched() -> None:
     # the first and last keys share "aa"; the middle one does not: no binary search may trust it
     keys = pa.array(["aa00000001", "zz00000005", "aa00000009"], pa.string())
     probe = pa.array(["aa00000009", "zz00000005", "aa00000001"], pa.string())
-    assert locate(keys, probe).tolist() == [2, 1, 0]
+    assert locate(keys, probe).rows.tolist() == [2, 1, 0]
 
 
 def test_a_probe_of_another_prefix_but_a_base_key_s_word_is_absent() -> None:
     # the words after the shared prefix "aa" are equal; the prefix is not
     keys = pa.array(["aa00000001", "aa00000005", "aa00000009"], pa.string())
     probe = pa.array(["zz00000005", "aa00000005", "ab00000005"], pa.string())
-    assert locate(keys, probe).tolist() == [-1, 1, -1]
+    assert locate(keys, probe).rows.tolist() == [-1, 1, -1]
 
 
 def test_a_probe_past_the_last_key_sharing_its_word_is_absent() -> None:
@@ -120,4 +124,14 @@ def test_a_probe_past_the_last_key_sharing_its_word_is_absent() -> None:
     # whole key, and the probe sorts after every key of the run
     keys = pa.array(["a" * 20, "b" + "a" * 19], pa.string())
     probe = pa.array(["b" + "a" * 18 + "z", "b" + "a" * 19, "a" * 19 + "b"], pa.string())
-    assert locate(keys, probe).tolist() == [-1, 1, -1]
+    assert locate(keys, probe).rows.tolist() == [-1, 1, -1]
+
+
+def test_keys_of_one_word_are_ordered_by_their_rows() -> None:
+    # rows 0 and 1 share their first 8 bytes (the word, no shared prefix): searched in word
+    # order the probe finds row 1 before row 0
+    keys = pa.array(["aaaaaaaaaa", "aaaaaaaaab", "zaaaaaaaaa"], pa.string())
+    probe = pa.array(["aaaaaaaaab", "aaaaaaaaaa", "aaaaaaaaab"], pa.string())
+    got = locate(keys, probe)
+    assert got.rows.tolist() == [1, 0, 1]
+    assert got.order.tolist() == [1, 0, 2]

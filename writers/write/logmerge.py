@@ -66,17 +66,15 @@ def merge_slice(
     rank = np.repeat(ranks, [b.rows.num_rows for _, b in data])
     log_keys = log.column(RECORD_KEY)
     removed = _removed_before(log_keys, blocks)
-    at_row = locate(flat(base_keys), flat(log_keys))
-    wins = _log_winners(at_row, rank, removed, log, ordering)
-    won = np.flatnonzero(wins & (at_row >= 0))  # winners of keys the base holds
+    at_row, held = locate(flat(base_keys), flat(log_keys))
+    wins = _log_winners(at_row, held, rank, removed, log, ordering)
+    won = held[wins[held]]  # winners of keys the base holds, by base row
     at = at_row[won]
     if ordering is not None and ordering in stored.column_names and len(at):
         # an older event does not replace the stored row
         older = _older(stored.column(ordering), log.column(ordering), at, won)
         older &= ~deleted[at]
         won, at = won[~older], at[~older]
-    order = np.argsort(at)
-    won, at = won[order], at[order]
     gone = deleted.copy()
     gone[at] = False  # written again after its delete: the new version takes its place
     patched = _patched(stored, base_keys, gone, at, (log, won), schema, derive_key, owned)
@@ -140,6 +138,7 @@ def _older(
 
 def _log_winners(
     at_row: np.ndarray,
+    held: np.ndarray,
     rank: np.ndarray,
     deleted_at: np.ndarray,
     rows: pa.Table,
@@ -147,17 +146,26 @@ def _log_winners(
 ) -> np.ndarray:
     """Per log version: whether it wins among the log versions of its key (no version wins
     for a key a later delete removed). ``at_row``: each version's base row, -1 for a key the
-    base does not hold. Versions of base keys are told apart by base row, an integer: a row
-    with one live version needs no comparison, only those of rows written more than once
-    are ordered; versions of new keys are sorted by key (:func:`_winners`)."""
+    base does not hold; ``held``: the versions of base keys by base row, a row's in log
+    order (``keymatch.Located``). A row's versions are then neighbours: a row with one live
+    version needs no comparison, the last of a row's wins on commit-time ordering, and only
+    those of rows written more than once are ordered by precombine value; versions of new
+    keys are sorted by key (:func:`_winners`)."""
     wins = np.zeros(len(rank), dtype=bool)
-    live = np.flatnonzero((at_row >= 0) & (rank > deleted_at))
+    live = held[rank[held] > deleted_at[held]]
     at = at_row[live]
-    once = np.bincount(at)[at] == 1 if len(at) else np.zeros(0, dtype=bool)
-    wins[live[once]] = True
-    again = live[~once]
-    if len(again):
-        wins[_last_versions(at_row[again], again, rank, rows, ordering)[1]] = True
+    last = np.ones(len(at), dtype=bool)  # a row's last live version
+    last[:-1] = at[1:] != at[:-1]
+    if ordering is None:  # the latest rank wins: the log's order is the ranks'
+        wins[live[last]] = True
+    else:
+        first = np.ones(len(at), dtype=bool)
+        first[1:] = last[:-1]
+        once = first & last
+        wins[live[once]] = True
+        again = live[~once]
+        if len(again):
+            wins[_last_versions(at_row[again], again, rank, rows, ordering)[1]] = True
     never = np.iinfo(np.int64).max  # versions of base keys: not new keys' versions
     keys = rows.column(RECORD_KEY)
     wins[_winners(keys, rank, np.where(at_row >= 0, never, deleted_at), rows, ordering)] = True
