@@ -70,14 +70,14 @@ def open_file(
 
 def whole_file(fs: AbstractFileSystem, path: str) -> memoryview:
     """All of a file that never changes under its name (a data log): on the local file system
-    a read-only memory map (no read into a new copy: the blocks decoded from it point into the
-    page cache; 0.36 -> 0.01 ms for a 300 KB log), elsewhere one GET."""
+    one read of its size (391 logs of 300 KB read and checksummed in 33-35 ms, against 42-44
+    memory-mapped: a map costs a fault per page its checksum touches), elsewhere one GET."""
     local = local_path(fs, path)
     if local is None:
         with storage_read(path):
             return memoryview(read_bytes(fs, path))
-    with _native(pa.memory_map, local, "r") as mapped:  # its buffers keep the mapping alive
-        return memoryview(mapped.read_buffer())
+    with open(local, "rb", buffering=0) as handle:
+        return memoryview(handle.read())
 
 
 @contextmanager

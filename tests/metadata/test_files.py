@@ -1,5 +1,5 @@
-"""``metadata.files``: ``whole_file`` (a whole file's bytes, mapped on local disk, fetched
-elsewhere; the same bytes either way, and the mapped ones outlive the file's name),
+"""``metadata.files``: ``whole_file`` (a whole file's bytes, read on local disk, fetched
+elsewhere; the same bytes either way, and they outlive the file's name),
 ``open_file(whole=True)`` (a small local file read into memory at once, a larger one opened
 as asked; the same rows either way) and ``decode_threaded`` (which Parquet reads decode on
 Arrow's threads)."""
@@ -29,8 +29,8 @@ def test_local_and_remote_files_read_the_same_bytes(tmp_path: Path, data: bytes)
     assert bytes(local) == data == bytes(whole_file(memory, "memory:///t/a.log"))
 
 
-def test_mapped_bytes_outlive_the_files_name(tmp_path: Path) -> None:
-    """A cleaner may delete a log a read has mapped: the read keeps its bytes."""
+def test_bytes_read_outlive_the_files_name(tmp_path: Path) -> None:
+    """A cleaner may delete a log a read has read: the read keeps its bytes."""
     path = tmp_path / "a.log"
     path.write_bytes(b"block" * 1000)
     view = whole_file(fsspec.filesystem("file"), str(path))

@@ -255,8 +255,8 @@ def _frame(view: memoryview, offset: int, path: str) -> _Frame:
 def iter_blocks(
     fs: AbstractFileSystem, path: str, keys: pa.Array | None = None
 ) -> Iterator[DataLogBlock]:
-    """Every block of the log file ``path``, in order (the whole file at once: mapped on local
-    disk, one GET elsewhere; ``metadata.files.whole_file``).
+    """Every block of the log file ``path``, in order (the whole file at once: one read on
+    local disk, one GET elsewhere; ``metadata.files.whole_file``).
     ``keys``: only the blocks whose footer may hold one of them (the others' bodies are
     neither checked nor decoded: a read of those keys needs nothing of them)."""
     return blocks_in(whole_file(fs, path), path, keys)
