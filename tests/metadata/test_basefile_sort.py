@@ -149,3 +149,14 @@ def test_stable_order_is_numpys_stable_sort(words: list[int], repeats: list[int]
     got = keyorder.stable_order(array)
     assert got.tolist() == np.argsort(array, kind="stable").tolist()
     assert got.dtype.kind == "i"
+
+
+def test_text_decoded_from_a_dictionary_is_viewed_at_its_width_only() -> None:
+    """``fixed_view(decoded_from=)`` trusts the dictionary's one width for the decoded text's
+    offsets; a dictionary of another width, or of several, gives no view."""
+    dictionary = pa.array(["ab", "cd"])
+    decoded = pa.DictionaryArray.from_arrays(pa.array([1, 0, 1], pa.int32()), dictionary)
+    text = decoded.cast(pa.string())
+    assert keyorder.fixed_view(text, decoded_from=dictionary).tolist() == [b"cd", b"ab", b"cd"]
+    assert keyorder.fixed_view(text, decoded_from=pa.array(["abc"])) is None
+    assert keyorder.fixed_view(text, decoded_from=pa.array(["a", "bcd"])) is None
