@@ -119,23 +119,21 @@ class SortedRun(NamedTuple):
         if not len(inside):
             return Located(rows, inside)
         inside = inside[np.argsort(theirs[inside], kind="stable")]  # timsort: merges runs
-        if self.view.itemsize - self.skip <= 8:  # the word is the rest of the key
-            at = np.searchsorted(self.words, theirs[inside])  # (< len: in range)
-            found = np.flatnonzero(self.words[at] == theirs[inside])
-            order, at = inside[found], at[found].astype(np.int64)
-        else:
-            at, found = self._search(probe[inside], theirs[inside])
-            order, by_row = inside[found], np.argsort(at, kind="stable")  # words tie
+        tie = self.view.itemsize - self.skip > 8  # keys past their word: ties by whole key
+        at, found = self._search(probe[inside] if tie else None, theirs[inside])
+        order = inside[found]
+        if tie:  # keys of one word are in probe order, not necessarily their rows'
+            by_row = np.argsort(at, kind="stable")
             order, at = order[by_row], at[by_row]
         rows[order] = at
         return Located(rows, order)
 
     def _search(
-        self, wanted: np.ndarray, theirs: np.ndarray | None = None
+        self, wanted: np.ndarray | None, theirs: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rows of the run equal to some of ``wanted`` (keys sharing the run's prefix, their
-        words within its first and last; any order; ``theirs``: their words, when known)
-        and which."""
+        words within its first and last; any order) and which. ``theirs``: their words, when
+        known; ``wanted`` may then be None where the word is the rest of every key."""
         view = self.view
         ours = self.words
         theirs = key_words(wanted, self.skip) if theirs is None else theirs
@@ -143,6 +141,7 @@ class SortedRun(NamedTuple):
         if view.itemsize - self.skip <= 8:  # the word holds every byte after the prefix
             found = np.flatnonzero(ours[rows] == theirs)
             return rows[found].astype(np.int64), found
+        assert wanted is not None, "keys past their word are compared whole"
         hit = view[rows] == wanted
         tied = np.flatnonzero(~hit & (ours[rows] == theirs))  # rows of one word: search them
         if len(tied):
