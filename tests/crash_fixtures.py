@@ -60,6 +60,7 @@ import lakebraid.metadata.basefile, lakebraid.metadata.writer, lakebraid.metadat
 import lakebraid.writers.services.clean, lakebraid.writers.services.rollback
 import lakebraid.writers.write.filegroup
 import lakebraid.writers.write.newgroups
+import lakebraid.writers.write.creator
 from lakebraid import metadata, writers
 from lakebraid.writers.client import WriteClient
 
@@ -83,6 +84,11 @@ elif point == "mid-data-write":
         die()
     writers.write.filegroup.write_parquet = torn
     writers.write.newgroups.write_parquet = torn  # new groups written as a batch
+    def torn_local(path, data):  # a batch's small local files, created on an I/O thread
+        with open(path, "wb") as out:
+            out.write(b"PAR1 torn")
+        die()
+    writers.write.creator.write_local = torn_local
 elif point == "mid-metadata-write":
     def torn_log(fs, path, blobs, **kwargs):  # sync= among them
         with open(path, "ab") as out:

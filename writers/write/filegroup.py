@@ -228,18 +228,24 @@ def write_parquet(
     file is built in memory and written in one call (its CRC from the buffer); a large one by
     Arrow's own file I/O, its CRC read back from the page cache; an object store's is counted
     as it uploads."""
-    options = dict(options, compression=DATA_CODEC[local])
     if local and result.num_rows <= BUFFERED_ROWS:
-        sink = pa.BufferOutputStream()
-        pq.write_table(result, sink, **options)
-        data = sink.getvalue()
+        data = encode_parquet(result, options, local)
         write_local(local_path(fs, path) or path, data)
         return data.size, crc32(data)
+    options = dict(options, compression=DATA_CODEC[local])
     with open_file(fs, path, "wb") as handle:  # local: Arrow's own file I/O
         counted = handle if local else Crc32Writer(handle)  # type: ignore[arg-type]
         pq.write_table(result, counted, **options)
         size = int(counted.tell())  # the bytes written: no request for the file's size
     return size, file_crc32(fs, path) if local else counted.crc  # type: ignore[union-attr]
+
+
+def encode_parquet(result: pa.Table, options: dict[str, Any], local: bool) -> pa.Buffer:
+    """``result`` as a whole Parquet file built in memory (``options`` as
+    :func:`write_parquet`'s)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(result, sink, **dict(options, compression=DATA_CODEC[local]))
+    return sink.getvalue()
 
 
 def write_local(path: str, data: pa.Buffer) -> None:

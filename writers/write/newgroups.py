@@ -34,16 +34,20 @@ from fsspec import AbstractFileSystem
 from lakebraid.index.file_stats import GroupBounds, footer_statistics
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.arrow_records import bool_array, flat
+from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.commits import WriteStatus, pack_keys
+from lakebraid.metadata.files import local_path
 from lakebraid.metadata.integrity import WRITE_OPTIONS
 from lakebraid.timeline.durable import filesystem, is_local, make_durable, make_folder
 from lakebraid.timeline.layout import TableLayout
+from lakebraid.writers.write.creator import Creator
 from lakebraid.writers.write.datafile import conform, stamped
 from lakebraid.writers.write.encoding import SMALL_ROWS, choose
 from lakebraid.writers.write.filegroup import (
     OP,
     OP_UPSERT,
     RewriteTask,
+    encode_parquet,
     partition_columns,
     schemas,
     write_parquet,
@@ -55,11 +59,12 @@ SMALL_GROUP_ROWS = 8_192  # rows of a new group written in a batch
 # 4 threads 3.4-4.3 s, 8 threads 4.0-5.3 s: more contend for the GIL more than they overlap
 # the disk), four when each file is also fsynced on its own (a wait on the disk, no GIL)
 WRITE_THREADS, SYNC_WRITE_THREADS = 2, 4
-# local files of groups this small (mean rows) are written on the calling thread, none
-# fsynced on its own: each file is mostly Python and short system calls, and two threads
-# wait for each other's GIL (a write of 5,000 one-file partitions of 4 rows on tmpfs: 1.55 s
-# on one thread against 2.55 on two; groups of 500 rows 1.26 against 1.55, of 2,000 rows 1.69
-# against 1.82, of 8,000 rows 2.8 against 2.6)
+# local files of groups this small (mean rows), none fsynced on its own, are encoded on the
+# calling thread and created by a writers.write.creator.Creator on I/O threads: each file's
+# encoding is mostly Python, and two encoding threads wait for each other's GIL (a write of
+# 5,000 one-file partitions of 4 rows on tmpfs: 1.55 s on one thread against 2.55 on two;
+# groups of 500 rows 1.26 against 1.55, of 2,000 rows 1.69 against 1.82, of 8,000 rows 2.8
+# against 2.6)
 ONE_THREAD_ROWS = 4_096
 
 
@@ -96,16 +101,44 @@ def write_new_groups(
 
     threads = _threads(is_local(fs), sync, sum(batch.rows) / len(tasks))
     if threads == 1:
-        return [one(i) for i in range(len(tasks))]
+        return _encoded_here(target, batch, done)
     with ThreadPoolExecutor(min(threads, len(tasks))) as pool:
         return list(pool.map(one, range(len(tasks))))
 
 
 def _threads(local: bool, sync: bool, mean_rows: float) -> int:
-    """Threads writing a batch's files (see :data:`ONE_THREAD_ROWS`)."""
+    """Threads writing a batch's files (see :data:`ONE_THREAD_ROWS`); 1: encoded on the
+    calling thread, created by a :class:`~writers.write.creator.Creator`."""
     if sync:
         return SYNC_WRITE_THREADS
     return 1 if local and mean_rows < ONE_THREAD_ROWS else WRITE_THREADS
+
+
+def _encoded_here(
+    target: _Target, batch: _Batch, done: Callable[[], object] | None
+) -> list[WriteStatus]:
+    """The statuses of a batch of small local groups, unsynced: each file marked (unless
+    batch-marked) and encoded on this thread, its folder and file made by a ``Creator``."""
+    fs, layout, tasks = target.fs, target.layout, batch.tasks
+    folders = [layout.partition_dir(tasks[i].partition) for i in range(len(tasks))]
+    filled = [i for i in range(len(tasks)) if batch.rows[i]]
+    statuses = []
+    with Creator(fs, [folders[i] for i in filled]) as creator:
+        for i, task in enumerate(tasks):
+            if not batch.rows[i]:
+                statuses.append(WriteStatus(file_name=None, **batch.status(i)))
+                continue
+            name = task.file_name()
+            if not target.marked:
+                mark(fs, layout, task.instant, task.partition, name)
+            piece, options, collected = batch.file(i)
+            data = encode_parquet(piece, options, local=True)
+            path = f"{folders[i]}/{name}"
+            path = local_path(fs, path) or path
+            creator.create(folders[i], path, data, done)
+            statuses.append(_status(batch, i, name, data.size, crc32(data), collected[0]))
+        creator.finish()
+    return statuses
 
 
 class _Target(NamedTuple):
@@ -119,9 +152,9 @@ def _write_one(target: _Target, batch: _Batch, i: int) -> WriteStatus:
     """Group ``i``'s file (its marker first unless batch-marked, durable if ``sync``) and
     status; an empty group writes nothing."""
     fs, layout = target.fs, target.layout
-    task, status = batch.tasks[i], batch.status(i)
+    task = batch.tasks[i]
     if not batch.rows[i]:
-        return WriteStatus(file_name=None, **status)
+        return WriteStatus(file_name=None, **batch.status(i))
     name = task.file_name()
     if not target.marked:
         mark(fs, layout, task.instant, task.partition, name)
@@ -132,9 +165,16 @@ def _write_one(target: _Target, batch: _Batch, i: int) -> WriteStatus:
     size, crc = write_parquet(fs, path, piece, options, is_local(fs))
     if target.sync:
         make_durable(fs, path)
-    stats = batch.bounds.stats(i, collected[0])
+    return _status(batch, i, name, size, crc, collected[0])
+
+
+def _status(
+    batch: _Batch, i: int, name: str, size: int, crc: int, footer: pq.FileMetaData
+) -> WriteStatus:
+    """Group ``i``'s status, its file ``name`` written (``footer``: the file's)."""
+    stats = batch.bounds.stats(i, footer)
     return WriteStatus(
-        file_name=name, size=size, crc32=crc, rows=batch.rows[i], stats=stats, **status
+        file_name=name, size=size, crc32=crc, rows=batch.rows[i], stats=stats, **batch.status(i)
     )
 
 
