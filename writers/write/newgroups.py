@@ -123,7 +123,7 @@ def _encoded_here(
     folders = [layout.partition_dir(tasks[i].partition) for i in range(len(tasks))]
     filled = [i for i in range(len(tasks)) if batch.rows[i]]
     statuses = []
-    with Creator(fs, [folders[i] for i in filled]) as creator:
+    with Creator(fs, [folders[i] for i in filled], done) as creator:
         for i, task in enumerate(tasks):
             if not batch.rows[i]:
                 statuses.append(WriteStatus(file_name=None, **batch.status(i)))
@@ -135,7 +135,7 @@ def _encoded_here(
             data = encode_parquet(piece, options, local=True)
             path = f"{folders[i]}/{name}"
             path = local_path(fs, path) or path
-            creator.create(folders[i], path, data, done)
+            creator.create(folders[i], path, data)
             statuses.append(_status(batch, i, name, data.size, crc32(data), collected[0]))
         creator.finish()
     return statuses

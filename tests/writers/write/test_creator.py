@@ -21,9 +21,11 @@ def _data(i: int) -> pa.Buffer:
 
 
 def test_every_file_handed_over_exists_with_its_bytes(tmp_path, monkeypatch) -> None:
-    """30 files in 7 folders (two levels, repeats named once per file), fewer pending slots
-    than files: every file holds its bytes and ``done`` ran once per file."""
+    """30 files in 7 folders (two levels, repeats named once per file), handed to the
+    threads 4 at a time, fewer pending slots than files: every file holds its bytes and
+    ``done`` ran once per file."""
     monkeypatch.setattr(creator, "PENDING", 2)
+    monkeypatch.setattr(creator, "CHUNK", 4)
     fs = fsspec.filesystem("file")
     folders = [f"{tmp_path}/day=d{i % 7}/h={i % 2}" for i in range(30)]
     calls: list[str] = []
@@ -33,9 +35,9 @@ def test_every_file_handed_over_exists_with_its_bytes(tmp_path, monkeypatch) -> 
         with lock:
             calls.append(threading.current_thread().name)
 
-    with Creator(fs, folders) as made:
+    with Creator(fs, folders, done) as made:
         for i, folder in enumerate(folders):
-            made.create(folder, f"{folder}/{i}.parquet", _data(i), done)
+            made.create(folder, f"{folder}/{i}.parquet", _data(i))
         made.finish()
     for i, folder in enumerate(folders):
         assert (tmp_path / folder / f"{i}.parquet").read_bytes() == _data(i).to_pybytes()
@@ -43,23 +45,27 @@ def test_every_file_handed_over_exists_with_its_bytes(tmp_path, monkeypatch) -> 
     assert len(calls) == 30 and all(name.startswith("lakebraid-files") for name in calls)
 
 
-def test_a_folder_that_cannot_be_made_fails_finish(tmp_path) -> None:
-    """A folder whose parent is a file: ``finish`` raises the folder's error; the files of
-    the other folder are written."""
+def test_a_folder_that_cannot_be_made_fails_finish(tmp_path, monkeypatch) -> None:
+    """A folder whose parent is a file: ``finish`` raises the folder's error, whether the
+    failing folder shares its job with others or not; the file in the way is untouched and
+    no file is created under it."""
     (tmp_path / "blocked").write_bytes(b"a file, not a folder")
     fs = fsspec.filesystem("file")
     good, bad = f"{tmp_path}/good", f"{tmp_path}/blocked/day=1"
-    with pytest.raises(NotADirectoryError), Creator(fs, [good, bad]) as made:
-        made.create(good, f"{good}/0.parquet", _data(0))
-        made.create(bad, f"{bad}/1.parquet", _data(1))
-        made.finish()
-    assert (tmp_path / "good" / "0.parquet").read_bytes() == _data(0).to_pybytes()
-    assert (tmp_path / "blocked").read_bytes() == b"a file, not a folder"
+    for chunk in (1, 32):
+        monkeypatch.setattr(creator, "CHUNK", chunk)
+        with pytest.raises(NotADirectoryError), Creator(fs, [good, bad]) as made:
+            made.create(good, f"{good}/0.parquet", _data(0))
+            made.create(bad, f"{bad}/1.parquet", _data(1))
+            made.finish()
+        assert (tmp_path / "blocked").read_bytes() == b"a file, not a folder"
 
 
 def test_nothing_is_created_after_the_block_is_left_by_an_error(tmp_path, monkeypatch) -> None:
-    """The caller fails while files wait behind a slow one: leaving the block cancels the
-    waiting files and waits for the one under way; nothing appears afterwards."""
+    """The caller fails while files (handed over one per job) wait behind a slow one: leaving
+    the block cancels the waiting files and waits for the one under way; nothing appears
+    afterwards."""
+    monkeypatch.setattr(creator, "CHUNK", 1)
     fs = fsspec.filesystem("file")
     folder = f"{tmp_path}/p"
     started, release = threading.Event(), threading.Event()
