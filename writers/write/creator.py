@@ -17,8 +17,8 @@ folder's or a file's), so no status is returned for a file that was not written;
 appears after the write has failed. Files are not fsynced here: the caller makes them
 durable (one ``syncfs`` before the commit point). Folders and files are handed to the threads
 :data:`CHUNK` at a time (a future per file cost about 20 µs of the encoding thread's time, a
-tenth of a small file's encoding). At most :data:`PENDING` encoded files wait for creation at
-once, so memory stays bounded when the disk is slower than the encoding.
+tenth of a small file's encoding). At most :data:`PENDING` jobs of encoded files wait for
+creation at once, so memory stays bounded when the disk is slower than the encoding.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from types import TracebackType
 
 import pyarrow as pa
 from fsspec import AbstractFileSystem
@@ -34,8 +33,8 @@ from fsspec import AbstractFileSystem
 from lakebraid.timeline.durable import make_folder
 from lakebraid.writers.write.filegroup import write_local
 
-PENDING = 256  # encoded files handed over and not yet created, at most
 CHUNK = 32  # folders or files per job of the threads
+PENDING = 8  # jobs of files handed over and not yet done, at most
 
 File = tuple[str, pa.Buffer]  # an operating-system path and its bytes
 
@@ -59,10 +58,9 @@ class Creator:
             chunk = distinct[at : at + CHUNK]
             made = self._folders.submit(_make_folders, fs, chunk)
             self._made.update(dict.fromkeys(chunk, made))
-        self._pending: deque[tuple[Future[None], int]] = deque()
-        self._chunk: list[File] = []
+        self._pending: deque[Future[None]] = deque()  # the jobs of files handed over
+        self._chunk: list[File] = []  # files not handed over yet
         self._needs: dict[Future[None], None] = {}  # the folder jobs the chunk waits for
-        self._held = 0  # files handed over and not known created
         self._done = done
 
     def create(self, folder: str, path: str, data: pa.Buffer) -> None:
@@ -70,39 +68,32 @@ class Creator:
         ``folder`` (one of the constructor's) exists."""
         self._chunk.append((path, data))
         self._needs[self._made[folder]] = None
-        self._held += 1
         if len(self._chunk) >= CHUNK:
             self._flush()
-        while self._held > PENDING and self._pending:
-            job, count = self._pending.popleft()
-            job.result()
-            self._held -= count
+            self._wait(PENDING)
 
     def finish(self) -> None:
         """Wait for every file handed over and every folder; the first failure raises."""
         self._flush()
-        while self._pending:
-            job, count = self._pending.popleft()
-            job.result()
-            self._held -= count
-        for made in self._made.values():
+        self._wait(0)
+        for made in dict.fromkeys(self._made.values()):
             made.result()
 
     def _flush(self) -> None:
         if self._chunk:
             job = self._files.submit(_create, list(self._needs), self._chunk, self._done)
-            self._pending.append((job, len(self._chunk)))
+            self._pending.append(job)
             self._chunk, self._needs = [], {}
+
+    def _wait(self, jobs: int) -> None:
+        """Wait until at most ``jobs`` jobs of files are pending (oldest first)."""
+        while len(self._pending) > jobs:
+            self._pending.popleft().result()
 
     def __enter__(self) -> Creator:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *error: object) -> None:
         self._files.shutdown(wait=True, cancel_futures=True)
         self._folders.shutdown(wait=True, cancel_futures=True)
 

@@ -119,24 +119,10 @@ def _encoded_here(
 ) -> list[WriteStatus]:
     """The statuses of a batch of small local groups, unsynced: each file marked (unless
     batch-marked) and encoded on this thread, its folder and file made by a ``Creator``."""
-    fs, layout, tasks = target.fs, target.layout, batch.tasks
-    folders = [layout.partition_dir(tasks[i].partition) for i in range(len(tasks))]
-    filled = [i for i in range(len(tasks)) if batch.rows[i]]
-    statuses = []
-    with Creator(fs, [folders[i] for i in filled], done) as creator:
-        for i, task in enumerate(tasks):
-            if not batch.rows[i]:
-                statuses.append(WriteStatus(file_name=None, **batch.status(i)))
-                continue
-            name = task.file_name()
-            if not target.marked:
-                mark(fs, layout, task.instant, task.partition, name)
-            piece, options, collected = batch.file(i)
-            data = encode_parquet(piece, options, local=True)
-            path = f"{folders[i]}/{name}"
-            path = local_path(fs, path) or path
-            creator.create(folders[i], path, data)
-            statuses.append(_status(batch, i, name, data.size, crc32(data), collected[0]))
+    filled = [task for task, rows in zip(batch.tasks, batch.rows, strict=True) if rows]
+    folders = [target.layout.partition_dir(task.partition) for task in filled]
+    with Creator(target.fs, folders, done) as creator:
+        statuses = [_write_one(target, batch, i, creator) for i in range(len(batch.tasks))]
         creator.finish()
     return statuses
 
@@ -148,9 +134,12 @@ class _Target(NamedTuple):
     marked: bool
 
 
-def _write_one(target: _Target, batch: _Batch, i: int) -> WriteStatus:
+def _write_one(
+    target: _Target, batch: _Batch, i: int, creator: Creator | None = None
+) -> WriteStatus:
     """Group ``i``'s file (its marker first unless batch-marked, durable if ``sync``) and
-    status; an empty group writes nothing."""
+    status; an empty group writes nothing. ``creator``: the file is encoded here and handed
+    to it, which makes its folder and creates it (local, unsynced)."""
     fs, layout = target.fs, target.layout
     task = batch.tasks[i]
     if not batch.rows[i]:
@@ -159,20 +148,18 @@ def _write_one(target: _Target, batch: _Batch, i: int) -> WriteStatus:
     if not target.marked:
         mark(fs, layout, task.instant, task.partition, name)
     folder = layout.partition_dir(task.partition)
-    make_folder(fs, folder)
     path = f"{folder}/{name}"
     piece, options, collected = batch.file(i)
-    size, crc = write_parquet(fs, path, piece, options, is_local(fs))
-    if target.sync:
-        make_durable(fs, path)
-    return _status(batch, i, name, size, crc, collected[0])
-
-
-def _status(
-    batch: _Batch, i: int, name: str, size: int, crc: int, footer: pq.FileMetaData
-) -> WriteStatus:
-    """Group ``i``'s status, its file ``name`` written (``footer``: the file's)."""
-    stats = batch.bounds.stats(i, footer)
+    if creator is not None:
+        data = encode_parquet(piece, options, local=True)
+        creator.create(folder, local_path(fs, path) or path, data)
+        size, crc = data.size, crc32(data)
+    else:
+        make_folder(fs, folder)
+        size, crc = write_parquet(fs, path, piece, options, is_local(fs))
+        if target.sync:
+            make_durable(fs, path)
+    stats = batch.bounds.stats(i, collected[0])
     return WriteStatus(
         file_name=name, size=size, crc32=crc, rows=batch.rows[i], stats=stats, **batch.status(i)
     )

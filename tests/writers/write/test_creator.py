@@ -22,9 +22,9 @@ def _data(i: int) -> pa.Buffer:
 
 def test_every_file_handed_over_exists_with_its_bytes(tmp_path, monkeypatch) -> None:
     """30 files in 7 folders (two levels, repeats named once per file), handed to the
-    threads 4 at a time, fewer pending slots than files: every file holds its bytes and
+    threads 4 at a time, at most one job pending: every file holds its bytes and
     ``done`` ran once per file."""
-    monkeypatch.setattr(creator, "PENDING", 2)
+    monkeypatch.setattr(creator, "PENDING", 1)
     monkeypatch.setattr(creator, "CHUNK", 4)
     fs = fsspec.filesystem("file")
     folders = [f"{tmp_path}/day=d{i % 7}/h={i % 2}" for i in range(30)]
@@ -66,6 +66,7 @@ def test_nothing_is_created_after_the_block_is_left_by_an_error(tmp_path, monkey
     the block cancels the waiting files and waits for the one under way; nothing appears
     afterwards."""
     monkeypatch.setattr(creator, "CHUNK", 1)
+    monkeypatch.setattr(creator, "PENDING", 100)  # all 20 handed over behind the slow one
     fs = fsspec.filesystem("file")
     folder = f"{tmp_path}/p"
     started, release = threading.Event(), threading.Event()
