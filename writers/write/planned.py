@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakebraid.index.record_index import OLD_FILE_ID
+from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.writer import InstantChanges
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
 from lakebraid.writers.write.partition_codes import codes, file_id_homes
@@ -70,10 +71,10 @@ def inserted_entries(routed: pa.Table, scoped: bool = False) -> pa.Table | None:
 
 def planned_counts(entries: pa.Table) -> dict[tuple[str, str], int]:
     """Rows planned per (partition, file id) of :func:`inserted_entries`."""
-    owner = entries.column("file_id").combine_chunks()
+    owner = flat(entries.column("file_id"))  # one chunk as written: no copy of its indices
     counts = np.bincount(
         owner.indices.to_numpy(zero_copy_only=False), minlength=len(owner.dictionary)
     )
-    parts = entries.column("partition").combine_chunks().dictionary.to_pylist()
+    parts = flat(entries.column("partition")).dictionary.to_pylist()
     ids = owner.dictionary.to_pylist()
     return {(p, f): int(c) for p, f, c in zip(parts, ids, counts.tolist(), strict=True)}
