@@ -58,6 +58,7 @@ import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.integrity import check_structure
@@ -371,7 +372,7 @@ def _check_keys(
 ) -> None:
     if RECORD_KEY not in rows.column_names or rows.num_rows != header.record_count:
         raise bad(f"the body has no {RECORD_KEY} column or not {header.record_count} rows")
-    keys = rows.column(RECORD_KEY).combine_chunks()
+    keys = flat(rows.column(RECORD_KEY))
     if not pa.types.is_string(keys.type) or keys.null_count or not len(keys):
         raise bad(f"the body's {RECORD_KEY} column is not non-null text")
     ordered = not thorough or len(keys) == 1 or pc.all(pc.less(keys[:-1], keys[1:])).as_py()

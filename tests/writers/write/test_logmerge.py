@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.writers.write.datalog import decode_block, encode_data_block, encode_delete_block
-from lakebraid.writers.write.logmerge import _older, merge_slice
+from lakebraid.writers.write.logmerge import _last_versions, _older, merge_slice
 
 SCHEMA = pa.schema(
     [
@@ -147,3 +147,48 @@ def test_an_older_event_is_one_whose_stored_value_is_greater(kind, data, chunked
     )
     want = [stored[a] is not None and log[w] is not None and stored[a] > log[w] for a, w in pairs]
     assert [bool(x) for x in got] == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from([pa.int64(), pa.int32(), pa.timestamp("us"), pa.float64(), None]),
+    data=st.data(),
+)
+def test_the_last_version_of_each_key_is_the_greatest_value_then_the_latest_rank(
+    kind, data
+) -> None:
+    """``_last_versions`` (numpy for integers and times without nulls, else an Arrow sort)
+    picks, per group, the version of the greatest precombine value (a null is the
+    greatest), the latest rank among equals; ``kind`` None: the latest rank alone."""
+    sizes = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=8))
+    group = np.repeat(np.arange(len(sizes)) * 3, sizes)  # ascending, not contiguous codes
+    n = len(group)
+    ranks = np.array(data.draw(st.permutations(range(1, n + 1))), dtype=np.int64)
+    versions = np.array(data.draw(st.permutations(range(n))), dtype=np.int64)
+    ordering, values = None, [None] * n
+    rows = pa.table({"x": pa.array(range(n), pa.int64())})
+    if kind is not None:
+        number = st.integers(-3, 3)
+        nullable = data.draw(st.booleans())
+        values = data.draw(
+            st.lists(st.one_of(st.none(), number) if nullable else number, min_size=n, max_size=n)
+        )
+        column = pa.array(values, pa.int64()).cast(kind)
+        rows, ordering = (
+            pa.table({"o": pa.chunked_array([column[: n // 2], column[n // 2 :]])}),
+            "o",
+        )
+    rank = np.zeros(n + 1, dtype=np.int64)
+    rank[versions] = ranks
+
+    def key(v: int) -> tuple:
+        value = values[v]
+        return (value is None, value if value is not None else 0, rank[v])
+
+    want = {}
+    for g, v in zip(group.tolist(), versions.tolist(), strict=True):
+        if g not in want or key(v) > key(want[g]):
+            want[g] = v
+    groups, winners = _last_versions(group, versions, rank, rows, ordering)
+    assert groups.tolist() == sorted(want)
+    assert winners.tolist() == [want[g] for g in sorted(want)]
