@@ -4,11 +4,12 @@ on lakebraid, delta-rs and pyiceberg, same data, same run.
 The table: ``--rows`` rows (default 2,000,000), unpartitioned, written as ``--files`` (100)
 appends of equal batches in ``event_time`` order (as events arrive), so each append is one
 file holding one ``event_time`` range -- lakebraid with ``write.target.file.rows`` = batch
-size, so every append opens a new file group. The filter ``event_time >= a and event_time < b``
-matches exactly one batch: 1% of the rows and of the files. Each run opens the table afresh
-with in-process caches cleared (OS page cache warm); the median of ``--runs`` runs (default 7:
-a filtered read of 10-40 ms varies by a few ms from run to run on 2 cores, for every system)
-after one untimed run of each (``benchlib.measure``):
+size, so every append opens a new file group. The systems take turns append by append (the
+first rotating), so the sum of each one's appends meets the same machine. The filter
+``event_time >= a and event_time < b`` matches exactly one batch: 1% of the rows and of the
+files. Each run opens the table afresh with in-process caches cleared (OS page cache warm);
+the median of ``--runs`` runs (default 7: a filtered read of 10-40 ms varies by a few ms from
+run to run on 2 cores, for every system) after one untimed run of each (``benchlib.measure``):
 
 * lakebraid, in-process (pyarrow, like the peers): the files ``read(where=...)`` would read
   (``WriteClient.file_paths(where=)``: the ``files`` listing pruned with ``column_stats``), read
@@ -92,7 +93,9 @@ class Tables:
         self.spark: Any = None  # a SparkSession, once started
 
     def write(self, parts: list[pa.Table]) -> dict[str, float]:
-        """Seconds of all appends per system (tables created beforehand)."""
+        """Seconds of all appends per system (tables created beforehand), the systems taking
+        turns append by append, the first rotating, so that a drift of the machine's speed
+        (or of what creating a file costs: ``small_files``) touches them alike."""
         size = parts[0].num_rows
         options = {"write.target.file.rows": size, "index.expected.records": size * len(parts)}
         WriteClient.create(self.lake, "id", [], None, **options)
@@ -102,10 +105,13 @@ class Tables:
             "delta-rs": lambda t: write_deltalake(self.delta, t, mode="append"),
             "pyiceberg": lambda t: self.catalog.load_table(self.iceberg).append(t),
         }
-        seconds = {}
-        for system, append in appends.items():
-            seconds[system] = sum(timed(partial(append, t))[1] for t in parts)
-            print(f"  {system}: {len(parts)} appends in {seconds[system]:.1f} s", flush=True)
+        systems = list(appends)
+        seconds = dict.fromkeys(systems, 0.0)
+        for n, part in enumerate(parts):  # round by round, the first system rotating
+            for system in systems[n % len(systems) :] + systems[: n % len(systems)]:
+                seconds[system] += timed(partial(appends[system], part))[1]
+        for system, total in seconds.items():
+            print(f"  {system}: {len(parts)} appends in {total:.1f} s", flush=True)
         return seconds
 
     # ---- filtered reads, and the files they read --------------------------------------------
