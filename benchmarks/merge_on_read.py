@@ -12,7 +12,8 @@ Workload: a table of N rows (default 10,000,000) over 30 day partitions (``upser
 7. ten upserts of 100,000 random keys on every table, then full reads of each (the
    merge-on-read table uncompacted: every group holds up to ten logs), then its compaction.
    The reads are timed in this process (which wrote the tables) and by a new process that
-   reads each table once, then ``--runs`` times in turn (wall and CPU seconds);
+   reads each table once, then ``--read-runs`` times (default 7) in turn, the first table
+   alternating round by round (wall and CPU seconds);
 8. ``validate()`` of each table read (every file checked), timed; it must find no problem.
 lakebraid's tables are opened afresh inside each timing (``WriteClient.open``) and written by
 the in-process engine with inline data compaction off (step 6 and 7 compact by hand); the
@@ -22,7 +23,8 @@ and compared with the expected rows. delta-rs runs in a Python process of its ow
 allocators as its users have them (``benchlib.own_process``). Ratios are delta-rs / lakebraid
 (> 1: lakebraid faster).
 
-    .venv/bin/python benchmarks/merge_on_read.py [--rows N] [--json F]
+    .venv/bin/python benchmarks/merge_on_read.py [--rows N] [--runs R] [--read-runs R]
+        [--repeat N] [--skip-delta] [--json F]
 """
 
 from __future__ import annotations
@@ -154,12 +156,15 @@ def run_lakebraid(
 
 
 def timed_reads(paths: dict[str, str], runs: int) -> dict[str, tuple[float, float]]:
-    """The median seconds of ``runs`` full reads of each table, the tables read in turn (a
-    drift of the machine's speed touches them alike), and the median CPU seconds of the
-    process for each (every thread's: the work, less swayed than the wall by a busy host)."""
+    """The median seconds of ``runs`` full reads of each table, the tables read in turn, the
+    first alternating (a drift of the machine's speed touches them alike), and the median CPU
+    seconds of the process for each (every thread's: the work, less swayed than the wall by a
+    busy host)."""
     samples: dict[str, list[tuple[float, float]]] = {kind: [] for kind in paths}
-    for _ in range(runs):
-        for kind, path in paths.items():
+    kinds = list(paths)
+    for n in range(runs):
+        for kind in kinds[n % len(kinds) :] + kinds[: n % len(kinds)]:
+            path = paths[kind]
             cpu = time.process_time()
             elapsed = timed(lambda p=path: WriteClient.open(p).read_arrow())[1]
             samples[kind].append((elapsed, time.process_time() - cpu))
@@ -231,7 +236,7 @@ def report(steps: Steps, got: dict[str, dict[str, float]], checks: dict[str, str
             "seconds of one write with the table opened afresh; the 1,000-key upserts and the "
             "delete: the median of --runs runs (3 by default) on the same table, put back "
             "before each but the first",
-            f"merge_on_read: 'read after': the median of --runs full reads after {READS} "
+            f"merge_on_read: 'read after': the median of --read-runs full reads after {READS} "
             f"upserts of {READ_KEYS:,} random keys (the merge-on-read table uncompacted), the "
             "copy-on-write and merge-on-read tables read in turn; its compaction after, timed",
             "merge_on_read: the check reads every final table whole: rows, key, amount and ts "
@@ -272,7 +277,7 @@ def report(steps: Steps, got: dict[str, dict[str, float]], checks: dict[str, str
 
 
 def measure(
-    steps: Steps, later: list[pa.Table], runs: int, skip_delta: bool
+    steps: Steps, later: list[pa.Table], runs: int, skip_delta: bool, read_runs: int = 7
 ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
     """One whole measurement in a fresh folder: seconds per system and step, and the check of
     every final table."""
@@ -289,9 +294,9 @@ def measure(
             reads[kind] = lambda p=path: WriteClient.open(p).read_arrow()
             print(f"lakebraid {kind}: {got[kind]}", flush=True)
         read_paths = {kind: f"{folder}/{kind}{AS_READ}" for kind in KINDS}
-        for kind, (seconds, _) in timed_reads(read_paths, runs).items():
+        for kind, (seconds, _) in timed_reads(read_paths, read_runs).items():
             got[kind]["read"] = seconds
-        for kind, (seconds, cpu) in new_process_reads(read_paths, runs).items():
+        for kind, (seconds, cpu) in new_process_reads(read_paths, read_runs).items():
             got[kind][FRESH_READ], got[kind][FRESH_CPU] = seconds, cpu
         problems: dict[str, list[str]] = {}
         for kind, path in read_paths.items():  # the tables read are checked too
@@ -334,6 +339,13 @@ def main(argv: list[str] | None = None) -> int:
         help="runs of the small steps, the median reported (the table put back between them)",
     )
     parser.add_argument(
+        "--read-runs",
+        type=int,
+        default=7,
+        help="full reads of each table after the upserts, in this process and in a new one "
+        "(the tables in turn, the first alternating); the median reported",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -356,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     steps, later = workload(args.rows)
     runs, checks = [], {}
     for n in range(max(1, args.repeat)):
-        got, found = measure(steps, later, args.runs, args.skip_delta)
+        got, found = measure(steps, later, args.runs, args.skip_delta, args.read_runs)
         runs.append(got)
         checks = {k: v if checks.get(k, "OK") == "OK" else checks[k] for k, v in found.items()}
         ratio = got[KINDS[1]]["read"] / got[KINDS[0]]["read"]
