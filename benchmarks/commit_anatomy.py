@@ -6,8 +6,10 @@ expected index records), after ``--warm`` appends of 20,000 rows (default 20), s
 timelines, metadata table and inline services are in their steady state. Then ``--commits``
 rounds (default 20), each an append of one row and one of 20,000 rows on either system (the
 system first alternates round by round), every append timed with ``WriteClient.open`` inside
-the timing as ``skipping.py`` times it; the medians are reported. A one-row append is the
-fixed cost of a commit: what every small write pays whatever its rows.
+the timing as ``skipping.py`` times it, with the process's user and system CPU seconds over it
+(``getrusage``: every thread's); the medians are reported. A one-row append is the fixed cost
+of a commit: what every small write pays whatever its rows. The CPU seconds tell where a gap
+between the systems lies: in their own work (user) or in the kernel's (files, fsyncs).
 
 Then ``--counted`` more one-row appends (default 5, not timed) are counted by wrapping the
 calls that make a commit's cost: timeline loads (listings of a timeline folder, by timeline),
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import tempfile
@@ -118,25 +121,31 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+Sample = tuple[float, float, float]  # seconds, user CPU seconds, system CPU seconds
+
+
 def timed_rounds(
     appends: dict[str, Callable[[pa.Table], object]], parts: list[pa.Table]
-) -> dict[tuple[str, int], list[float]]:
-    """Seconds of every append by (system, rows): per round a one-row and a full append on
-    each system, the first system alternating."""
-    seconds: dict[tuple[str, int], list[float]] = {}
+) -> dict[tuple[str, int], list[Sample]]:
+    """Seconds and CPU seconds of every append by (system, rows): per round a one-row and a
+    full append on each system, the first system alternating."""
+    samples: dict[tuple[str, int], list[Sample]] = {}
     systems = list(appends)
     print(f"{len(parts)} rounds of appends of 1 and {ROWS:,} rows", flush=True)
     for i, part in enumerate(parts):
         turn = systems if i % 2 == 0 else systems[::-1]
         for piece in (part.slice(0, 1), part.slice(1)):  # keys new to both tables
             for system in turn:
+                before = resource.getrusage(resource.RUSAGE_SELF)
                 elapsed = timed(lambda s=system, p=piece: appends[s](p))[1]
-                seconds.setdefault((system, piece.num_rows), []).append(elapsed)
-    return seconds
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                cpu = (after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime)
+                samples.setdefault((system, piece.num_rows), []).append((elapsed, *cpu))
+    return samples
 
 
 def make_report(
-    args: argparse.Namespace, seconds: dict[tuple[str, int], list[float]], seen: Counter[str]
+    args: argparse.Namespace, seconds: dict[tuple[str, int], list[Sample]], seen: Counter[str]
 ) -> Report:
     report = Report(
         "commit_anatomy",
@@ -151,8 +160,11 @@ def make_report(
     )
     full = max(rows for _, rows in seconds)
     for rows, name in ((1, "append of 1 row (a commit's fixed cost)"), (full, "")):
-        values = {s: statistics.median(v) for (s, r), v in seconds.items() if r == rows}
-        report.add(name or f"append of {rows:,} rows", "s", values)
+        name = name or f"append of {rows:,} rows"
+        kinds = ((0, name), (1, f"user CPU of an {name}"), (2, f"system CPU of an {name}"))
+        for at, what in kinds:
+            found = {s: [x[at] for x in v] for (s, r), v in seconds.items() if r == rows}
+            report.add(what, "s", {s: statistics.median(v) for s, v in found.items()})
     per = {what: n / max(1, args.counted) for what, n in seen.items()}
     loads = {k: v for k, v in per.items() if k.startswith("timeline load")}
     detail = ", ".join(f"{k[15:-1]} {v:g}" for k, v in sorted(loads.items()))
