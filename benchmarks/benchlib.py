@@ -88,6 +88,13 @@ def timed(work: Callable[[], T]) -> tuple[T, float]:
     return result, time.perf_counter() - started
 
 
+def in_turn(items: Sequence[T], round_: int) -> list[T]:
+    """``items`` in order, starting from the ``round_``-th (wrapping): each round of a
+    comparison starts with the next system, so none always runs first."""
+    start = round_ % len(items)
+    return [*items[start:], *items[:start]]
+
+
 def median_timed(
     work: Callable[[], T],
     runs: int,

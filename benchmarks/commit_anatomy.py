@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
-from benchlib import Report, timed
+from benchlib import Report, in_turn, timed
 from deltalake import write_deltalake
 from skipping import batches
 
@@ -107,13 +107,13 @@ def main(argv: list[str] | None = None) -> int:
         for part in parts[: args.warm]:
             for append in appends.values():
                 append(part)
-        seconds = timed_rounds(appends, parts[args.warm : -1])
+        samples = timed_rounds(appends, parts[args.warm : -1])
         counts = Counts()
         ones = [parts[-1].slice(i, 1) for i in range(args.counted)]
         with counts.counting():
             for row in ones:
                 appends["lakebraid"](row)
-        report = make_report(args, seconds, counts.seen)
+        report = make_report(args, samples, counts.seen)
         report.print()
         report.save(args.json)
         return 0
@@ -133,7 +133,7 @@ def timed_rounds(
     systems = list(appends)
     print(f"{len(parts)} rounds of appends of 1 and {ROWS:,} rows", flush=True)
     for i, part in enumerate(parts):
-        turn = systems if i % 2 == 0 else systems[::-1]
+        turn = in_turn(systems, i)
         for piece in (part.slice(0, 1), part.slice(1)):  # keys new to both tables
             for system in turn:
                 before = resource.getrusage(resource.RUSAGE_SELF)
@@ -145,7 +145,7 @@ def timed_rounds(
 
 
 def make_report(
-    args: argparse.Namespace, seconds: dict[tuple[str, int], list[Sample]], seen: Counter[str]
+    args: argparse.Namespace, samples: dict[tuple[str, int], list[Sample]], seen: Counter[str]
 ) -> Report:
     report = Report(
         "commit_anatomy",
@@ -158,12 +158,12 @@ def make_report(
             "more commits counted by wrapping the calls (every thread's)",
         ],
     )
-    full = max(rows for _, rows in seconds)
+    full = max(rows for _, rows in samples)
     for rows, name in ((1, "append of 1 row (a commit's fixed cost)"), (full, "")):
         name = name or f"append of {rows:,} rows"
         kinds = ((0, name), (1, f"user CPU of an {name}"), (2, f"system CPU of an {name}"))
         for at, what in kinds:
-            found = {s: [x[at] for x in v] for (s, r), v in seconds.items() if r == rows}
+            found = {s: [x[at] for x in v] for (s, r), v in samples.items() if r == rows}
             report.add(what, "s", {s: statistics.median(v) for s, v in found.items()})
     per = {what: n / max(1, args.counted) for what, n in seen.items()}
     loads = {k: v for k, v in per.items() if k.startswith("timeline load")}

@@ -40,6 +40,7 @@ from benchlib import (
     Report,
     iceberg_catalog,
     iceberg_table,
+    in_turn,
     measure,
     ratio,
     timed,
@@ -90,7 +91,7 @@ class Systems:
             ("delta-rs", lambda: write_deltalake(self.delta, self.rows, partition_by=["part"])),
             ("pyiceberg", lambda: self.catalog.load_table(self.iceberg).append(self.rows)),
         ]
-        turn = writes[first % len(writes) :] + writes[: first % len(writes)]
+        turn = in_turn(writes, first)
         return {system: timed(write)[1] for system, write in turn}
 
     def listers(self, partition: bool) -> dict[str, Callable[[], int]]:

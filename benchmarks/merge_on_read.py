@@ -47,6 +47,7 @@ from benchlib import (
     NA,
     Report,
     Value,
+    in_turn,
     median_of_runs,
     median_timed,
     own_process,
@@ -163,7 +164,7 @@ def timed_reads(paths: dict[str, str], runs: int) -> dict[str, tuple[float, floa
     samples: dict[str, list[tuple[float, float]]] = {kind: [] for kind in paths}
     kinds = list(paths)
     for n in range(runs):
-        for kind in kinds[n % len(kinds) :] + kinds[: n % len(kinds)]:
+        for kind in in_turn(kinds, n):
             path = paths[kind]
             cpu = time.process_time()
             elapsed = timed(lambda p=path: WriteClient.open(p).read_arrow())[1]
@@ -277,7 +278,7 @@ def report(steps: Steps, got: dict[str, dict[str, float]], checks: dict[str, str
 
 
 def measure(
-    steps: Steps, later: list[pa.Table], runs: int, skip_delta: bool, read_runs: int = 7
+    steps: Steps, later: list[pa.Table], runs: int, skip_delta: bool, read_runs: int
 ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
     """One whole measurement in a fresh folder: seconds per system and step, and the check of
     every final table."""

@@ -44,6 +44,7 @@ from benchlib import (
     Value,
     iceberg_catalog,
     iceberg_table,
+    in_turn,
     measure,
     timed,
 )
@@ -108,7 +109,7 @@ class Tables:
         systems = list(appends)
         seconds = dict.fromkeys(systems, 0.0)
         for n, part in enumerate(parts):  # round by round, the first system rotating
-            for system in systems[n % len(systems) :] + systems[: n % len(systems)]:
+            for system in in_turn(systems, n):
                 seconds[system] += timed(partial(appends[system], part))[1]
         for system, total in seconds.items():
             print(f"  {system}: {len(parts)} appends in {total:.1f} s", flush=True)

@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from benchlib import Report, timed
+from benchlib import Report, in_turn, timed
 from deltalake import write_deltalake
 from listing import make_rows
 
@@ -119,7 +119,7 @@ def measure(rows: pa.Table, runs: int) -> dict[str, float]:
         names = list(steps)
         seconds: dict[str, list[float]] = {name: [] for name in names}
         for run in range(runs):
-            for name in names[run % len(names) :] + names[: run % len(names)]:
+            for name in in_turn(names, run):
                 at = f"{folder}/{run}-{names.index(name)}"
                 seconds[name].append(timed(partial(steps[name], at))[1])
                 print(f"  {name}: {seconds[name][-1]:.3f} s", flush=True)

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from benchlib import Report, timed
+from benchlib import Report, in_turn, timed
 from upsert import DAYS, Steps, digest, expected, step_names, workload
 
 from lakebraid.writers.client import WriteClient
@@ -145,7 +145,7 @@ def alternated(
     samples: dict[str, list[float]] = {name: [] for name in upserts}
     names = list(upserts)
     for turn in range(runs):
-        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+        for name in in_turn(names, turn):
             path, upsert = upserts[name]
             shutil.rmtree(path)
             shutil.copytree(f"{path}{BEFORE_MIXED}", path)

@@ -157,9 +157,9 @@ def test_an_older_event_is_one_whose_stored_value_is_greater(kind, data, chunked
 def test_the_last_version_of_each_key_is_the_greatest_value_then_the_latest_rank(
     kind, data
 ) -> None:
-    """``_last_versions`` (numpy for integers and times without nulls, else an Arrow sort)
-    picks, per group, the version of the greatest precombine value (a null is the
-    greatest), the latest rank among equals; ``kind`` None: the latest rank alone."""
+    """``_last_versions`` picks, per group, the version of the greatest precombine value (a
+    null is the greatest), the latest rank among equals; ``kind`` None: the latest rank
+    alone."""
     sizes = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=8))
     group = np.repeat(np.arange(len(sizes)) * 3, sizes)  # ascending, not contiguous codes
     n = len(group)
