@@ -24,30 +24,26 @@ as of older instants keep working.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache, partial
+from functools import cache
 from operator import attrgetter
-
-from fsspec import AbstractFileSystem
 
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import records_to_table
-from lakebraid.metadata.basefile import base_info
 from lakebraid.metadata.basewrite import Header, write_base, write_stored
 from lakebraid.metadata.commits import checked_logs
-from lakebraid.metadata.compaction_policy import Entries, LogPolicy, base_bytes
+from lakebraid.metadata.compaction import due_slices, overtaken
+from lakebraid.metadata.compaction_policy import LogPolicy
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.hashing import file_group_id
 from lakebraid.metadata.indexfold import fold_stored
-from lakebraid.metadata.logblock import BlockType, read_log_file
 from lakebraid.metadata.reader import MetadataReader, slice_records, slice_table
 from lakebraid.metadata.records import FilesRecord, Partition
 from lakebraid.metadata.slices import (
     FileSlice,
     ReadPoint,
     group_files,
-    visible_rank,
 )
 from lakebraid.metadata.writer import InstantChanges, WrittenLog, write_changes
 from lakebraid.timeline.as_of import parse_as_of
@@ -234,8 +230,10 @@ class MetadataTable:
     ) -> str | None:
         """Fold the visible log files of every file group holding at least ``min_logs`` of
         them or ``min_log_bytes`` of logs (either suffices) into new bases, as one compaction
-        instant. Returns its time (None: no work, or a reindex ran meanwhile and the new bases
-        are in the old layout: left pending, never read)."""
+        instant. Returns its time; None: no work, or it was abandoned (left pending, its bases
+        deleted, never read) because a reindex ran meanwhile and its bases are in the old
+        layout, or another compaction of one of its groups completed since its read point
+        (``metadata.compaction``)."""
         policy = LogPolicy(max_log_files=max(1, min_logs), max_log_bytes=min_log_bytes)
         return self._compact(partitions, policy)
 
@@ -251,7 +249,7 @@ class MetadataTable:
                 i.time for i in metadata_timeline if i.action is not Action.DELTACOMMIT
             )
 
-        work = _due_slices(reader, partitions or list(Partition), policy, services)
+        work = due_slices(reader, partitions or list(Partition), policy, services)
         if not work:
             return None
         store, meta = self.table.store, TimelineKind.METADATA
@@ -264,6 +262,31 @@ class MetadataTable:
         inflight = CompactionPlan(groups=plan.groups, folded=logs)  # bounded: no history
         store.start(meta, time, Action.COMPACTION, encode_body(inflight))
 
+        try:
+            self._fold_all(reader, work, time, folded)
+        except BaseException:
+            self._drop_bases(work, time)  # never completes: nothing reads them
+            raise
+        with self.table.lock:  # fresh loads: nothing completes meanwhile
+            abandon = bool(
+                self.missed_rewrites(point.bases) or overtaken(self.table, point.bases, plan.groups)
+            )
+            if not abandon:
+                store.complete(meta, time, Action.COMPACTION, encode_body(inflight))
+        if abandon:  # left pending: nothing reads a pending instant's bases
+            self._drop_bases(work, time)
+            return None
+        return time
+
+    def _fold_all(
+        self,
+        reader: MetadataReader,
+        work: list[tuple[Partition, FileSlice]],
+        time: str,
+        folded: dict[str, list[str]],
+    ) -> None:
+        """:meth:`_fold` every slice of ``work`` on up to ``metadata.write.threads`` threads."""
+
         def fold(item: tuple[Partition, FileSlice]) -> None:
             partition, piece = item
             self._fold(reader.folder(partition), partition, piece, time, folded[piece.file_group])
@@ -275,11 +298,13 @@ class MetadataTable:
         else:
             with ThreadPoolExecutor(threads) as pool:
                 list(pool.map(fold, work))  # list(): re-raise the first failure
-        with self.table.lock:
-            if self.missed_rewrites(point.bases):  # its bases are in an old layout
-                return None  # left pending: readers never use a pending instant's bases
-            store.complete(meta, time, Action.COMPACTION, encode_body(inflight))
-        return time
+
+    def _drop_bases(self, work: list[tuple[Partition, FileSlice]], time: str) -> None:
+        """Delete the bases compaction ``time`` wrote for ``work`` (those it got to)."""
+        for partition, piece in work:
+            path = self.layout.metadata_base_file(str(partition), piece.file_group, time)
+            if self.fs.exists(path):
+                self.fs.rm(path)
 
     def rewrites(self) -> list[tuple[Instant, bool]]:
         """The reindex and index instants of the metadata timeline (each rewrites a whole
@@ -336,55 +361,3 @@ class MetadataTable:
         ``metadata.compaction_policy`` says are due under the table's config."""
         policy = LogPolicy.of(self.table.options)
         return self._compact(None, policy) if policy.inline else None
-
-
-def _due_slices(
-    reader: MetadataReader,
-    partitions: Iterable[Partition],
-    policy: LogPolicy,
-    services: Callable[[], frozenset[str]] = frozenset,
-) -> list[tuple[Partition, FileSlice]]:
-    """The file slices ``policy`` says are due, less the record-index groups holding a commit
-    base of an instant not visible yet: a base folded without it would hide it once it completes.
-    ``services()`` gives the metadata instants whose bases are not commit bases (asked only
-    when a record-index group holds a base: it scans the timeline)."""
-    work: list[tuple[Partition, FileSlice]] = []
-    point = reader.point
-    rank = visible_rank(point)
-
-    def known(time: str) -> bool:
-        return time in rank or time in point.undone or time in point.rebased or time in services()
-
-    for partition in partitions:
-        listing = reader.listing(partition)
-        for piece in reader.slices(partition):
-            waiting = partition is Partition.RECORD_INDEX and any(
-                f.kind == "base" and not known(f.instant) for f in listing.get(piece.file_group, [])
-            )
-            entries = partial(_entries, reader, partition, piece)
-            if not waiting and policy.due(piece, base_bytes(listing, piece), entries):
-                work.append((partition, piece))
-    return work
-
-
-def _entries(reader: MetadataReader, partition: Partition, piece: FileSlice) -> Entries:
-    """The entries of ``piece``'s base (its footer's row count) and of its logs, these
-    estimated from their sizes at the newest log's bytes per entry (:func:`log_records`):
-    one log read however many the group holds, so a group that waits for the ratio costs a
-    writer at most two reads per commit on an object store. Logs of unknown size are all
-    read."""
-    fs, folder = reader.fs, reader.folder(partition)
-    base = base_info(fs, f"{folder}/{piece.base}").num_rows if piece.base else 0
-    files = piece.log_files()
-    name, size = files[-1]
-    newest = log_records(fs, f"{folder}/{name}")
-    if size and all(known for _, known in files):
-        return Entries(base, round(newest * piece.log_bytes / size))
-    return Entries(base, newest + sum(log_records(fs, f"{folder}/{n}") for n, _ in files[:-1]))
-
-
-def log_records(fs: AbstractFileSystem, path: str) -> int:
-    """The entries a metadata log file holds: its blocks' header record counts (command
-    blocks left out), read without decoding a body."""
-    blocks = read_log_file(fs, path, with_records=False)
-    return sum(b.header.record_count for b in blocks if b.block_type is not BlockType.COMMAND)

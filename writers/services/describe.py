@@ -29,10 +29,11 @@ from fsspec import AbstractFileSystem
 from lakebraid.metadata import settings as meta_settings
 from lakebraid.metadata.basefile import base_info
 from lakebraid.metadata.commits import schema_as_of
+from lakebraid.metadata.compaction import log_records
 from lakebraid.metadata.compaction_policy import LogPolicy, base_bytes
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
-from lakebraid.metadata.table import MetadataTable, log_records
+from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline import archiver
 from lakebraid.timeline import config as cfg
 from lakebraid.timeline.instant import Action

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from lakebraid.metadata import table as table_module
+from lakebraid.metadata import compaction as compaction_module
+from lakebraid.metadata.compaction import log_records
 from lakebraid.metadata.records import Partition
-from lakebraid.metadata.table import MetadataTable, log_records
+from lakebraid.metadata.table import MetadataTable
 from lakebraid.writers.client import WriteClient
 
 
@@ -64,9 +65,9 @@ def test_the_logs_entries_are_estimated_from_one_log(tmp_path: Path, monkeypatch
         read.append(path)
         return log_records(fs, path)
 
-    monkeypatch.setattr(table_module, "log_records", counted)
+    monkeypatch.setattr(compaction_module, "log_records", counted)
     for piece in pieces:
-        estimate = table_module._entries(reader, Partition.RECORD_INDEX, piece)
+        estimate = compaction_module._entries(reader, Partition.RECORD_INDEX, piece)
         exact = sum(log_records(client.table.fs, f"{folder}/{name}") for name in piece.logs)
         assert abs(estimate.logs - exact) <= 0.05 * exact
         assert estimate.base > 0

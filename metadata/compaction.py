@@ -1,0 +1,104 @@
+"""Metadata compaction: which file slices are due, and the rule that lets one complete.
+
+:meth:`metadata.table.MetadataTable.compact` plans from a read point, writes one base per due
+file slice, then completes under the table lock. Readers rank a group's visible bases by the
+completion order of the instants that wrote them (``metadata.slices.build_slice``) and the
+cleaner deletes the logs the newest base folds (``writers.services.clean``), so each base must
+fold everything an earlier-completed base of its group folds. Two compactions of one group that
+overlap in time break that when the one that planned first completes last: its base folds less
+(it may even have planned before the other's base existed), ranks newest, and needs logs the
+cleaner deletes, so reads silently lose the changes those logs held. :func:`overtaken` is the
+rule that prevents it: a compaction completes only if no compaction of one of its groups
+completed since its read point; otherwise it is abandoned (left pending, its bases deleted,
+never read) and the next due check plans again from the newer base.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from functools import partial
+
+from fsspec import AbstractFileSystem
+
+from lakebraid.metadata.basefile import base_info
+from lakebraid.metadata.compaction_policy import Entries, LogPolicy, base_bytes
+from lakebraid.metadata.logblock import BlockType, read_log_file
+from lakebraid.metadata.reader import MetadataReader
+from lakebraid.metadata.records import Partition
+from lakebraid.metadata.slices import FileSlice, visible_rank
+from lakebraid.timeline.bodies import CompactionPlan
+from lakebraid.timeline.instant import Action
+from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
+
+
+def overtaken(table: TableTimelines, seen: Collection[str], groups: Collection[str]) -> list[str]:
+    """The compactions completed on the metadata timeline that are not among ``seen`` (the
+    bases of the read point a compaction planned from) and rewrote one of ``groups``; in
+    completion order. Call it under the table lock (compactions complete under it), where the
+    timeline loads fresh."""
+    known, wanted = set(seen), set(groups)
+    done = table.timeline(TimelineKind.METADATA).of_action(Action.COMPACTION)
+    newer = []
+    for inst in reversed(done):  # completion order: the unseen ones are a suffix
+        if inst.time in known:
+            break
+        newer.append(inst)
+    found = []
+    for inst in reversed(newer):
+        plan = table.store.read_typed(TimelineKind.METADATA, inst, CompactionPlan)
+        if wanted.intersection(plan.groups):
+            found.append(inst.time)
+    return found
+
+
+def due_slices(
+    reader: MetadataReader,
+    partitions: Iterable[Partition],
+    policy: LogPolicy,
+    services: Callable[[], frozenset[str]] = frozenset,
+) -> list[tuple[Partition, FileSlice]]:
+    """The file slices ``policy`` says are due, less the record-index groups holding a commit
+    base of an instant not visible yet: a base folded without it would hide it once it completes.
+    ``services()`` gives the metadata instants whose bases are not commit bases (asked only
+    when a record-index group holds a base: it scans the timeline)."""
+    work: list[tuple[Partition, FileSlice]] = []
+    point = reader.point
+    rank = visible_rank(point)
+
+    def known(time: str) -> bool:
+        return time in rank or time in point.undone or time in point.rebased or time in services()
+
+    for partition in partitions:
+        listing = reader.listing(partition)
+        for piece in reader.slices(partition):
+            waiting = partition is Partition.RECORD_INDEX and any(
+                f.kind == "base" and not known(f.instant) for f in listing.get(piece.file_group, [])
+            )
+            entries = partial(_entries, reader, partition, piece)
+            if not waiting and policy.due(piece, base_bytes(listing, piece), entries):
+                work.append((partition, piece))
+    return work
+
+
+def _entries(reader: MetadataReader, partition: Partition, piece: FileSlice) -> Entries:
+    """The entries of ``piece``'s base (its footer's row count) and of its logs, these
+    estimated from their sizes at the newest log's bytes per entry (:func:`log_records`):
+    one log read however many the group holds, so a group that waits for the ratio costs a
+    writer at most two reads per commit on an object store. Logs of unknown size are all
+    read."""
+    fs, folder = reader.fs, reader.folder(partition)
+    base = base_info(fs, f"{folder}/{piece.base}").num_rows if piece.base else 0
+    files = piece.log_files()
+    name, size = files[-1]
+    newest = log_records(fs, f"{folder}/{name}")
+    if size and all(known for _, known in files):
+        return Entries(base, round(newest * piece.log_bytes / size))
+    return Entries(base, newest + sum(log_records(fs, f"{folder}/{n}") for n, _ in files[:-1]))
+
+
+def log_records(fs: AbstractFileSystem, path: str) -> int:
+    """The entries a metadata log file holds: its blocks' header record counts (command
+    blocks left out), read without decoding a body."""
+    blocks = read_log_file(fs, path, with_records=False)
+    return sum(b.header.record_count for b in blocks if b.block_type is not BlockType.COMMAND)

@@ -1,0 +1,89 @@
+"""Two metadata compactions of one file group that overlap in time (``metadata.compaction``):
+the one that planned first and completes last would fold less than the base before it, rank
+newest, and need logs the cleaner deletes. It is abandoned instead, and reads stay exact."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pytest
+
+from lakebraid.index.file_groups import checked_files
+from lakebraid.metadata.table import MetadataTable
+from lakebraid.writers.client import WriteClient
+
+OPTIONS = {
+    "metadata.compact.max.log.files": 0,  # compactions run only when the test says
+    "clean.inline": False,
+    "clean.retain.commits": 1,
+}
+
+
+def rows(value: int) -> pa.Table:
+    return pa.table({"id": ["a", "b"], "day": ["d0", "d0"], "ts": [value] * 2, "v": [value] * 2})
+
+
+def test_a_compaction_overtaken_by_a_newer_one_of_its_groups_is_abandoned(
+    tmp_path, monkeypatch
+) -> None:
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **OPTIONS)
+    for value in range(3):  # each upsert writes a new base of the one data file group
+        client.upsert(rows(value))
+    original = MetadataTable._fold
+    once = threading.Lock()  # groups fold on several threads: one intervening write only
+    newer: list[str | None] = []
+
+    def fold_then_overtake(self, *args):
+        original(self, *args)
+        if once.acquire(blocking=False):  # while this compaction folds the first 3 commits:
+            client.upsert(rows(3))  # a commit it did not see,
+            newer.append(MetadataTable(self.table).compact())  # a compaction that folds it,
+            client.upsert(rows(4))  # the commit a clean retains (its point sees that base),
+            newer.append(client.clean())  # the clean (of the logs that base folded),
+            for value in range(5, 10):  # and commits enough that the lost log is not a newest's
+                client.upsert(rows(value))
+
+    monkeypatch.setattr(MetadataTable, "_fold", fold_then_overtake)
+    assert client.compact_metadata() is None, "the overtaken compaction must not complete"
+    monkeypatch.setattr(MetadataTable, "_fold", original)
+    assert len(newer) == 2 and None not in newer, "the newer compaction and the clean ran"
+    pending = [i for i in client.timeline("metadata") if i.is_pending]
+    assert [i.action for i in pending] == ["compaction"]
+    folder = tmp_path / "t" / ".braid" / "metadata"
+    assert not list(folder.glob(f"*/*_{pending[0].time}.parquet")), "its bases were deleted"
+    listing = checked_files(client.metadata.reader())  # raises on two bases of one group
+    assert len(listing["day=d0"]) == 1
+    table = client.read_arrow()
+    got = sorted(zip(table["id"].to_pylist(), table["v"].to_pylist(), strict=True))
+    assert got == [("a", 9), ("b", 9)]
+    assert client.compact_metadata() is not None  # the next one plans from the newer base
+    assert len(checked_files(client.metadata.reader())["day=d0"]) == 1
+    assert client.validate() == []
+
+
+def test_a_compaction_that_fails_to_fold_deletes_the_bases_it_wrote(tmp_path, monkeypatch) -> None:
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **OPTIONS)
+    for value in range(3):
+        client.upsert(rows(value))
+    original = MetadataTable._fold
+    folded: list[str] = []
+
+    def fold_then_fail(self, folder, partition, piece, time, instants):
+        original(self, folder, partition, piece, time, instants)
+        folded.append(time)
+        raise OSError(f"disk full after folding {piece.file_group}")
+
+    monkeypatch.setattr(MetadataTable, "_fold", fold_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        client.compact_metadata()
+    monkeypatch.setattr(MetadataTable, "_fold", original)
+    assert folded, "a base was written before the failure"
+    folder = tmp_path / "t" / ".braid" / "metadata"
+    assert not list(folder.glob(f"*/*_{folded[0]}.parquet")), "the bases it wrote are gone"
+    pending = [i.time for i in client.timeline("metadata") if i.is_pending]
+    assert pending == [folded[0]]
+    table = client.read_arrow()
+    assert sorted(table["v"].to_pylist()) == [2, 2]
+    assert client.compact_metadata() is not None
+    assert client.validate() == []
