@@ -11,7 +11,10 @@ before (not committed) or after (committed), anything else is a torn write and a
 Figures are printed (and written with ``--json``). Run from the repo root::
 
     .venv/bin/python benchmarks/soak.py --commits 3000 --kill-every 120   # the issue's run
-    .venv/bin/python benchmarks/soak.py --commits 200 --kill-every 15     # the test's run
+    .venv/bin/python benchmarks/soak.py --commits 120 --kill-every 12     # the test's run
+
+A writer is killed every ``--kill-every`` seconds, and once half-way through the commits if
+none was yet (a short run on a fast machine would otherwise kill none).
 """
 
 from __future__ import annotations
@@ -253,7 +256,9 @@ def drive(args: argparse.Namespace, folder: Path) -> dict:
                 failures.append(f"writer {w} exited {proc.returncode}: {tail(folder, 'writer', w)}")
         if failures:
             break
-        if time.monotonic() - last_kill > args.kill_every:
+        # every --kill-every seconds, and once half-way in a run too short for that
+        halfway = not kills and done >= args.commits // 2
+        if halfway or time.monotonic() - last_kill > args.kill_every:
             w = rng.randrange(args.writers)
             time.sleep(rng.random() * 2)
             writers[w].send_signal(signal.SIGKILL)
@@ -318,7 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--role", default="driver", choices=["driver", "writer", "reader"])
     parser.add_argument("--commits", type=int, default=3000)
     parser.add_argument("--writers", type=int, default=2)
-    parser.add_argument("--kill-every", type=float, default=120.0, help="seconds")
+    parser.add_argument(
+        "--kill-every", type=float, default=120.0, help="seconds (and a first kill half-way)"
+    )
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--dir", default=None, help="parent folder of the temporary table")
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
