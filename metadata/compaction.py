@@ -10,7 +10,8 @@ overlap in time break that when the one that planned first completes last: its b
 cleaner deletes, so reads silently lose the changes those logs held. :func:`overtaken` is the
 rule that prevents it: a compaction completes only if no compaction of one of its groups
 completed since its read point; otherwise it is abandoned (left pending, its bases deleted,
-never read) and the next due check plans again from the newer base.
+never read): an inline compaction leaves the work to the next write's due check, an explicit
+one (:meth:`~metadata.table.MetadataTable.compact`) plans again from the newer base.
 """
 
 from __future__ import annotations

@@ -233,12 +233,27 @@ class MetadataTable:
         instant. Returns its time; None: no work, or it was abandoned (left pending, its bases
         deleted, never read) because a reindex ran meanwhile and its bases are in the old
         layout, or another compaction of one of its groups completed since its read point
-        (``metadata.compaction``)."""
+        (``metadata.compaction``), three times in a row: each attempt plans afresh, from the
+        bases that overtook the one before."""
         policy = LogPolicy(max_log_files=max(1, min_logs), max_log_bytes=min_log_bytes)
-        return self._compact(partitions, policy)
+        return self._compact(partitions, policy, attempts=3)
 
-    def _compact(self, partitions: Iterable[Partition] | None, policy: LogPolicy) -> str | None:
-        """:meth:`compact` of the file groups ``policy`` says are due."""
+    def _compact(
+        self, partitions: Iterable[Partition] | None, policy: LogPolicy, attempts: int = 1
+    ) -> str | None:
+        """:meth:`compact` of the file groups ``policy`` says are due, planned again when an
+        attempt is abandoned, up to ``attempts`` in all."""
+        for _ in range(attempts):
+            time, abandoned = self._compact_once(partitions, policy)
+            if not abandoned:
+                return time
+        return None
+
+    def _compact_once(
+        self, partitions: Iterable[Partition] | None, policy: LogPolicy
+    ) -> tuple[str | None, bool]:
+        """One attempt of :meth:`_compact`: its time (None: no work) and whether it was
+        abandoned."""
         point = self.read_point()
         reader = MetadataReader(self.fs, self.layout, point, self.table.options)
         metadata_timeline = self.table.timeline(TimelineKind.METADATA)
@@ -251,7 +266,7 @@ class MetadataTable:
 
         work = due_slices(reader, partitions or list(Partition), policy, services)
         if not work:
-            return None
+            return None, False
         store, meta = self.table.store, TimelineKind.METADATA
         with self.table.lock:
             time = self.table.next_time()
@@ -275,8 +290,7 @@ class MetadataTable:
                 store.complete(meta, time, Action.COMPACTION, encode_body(inflight))
         if abandon:  # left pending: nothing reads a pending instant's bases
             self._drop_bases(work, time)
-            return None
-        return time
+        return time, abandon
 
     def _fold_all(
         self,

@@ -45,19 +45,56 @@ def test_a_compaction_overtaken_by_a_newer_one_of_its_groups_is_abandoned(
                 client.upsert(rows(value))
 
     monkeypatch.setattr(MetadataTable, "_fold", fold_then_overtake)
-    assert client.compact_metadata() is None, "the overtaken compaction must not complete"
+    done = client.compact_metadata()
     monkeypatch.setattr(MetadataTable, "_fold", original)
     assert len(newer) == 2 and None not in newer, "the newer compaction and the clean ran"
     pending = [i for i in client.timeline("metadata") if i.is_pending]
-    assert [i.action for i in pending] == ["compaction"]
+    assert [i.action for i in pending] == ["compaction"], "the overtaken attempt never completes"
     folder = tmp_path / "t" / ".braid" / "metadata"
     assert not list(folder.glob(f"*/*_{pending[0].time}.parquet")), "its bases were deleted"
+    # an explicit compaction plans again from the newer base: it folds the commits after it
+    assert done is not None and pending[0].time < newer[0] < done
     listing = checked_files(client.metadata.reader())  # raises on two bases of one group
     assert len(listing["day=d0"]) == 1
     table = client.read_arrow()
     got = sorted(zip(table["id"].to_pylist(), table["v"].to_pylist(), strict=True))
     assert got == [("a", 9), ("b", 9)]
-    assert client.compact_metadata() is not None  # the next one plans from the newer base
+    assert client.validate() == []
+
+
+def test_an_inline_compaction_overtaken_is_abandoned_and_the_write_stands(
+    tmp_path, monkeypatch
+) -> None:
+    """Inline compactions of two writes of one process: the second write (made while the
+    first one's compaction folds) compacts the same groups and completes first. The first
+    compaction is abandoned, once (the next write's due check plans again); both writes
+    stand."""
+    options = {**OPTIONS, "metadata.compact.max.log.files": 2}
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **options)
+    original = MetadataTable._fold
+    once = threading.Lock()
+    inner: list[str] = []
+
+    def fold_then_overtake(self, *args):
+        original(self, *args)
+        if once.acquire(blocking=False):
+            inner.append(client.upsert(rows(100)))  # its own inline compaction completes
+
+    monkeypatch.setattr(MetadataTable, "_fold", fold_then_overtake)
+    written = [client.upsert(rows(value)) for value in range(4)]
+    monkeypatch.setattr(MetadataTable, "_fold", original)
+    assert inner, "an inline compaction ran"
+    meta = client.timeline("metadata")
+    pending = [i for i in meta if i.is_pending]
+    assert [i.action for i in pending] == ["compaction"]
+    done = [i for i in meta if i.action == "compaction" and i.is_completed]
+    assert any(pending[0].time < i.time for i in done), "the one that overtook it completed"
+    completed = {i.time for i in client.timeline() if i.is_completed}
+    assert set(written) | set(inner) <= completed
+    last = client.upsert(rows(200))  # and a later write's due check plans again
+    assert sorted(client.read_arrow()["v"].to_pylist()) == [200, 200]
+    assert [i.time for i in client.timeline("metadata") if i.is_pending] == [pending[0].time]
+    assert last in {i.time for i in client.timeline() if i.is_completed}
     assert len(checked_files(client.metadata.reader())["day=d0"]) == 1
     assert client.validate() == []
 
