@@ -28,7 +28,7 @@ from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import FileSlice, visible_rank
 from lakebraid.timeline.bodies import CompactionPlan
-from lakebraid.timeline.instant import Action
+from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.table import TableTimelines
 
@@ -51,6 +51,28 @@ def overtaken(table: TableTimelines, seen: Collection[str], groups: Collection[s
         if wanted.intersection(plan.groups):
             found.append(inst.time)
     return found
+
+
+def abandoned_by(table: TableTimelines, pending: Instant) -> str | None:
+    """For a pending compaction: an instant that completed after it was requested (so after
+    its read point) and makes it one that can never complete -- a compaction of one of its
+    file groups (:func:`overtaken`), or a reindex or index build (its bases would be in an
+    old layout); None when there is none (it may be running, or its writer died)."""
+    meta = table.timeline(TimelineKind.METADATA)
+    rewrites = [
+        i.time
+        for action in (Action.REINDEX, Action.INDEX)
+        for i in meta.of_action(action)
+        if (i.completion_time or "") > pending.time
+    ]
+    if rewrites:
+        return min(rewrites)
+    requested = Instant(pending.time, Action.COMPACTION, State.REQUESTED)
+    plan = table.store.read_typed(TimelineKind.METADATA, requested, CompactionPlan)
+    done = meta.of_action(Action.COMPACTION)
+    seen = [i.time for i in done if (i.completion_time or "") <= pending.time]
+    found = overtaken(table, seen, plan.groups)
+    return found[0] if found else None
 
 
 def due_slices(

@@ -250,6 +250,8 @@ def test_a_metadata_compaction_overlapping_a_reindex_is_left_pending(tmp_path, m
     assert [i.action for i in pending] == ["compaction"], "left pending, never read"
     # planned again, in the new layout: the files and statistics logs the first one left
     assert done is not None and done > pending[0].time
+    reindexes = [i.time for i in client.timeline("metadata") if i.action == "reindex"]
+    assert client.show()["services"]["pending"][0]["abandoned_by"] == reindexes[0]
     assert groups(client) == 4
     check(client, model)
     client.upsert(rows(keys(0, 5), 9))

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lakebraid.index.file_groups import checked_files
+from lakebraid.metadata.compaction import abandoned_by
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.writers.client import WriteClient
 
@@ -88,7 +89,17 @@ def test_an_inline_compaction_overtaken_is_abandoned_and_the_write_stands(
     pending = [i for i in meta if i.is_pending]
     assert [i.action for i in pending] == ["compaction"]
     done = [i for i in meta if i.action == "compaction" and i.is_completed]
-    assert any(pending[0].time < i.time for i in done), "the one that overtook it completed"
+    after = [i.time for i in done if (i.completion_time or "") > pending[0].time]
+    assert after, "the one that overtook it completed"
+    shown = client.show()["services"]["pending"]
+    assert shown == [
+        {
+            "time": pending[0].time,
+            "action": "compaction",
+            "state": "inflight",
+            "abandoned_by": min(after),
+        }
+    ]
     completed = {i.time for i in client.timeline() if i.is_completed}
     assert set(written) | set(inner) <= completed
     last = client.upsert(rows(200))  # and a later write's due check plans again
@@ -118,9 +129,12 @@ def test_a_compaction_that_fails_to_fold_deletes_the_bases_it_wrote(tmp_path, mo
     assert folded, "a base was written before the failure"
     folder = tmp_path / "t" / ".braid" / "metadata"
     assert not list(folder.glob(f"*/*_{folded[0]}.parquet")), "the bases it wrote are gone"
-    pending = [i.time for i in client.timeline("metadata") if i.is_pending]
-    assert pending == [folded[0]]
+    pending = [i for i in client.timeline("metadata") if i.is_pending]
+    assert [i.time for i in pending] == [folded[0]]
+    assert abandoned_by(client.table, pending[0]) is None  # as if it still ran
     table = client.read_arrow()
     assert sorted(table["v"].to_pylist()) == [2, 2]
-    assert client.compact_metadata() is not None
+    again = client.compact_metadata()
+    assert again is not None
+    assert abandoned_by(client.table, pending[0]) == again  # now it can never complete
     assert client.validate() == []

@@ -136,6 +136,15 @@ def _index_lines(ri: dict[str, Any], indexes: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _pending(instant: dict[str, Any]) -> str:
+    """One pending instant of ``show``; a metadata compaction that can never complete says
+    what overtook it (``metadata.compaction``: left pending, never read)."""
+    state = instant["state"]
+    if instant.get("abandoned_by"):
+        state += f", abandoned: {instant['abandoned_by']} completed after it began"
+    return f"{instant['time']} {instant['action']} ({state})"
+
+
 def _service_lines(services: dict[str, Any]) -> list[str]:
     last = ", ".join(
         f"{name} {done['completed']}" if done else f"{name} never"
@@ -144,7 +153,7 @@ def _service_lines(services: dict[str, Any]) -> list[str]:
     due = services["next"]
     compaction, resize = due["compaction"], due["resize"]
     groups = sum(compaction["groups_due"].values())
-    pending = ", ".join(f"{p['time']} {p['action']} ({p['state']})" for p in services["pending"])
+    pending = ", ".join(map(_pending, services["pending"]))
     return [
         f"table services: last {last}",
         f"  savepointed commits: {', '.join(services['savepoints']) or 'none'}",

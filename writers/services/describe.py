@@ -15,7 +15,9 @@ Where each figure comes from (none reads a data file):
   the records of the log files since it (log block headers, not merged: a key upserted
   twice or deleted counts each time; so the group holds at most base + log records);
 * ``indexes``: secondary indexes and built column statistics as of now;
-* ``services``: the latest clean, compaction, reindex and index instants, pending instants,
+* ``services``: the latest clean, compaction, reindex and index instants, pending instants
+  (a metadata compaction with ``abandoned_by``: the instant that means it never completes,
+  ``metadata.compaction.abandoned_by``; None: running, or its writer died),
   what is due next (metadata compaction by ``metadata.compact.max.log.*``, the record index's
   resize, commits since the latest clean) and the services' settings.
 """
@@ -29,7 +31,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.metadata import settings as meta_settings
 from lakebraid.metadata.basefile import base_info
 from lakebraid.metadata.commits import schema_as_of
-from lakebraid.metadata.compaction import log_records
+from lakebraid.metadata.compaction import abandoned_by, log_records
 from lakebraid.metadata.compaction_policy import LogPolicy, base_bytes
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
@@ -197,6 +199,7 @@ def services(table: TableTimelines, reader: MetadataReader, ri: dict[str, Any]) 
         )
     pending = [
         {"time": i.time, "action": i.action.value, "state": i.state.value}
+        | ({"abandoned_by": abandoned_by(table, i)} if i.action is Action.COMPACTION else {})
         for timeline in (glob, meta)
         for i in timeline
         if i.is_pending and i.action is not Action.DELTACOMMIT
