@@ -30,16 +30,20 @@ from lakebraid.metadata.slices import FileSlice, visible_rank
 from lakebraid.timeline.bodies import CompactionPlan
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.store import InstantStore
 from lakebraid.timeline.table import TableTimelines
+from lakebraid.timeline.timeline import Timeline
 
 
-def overtaken(table: TableTimelines, seen: Collection[str], groups: Collection[str]) -> list[str]:
-    """The compactions completed on the metadata timeline that are not among ``seen`` (the
-    bases of the read point a compaction planned from) and rewrote one of ``groups``; in
-    completion order. Call it under the table lock (compactions complete under it), where the
-    timeline loads fresh."""
+def overtaken(
+    store: InstantStore, meta: Timeline, seen: Collection[str], groups: Collection[str]
+) -> list[str]:
+    """The compactions completed on the metadata timeline ``meta`` that are not among ``seen``
+    (the bases of the read point a compaction planned from) and rewrote one of ``groups``;
+    in completion order. Call it with ``meta`` loaded under the table lock (compactions
+    complete under it)."""
     known, wanted = set(seen), set(groups)
-    done = table.timeline(TimelineKind.METADATA).of_action(Action.COMPACTION)
+    done = meta.of_action(Action.COMPACTION)
     newer = []
     for inst in reversed(done):  # completion order: the unseen ones are a suffix
         if inst.time in known:
@@ -47,7 +51,7 @@ def overtaken(table: TableTimelines, seen: Collection[str], groups: Collection[s
         newer.append(inst)
     found = []
     for inst in reversed(newer):
-        plan = table.store.read_typed(TimelineKind.METADATA, inst, CompactionPlan)
+        plan = store.read_typed(TimelineKind.METADATA, inst, CompactionPlan)
         if wanted.intersection(plan.groups):
             found.append(inst.time)
     return found
@@ -71,7 +75,7 @@ def abandoned_by(table: TableTimelines, pending: Instant) -> str | None:
     plan = table.store.read_typed(TimelineKind.METADATA, requested, CompactionPlan)
     done = meta.of_action(Action.COMPACTION)
     seen = [i.time for i in done if (i.completion_time or "") <= pending.time]
-    found = overtaken(table, seen, plan.groups)
+    found = overtaken(table.store, meta, seen, plan.groups)
     return found[0] if found else None
 
 

@@ -282,10 +282,10 @@ class MetadataTable:
         except BaseException:
             self._drop_bases(work, time)  # never completes: nothing reads them
             raise
-        with self.table.lock:  # fresh loads: nothing completes meanwhile
-            abandon = bool(
-                self.missed_rewrites(point.bases) or overtaken(self.table, point.bases, plan.groups)
-            )
+        with self.table.lock:  # a fresh load: nothing completes meanwhile
+            now = self.table.timeline(TimelineKind.METADATA)
+            missed = self.missed_rewrites(point.bases, now)
+            abandon = bool(missed or overtaken(store, now, point.bases, plan.groups))
             if not abandon:
                 store.complete(meta, time, Action.COMPACTION, encode_body(inflight))
         if abandon:  # left pending: nothing reads a pending instant's bases
@@ -320,22 +320,20 @@ class MetadataTable:
             if self.fs.exists(path):
                 self.fs.rm(path)
 
-    def rewrites(self) -> list[tuple[Instant, bool]]:
-        """The reindex and index instants of the metadata timeline (each rewrites a whole
-        partition), each with whether it is running (pending and its writer's heartbeat
-        live; a dead one never completes)."""
-        return [
-            (i, i.is_pending and self.table.is_alive(i.time))
-            for i in self.table.timeline(TimelineKind.METADATA)
-            if i.action in REWRITES
-        ]
+    def rewrites(self, meta: Timeline | None = None) -> list[tuple[Instant, bool]]:
+        """The reindex and index instants of the metadata timeline (``meta``: as loaded
+        already; each rewrites a whole partition), each with whether it is running (pending
+        and its writer's heartbeat live; a dead one never completes)."""
+        meta = meta if meta is not None else self.table.timeline(TimelineKind.METADATA)
+        alive = self.table.is_alive
+        return [(i, i.is_pending and alive(i.time)) for i in meta if i.action in REWRITES]
 
-    def missed_rewrites(self, seen: Collection[str]) -> list[str]:
+    def missed_rewrites(self, seen: Collection[str], meta: Timeline | None = None) -> list[str]:
         """The rewrites a layout chosen at a read point whose bases are ``seen`` misses:
         completed since, or running (bases folded from it would be in an old layout)."""
         return [
             i.time
-            for i, running in self.rewrites()
+            for i, running in self.rewrites(meta)
             if running or (i.is_completed and i.time not in seen)
         ]
 
