@@ -80,10 +80,11 @@ COMPACT_INLINE = cfg.register(
     "compaction.inline",
     bool,
     True,
-    "Merge-on-read tables: after each write, compact the file groups whose logs reached "
-    "compaction.max.log.files or compaction.max.log.bytes (one compaction commit). A "
-    "compaction that fails never fails the write (it is logged and tried after the next). "
-    "Off: run WriteClient.compact() or `lakebraid compact PATH --data` instead.",
+    "Merge-on-read tables: after each write, compact the file groups it wrote whose logs "
+    "reached compaction.max.log.files or compaction.max.log.bytes (one compaction commit; "
+    "groups other writers append to are left to them). A compaction that fails never fails "
+    "the write (it is logged and tried after the next write to the group). Off: run "
+    "WriteClient.compact() or `lakebraid compact PATH --data` instead.",
 )
 COMPACT_MAX_LOG_FILES = cfg.register(
     "compaction.max.log.files",

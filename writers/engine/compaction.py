@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
 
@@ -33,16 +34,23 @@ from lakebraid.writers.write.filegroup import RewriteTask
 from lakebraid.writers.write.operations import ordering
 
 LOG = logging.getLogger("lakebraid")
+Write = Callable[[str], list[WriteStatus]]  # instant time -> the write's statuses
 
 
 def due_slices(
-    files: dict[str, dict[str, int]], min_logs: int, min_log_bytes: int | None
+    files: dict[str, dict[str, int]],
+    min_logs: int,
+    min_log_bytes: int | None,
+    only: Collection[tuple[str, str]] | None = None,
 ) -> list[DataSlice]:
     """The slices of a ``files`` listing whose logs reach ``min_logs`` files or
-    ``min_log_bytes`` bytes (either suffices)."""
+    ``min_log_bytes`` bytes (either suffices); ``only``: of these (partition, file id)
+    groups."""
     due = []
     for partition, groups in sorted(current_slices(files).items()):
         for piece in sorted(groups.values(), key=lambda s: s.file_id):
+            if only is not None and (partition, piece.file_id) not in only:
+                continue
             size = sum(files[partition][n] for n in piece.logs)
             enough = len(piece.logs) >= min_logs or (
                 min_log_bytes is not None and size >= min_log_bytes
@@ -57,8 +65,10 @@ def compact_data(
     metadata: MetadataTable,
     min_logs: int = 1,
     min_log_bytes: int | None = None,
+    only: Collection[tuple[str, str]] | None = None,
 ) -> str | None:
-    """Compact the due file slices as one commit; returns its instant (None: none due)."""
+    """Compact the due file slices (``only``: of these groups) as one commit; returns its
+    instant (None: none due)."""
     if type(min_logs) is not int or min_logs < 1:
         raise ConfigError(
             f"compact: min_log_files must be a whole number of at least 1, not {min_logs!r:.40}",
@@ -66,7 +76,7 @@ def compact_data(
         )
     started = perf_counter()
     reader = metadata.reader()
-    due = due_slices(checked_files(reader), min_logs, min_log_bytes)
+    due = due_slices(checked_files(reader), min_logs, min_log_bytes, only)
     if not due:
         return None
     schema = schema_as_of(table)
@@ -98,10 +108,31 @@ def compact_data(
     return run_write(table, metadata, "compaction", reader.point.read_at, schema, write, started)
 
 
-def compact_if_due(table: TableTimelines, metadata: MetadataTable) -> str | None:
+class Written:
+    """The data file groups a write's statuses name, recorded as its write runs (what
+    :func:`compact_if_due` may compact after it)."""
+
+    def __init__(self) -> None:
+        self.groups: set[tuple[str, str]] = set()
+
+    def recording(self, write: Write) -> Write:
+        """``write`` (instant time -> statuses), recording the groups of its statuses."""
+
+        def run(time: str) -> list[WriteStatus]:
+            statuses = write(time)
+            self.groups.update((s.partition, s.file_id) for s in statuses)
+            return statuses
+
+        return run
+
+
+def compact_if_due(table: TableTimelines, metadata: MetadataTable, written: Written) -> str | None:
     """The inline compaction a merge-on-read write runs after its commit
-    (``compaction.inline``, ``compaction.max.log.files``, ``compaction.max.log.bytes``). A
-    failure is logged, never raised: the write it follows has committed."""
+    (``compaction.inline``, ``compaction.max.log.files``, ``compaction.max.log.bytes``), of
+    the due file groups among those the write wrote (``written``). Groups other writers
+    append to are left to them: a compaction of one would make their next commit conflict
+    (a retryable conflict, but writers of disjoint partitions would trip over each other's
+    compactions). A failure is logged, never raised: the write it follows has committed."""
     options = table.options
     if not table.config.merge_on_read or not options.get(settings.COMPACT_INLINE):
         return None
@@ -109,8 +140,10 @@ def compact_if_due(table: TableTimelines, metadata: MetadataTable) -> str | None
         options.get(settings.COMPACT_MAX_LOG_FILES),
         options.get(settings.COMPACT_MAX_LOG_BYTES),
     )
+    if not written.groups:
+        return None
     try:
-        return compact_data(table, metadata, files, size)
+        return compact_data(table, metadata, files, size, written.groups)
     except Exception as exc:
         LOG.warning("%s: inline data compaction failed (the write stands): %s", table.path, exc)
         return None

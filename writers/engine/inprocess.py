@@ -39,7 +39,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers import settings
 from lakebraid.writers.commit.envelope import run_write
-from lakebraid.writers.engine.compaction import compact_if_due
+from lakebraid.writers.engine.compaction import Written, compact_if_due
 from lakebraid.writers.engine.rewrites import InProcessEngine, Work
 from lakebraid.writers.write.datafile import spec_of, virtual_key
 from lakebraid.writers.write.filegroup import (
@@ -183,9 +183,12 @@ def _commit(
         engine = InProcessEngine(batch_files=table.options.get(settings.SYNC_BATCH_FILES))
         return engine.rewrite(tasks_of(table, routed, layout, time, schema))
 
-    time = run_write(table, metadata, operation, read_at, schema, write, started, entries)
+    written = Written()
+    time = run_write(
+        table, metadata, operation, read_at, schema, written.recording(write), started, entries
+    )
     if layout.merge_on_read:
-        compact_if_due(table, metadata)  # never fails the write
+        compact_if_due(table, metadata, written)  # never fails the write
     return time
 
 

@@ -305,3 +305,36 @@ def test_a_compaction_keeps_the_text_dictionaries_its_base_chose(tmp_path) -> No
     after = mor.read_arrow().select(["id", "kind", "ts"]).sort_by("id")
     assert base != first and after.equals(before) and mor.validate() == []
     assert pa.types.is_dictionary(pq.read_schema(base).field("kind").type)
+
+
+def test_inline_compaction_leaves_the_groups_other_writes_append_to(tmp_path) -> None:
+    """A write compacts only the due groups it wrote itself: a writer of another partition
+    never conflicts through this one's compaction of its group."""
+    options = {"compaction.max.log.files": 2}
+    mor = WriteClient.create(
+        str(tmp_path / "mor"), "id", ["day"], "ts", table_type="merge_on_read", **options
+    )
+    first, second = DAYS[0], DAYS[1]
+    mor.bulk_insert(
+        pa.table({"id": ["a", "b"], "day": [first, second], "ts": [0, 0], "amount": [0.0, 0.0]})
+    )
+
+    def logs_of(day: str) -> list[str]:
+        return [p for p in mor.file_paths() if p.endswith(".log") and f"day={day}/" in p]
+
+    def update(key: str, day: str, ts: int) -> pa.Table:
+        return pa.table({"id": [key], "day": [day], "ts": [ts], "amount": [float(ts)]})
+
+    off = WriteClient.open(mor.path, **{"compaction.inline": "false"})
+    off.upsert(update("a", first, 1))
+    off.upsert(update("a", first, 2))
+    assert len(logs_of(first)) == 2  # due, left by a writer that does not compact inline
+    mor.upsert(update("b", second, 1))
+    assert len(logs_of(first)) == 2, "another write's due group was compacted"
+    assert len(logs_of(second)) == 1
+    assert mor.history(limit=1)[0]["operation"] == "upsert"
+    mor.upsert(update("a", first, 3))  # its own group, due: folded inline
+    assert logs_of(first) == [] and len(logs_of(second)) == 1
+    assert [i["operation"] for i in mor.history(limit=2)] == ["compaction", "upsert"]
+    assert rows(mor) == {"a": (first, 3, 3.0), "b": (second, 1, 1.0)}
+    assert mor.validate() == []

@@ -46,7 +46,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import text_to_type
 from lakebraid.writers import settings
 from lakebraid.writers.commit.envelope import run_write
-from lakebraid.writers.engine.compaction import compact_if_due
+from lakebraid.writers.engine.compaction import Written, compact_if_due
 from lakebraid.writers.engine.spark.jobconf import job_settings
 from lakebraid.writers.engine.spark.pipeline import (
     NULL_ROWS,
@@ -148,6 +148,7 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
         functools.partial(_keys, packed, _key_type(table, schema)), from_arrow_schema(KEYS_SCHEMA)
     )
     groups = reader.point.group_counts["record_index"]
+    written = Written()
     tagged = cache(
         keys.repartition(groups, RI_GROUP).mapInArrow(
             functools.partial(_tag, packed), from_arrow_schema(TAGGED_SCHEMA)
@@ -181,11 +182,12 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
                 return rewrite_frame(tagged, targets, TaskSet.of(tasks))
 
             read_at = reader.point.read_at
-            time = run_write(table, metadata, "delete", read_at, schema, write, started)
+            recorded = written.recording(write)
+            time = run_write(table, metadata, "delete", read_at, schema, recorded, started)
         finally:
             tagged.unpersist()
     if config.merge_on_read:
-        compact_if_due(table, metadata)  # never fails the write
+        compact_if_due(table, metadata, written)  # never fails the write
     return time
 
 

@@ -22,7 +22,7 @@ from lakebraid.timeline.durable import storage_of
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit.envelope import run_write
-from lakebraid.writers.engine.compaction import compact_if_due
+from lakebraid.writers.engine.compaction import Written, compact_if_due
 from lakebraid.writers.engine.spark.jobconf import job_settings
 from lakebraid.writers.engine.spark.pipeline import (
     NULL_ROWS,
@@ -131,6 +131,7 @@ def write_frame(
     root = ctx.root
     if policy == "upsert" and operation == "insert":
         operation = "upsert"
+    written = Written()
 
     def write(time: str) -> list[WriteStatus]:
         tasks = write_tasks(
@@ -163,11 +164,12 @@ def write_frame(
         )
         try:
             read_at = reader.point.read_at
-            time = run_write(table, metadata, operation, read_at, schema, write, started)
+            recorded = written.recording(write)
+            time = run_write(table, metadata, operation, read_at, schema, recorded, started)
         finally:
             routed.release()
     if merge_on_read:
-        compact_if_due(table, metadata)  # never fails the write
+        compact_if_due(table, metadata, written)  # never fails the write
     return time
 
 
