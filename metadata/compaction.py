@@ -28,7 +28,7 @@ from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
 from lakebraid.metadata.slices import FileSlice, visible_rank
 from lakebraid.timeline.bodies import CompactionPlan
-from lakebraid.timeline.instant import Action, Instant, State
+from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.store import InstantStore
 from lakebraid.timeline.table import TableTimelines
@@ -71,8 +71,7 @@ def abandoned_by(table: TableTimelines, pending: Instant) -> str | None:
     ]
     if rewrites:
         return min(rewrites)
-    requested = Instant(pending.time, Action.COMPACTION, State.REQUESTED)
-    plan = table.store.read_typed(TimelineKind.METADATA, requested, CompactionPlan)
+    plan = table.store.read_typed(TimelineKind.METADATA, pending, CompactionPlan)  # as listed
     done = meta.of_action(Action.COMPACTION)
     seen = [i.time for i in done if (i.completion_time or "") <= pending.time]
     found = overtaken(table.store, meta, seen, plan.groups)

@@ -100,6 +100,11 @@ def test_an_inline_compaction_overtaken_is_abandoned_and_the_write_stands(
             "abandoned_by": min(after),
         }
     ]
+    # its plan is read from the file listed (the inflight one): a requested file lost by
+    # hand does not make ``show`` fail
+    timeline = tmp_path / "t" / ".braid" / "metadata" / ".braid" / "timeline"
+    (timeline / f"{pending[0].time}.compaction.requested").unlink()
+    assert WriteClient.open(client.path).show()["services"]["pending"] == shown
     completed = {i.time for i in client.timeline() if i.is_completed}
     assert set(written) | set(inner) <= completed
     last = client.upsert(rows(200))  # and a later write's due check plans again
