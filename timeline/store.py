@@ -142,7 +142,11 @@ class InstantStore:
             if self._seen.holds(instant.time):  # archived since this timeline was loaded
                 return self._archived(kind, instant)
             raise InstantFileError(
-                f"{path} is missing: the {kind} timeline changed while being read; retry",
+                f"{path} is missing, though the {kind} timeline listed it and the archive does "
+                "not hold it: if the table was being archived or restored from a copy meanwhile, "
+                "retry; if it stays missing, it was deleted outside lakebraid (by hand, a "
+                "lifecycle rule, a partial copy): restore it from a backup (`lakebraid timeline` "
+                "lists the instants)",
                 table=self.layout.root,
                 instant=instant.time,
             ) from None

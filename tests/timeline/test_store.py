@@ -10,9 +10,14 @@ import msgspec
 import pytest
 
 from lakebraid.timeline.durable import put_if_absent
-from lakebraid.timeline.errors import IllegalTransitionError, InstantExistsError
+from lakebraid.timeline.errors import (
+    IllegalTransitionError,
+    InstantExistsError,
+    InstantFileError,
+)
 from lakebraid.timeline.instant import Action, State
 from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
 
 G = TimelineKind.GLOBAL
 
@@ -29,6 +34,24 @@ def test_lifecycle_requested_inflight_completed(new_table) -> None:
     assert tl.get(t) == done and done.completion_time > t
     assert tl.states_of(t, Action.COMMIT) == {State.REQUESTED, State.INFLIGHT, State.COMPLETED}
     assert table.store.read_body(G, done) == b'{"version":1,"ok":true}'
+
+
+def test_a_listed_instant_file_deleted_outside_lakebraid_is_named_with_what_to_do(
+    new_table,
+) -> None:
+    table = new_table()
+    t = table.next_time()
+    table.store.request(G, t, Action.COMMIT, b'{"version":1}')
+    table.store.start(G, t, Action.COMMIT)
+    done = table.store.complete(G, t, Action.COMMIT, b'{"version":1,"ok":true}')
+    reader = TableTimelines.open(table.path)  # a new process: no body remembered
+    listed = reader.timeline().get(t)
+    assert listed == done
+    os.remove(table.store.path_of(G, done))  # deleted by hand after the listing
+    with pytest.raises(InstantFileError, match="deleted outside lakebraid") as err:
+        reader.store.read_body(G, listed)
+    assert done.file_name in str(err.value) and "restore it from a backup" in str(err.value)
+    assert err.value.instant == t
 
 
 def test_illegal_transitions_raise(new_table) -> None:
@@ -78,6 +101,7 @@ WRITER = """
 import sys, msgspec
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.instant import Action
 table = TableTimelines.open(sys.argv[1])
 G = TimelineKind.GLOBAL
