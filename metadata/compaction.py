@@ -31,7 +31,6 @@ from lakebraid.timeline.bodies import CompactionPlan
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
 from lakebraid.timeline.store import InstantStore
-from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.timeline import Timeline
 
 
@@ -42,40 +41,43 @@ def overtaken(
     (the bases of the read point a compaction planned from) and rewrote one of ``groups``;
     in completion order. Call it with ``meta`` loaded under the table lock (compactions
     complete under it)."""
-    known, wanted = set(seen), set(groups)
-    done = meta.of_action(Action.COMPACTION)
+    known = set(seen)
     newer = []
-    for inst in reversed(done):  # completion order: the unseen ones are a suffix
+    for inst in reversed(meta.of_action(Action.COMPACTION)):  # the unseen ones are a suffix
         if inst.time in known:
             break
         newer.append(inst)
-    found = []
-    for inst in reversed(newer):
-        plan = store.read_typed(TimelineKind.METADATA, inst, CompactionPlan)
-        if wanted.intersection(plan.groups):
-            found.append(inst.time)
-    return found
+    return _rewrote(store, reversed(newer), groups)
 
 
-def abandoned_by(table: TableTimelines, pending: Instant) -> str | None:
-    """For a pending compaction: an instant that completed after it was requested (so after
-    its read point) and makes it one that can never complete -- a compaction of one of its
-    file groups (:func:`overtaken`), or a reindex or index build (its bases would be in an
-    old layout); None when there is none (it may be running, or its writer died)."""
-    meta = table.timeline(TimelineKind.METADATA)
-    rewrites = [
-        i.time
-        for action in (Action.REINDEX, Action.INDEX)
+def abandoned_by(store: InstantStore, meta: Timeline, pending: Instant) -> str | None:
+    """For a pending compaction of the metadata timeline ``meta``: an instant that completed
+    after it was requested (so after its read point) and makes it one that can never complete
+    -- a compaction of one of its file groups (:func:`overtaken`), or a reindex or index build
+    (its bases would be in an old layout); None when there is none (it may be running, or its
+    writer died). Its plan is read from the file the listing gave."""
+    after = [
+        i
+        for action in (Action.REINDEX, Action.INDEX, Action.COMPACTION)
         for i in meta.of_action(action)
         if (i.completion_time or "") > pending.time
     ]
+    rewrites = [i.time for i in after if i.action is not Action.COMPACTION]
     if rewrites:
         return min(rewrites)
-    plan = table.store.read_typed(TimelineKind.METADATA, pending, CompactionPlan)  # as listed
-    done = meta.of_action(Action.COMPACTION)
-    seen = [i.time for i in done if (i.completion_time or "") <= pending.time]
-    found = overtaken(table.store, meta, seen, plan.groups)
+    plan = store.read_typed(TimelineKind.METADATA, pending, CompactionPlan)
+    found = _rewrote(store, after, plan.groups)  # compactions, in completion order
     return found[0] if found else None
+
+
+def _rewrote(store: InstantStore, done: Iterable[Instant], groups: Collection[str]) -> list[str]:
+    """The completed compactions of ``done`` whose plan names one of ``groups``."""
+    wanted = set(groups)
+    return [
+        inst.time
+        for inst in done
+        if wanted.intersection(store.read_typed(TimelineKind.METADATA, inst, CompactionPlan).groups)
+    ]
 
 
 def due_slices(

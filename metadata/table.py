@@ -317,8 +317,10 @@ class MetadataTable:
         """Delete the bases compaction ``time`` wrote for ``work`` (those it got to)."""
         for partition, piece in work:
             path = self.layout.metadata_base_file(str(partition), piece.file_group, time)
-            if self.fs.exists(path):
+            try:
                 self.fs.rm(path)
+            except FileNotFoundError:  # its fold failed before writing it
+                continue
 
     def rewrites(self, meta: Timeline | None = None) -> list[tuple[Instant, bool]]:
         """The reindex and index instants of the metadata timeline (``meta``: as loaded

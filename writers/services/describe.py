@@ -199,7 +199,11 @@ def services(table: TableTimelines, reader: MetadataReader, ri: dict[str, Any]) 
         )
     pending = [
         {"time": i.time, "action": i.action.value, "state": i.state.value}
-        | ({"abandoned_by": abandoned_by(table, i)} if i.action is Action.COMPACTION else {})
+        | (
+            {"abandoned_by": abandoned_by(table.store, meta, i)}
+            if i.action is Action.COMPACTION
+            else {}
+        )
         for timeline in (glob, meta)
         for i in timeline
         if i.is_pending and i.action is not Action.DELTACOMMIT
