@@ -205,6 +205,30 @@ def test_read_prunes_files_and_matches_the_filter(client) -> None:
     assert len(client.file_paths(where=None)) == 3
 
 
+def test_a_filter_on_a_column_the_table_lacks_is_refused(client) -> None:
+    """A comparison on a misspelt column names it (Spark would not resolve it; pruning
+    without it would quietly give every file), in both case modes of Spark's settings."""
+    client.upsert(
+        pa.table({"id": ["a", "b"], "day": DAYS[:2], "ts": [1, 1], "amount": [1.0, 20.0]})
+    )
+    for where in ("amout > 10", "amount > 10 and dya = '2024-01-03'", "not (zz is null)"):
+        with pytest.raises(InputError, match=r"compares '(amout|dya|zz)'") as info:
+            client.file_paths(where=where)
+        assert client.path in str(info.value) and "columns: id, day, ts, amount," in str(info.value)
+        with pytest.raises(InputError, match="compares"):
+            client.read(where=where)
+    assert len(client.file_paths(where="AMOUNT < 10")) == 1  # ASCII names: any case
+    assert len(client.file_paths(where="_braid_commit_time > '0'")) == 2
+    # Spark reads these names as functions: no column is named, nothing refused
+    assert len(client.file_paths(where="current_schema = 'default' and user = 'x'")) == 2
+    client.spark.conf.set("spark.sql.caseSensitive", "true")
+    try:
+        with pytest.raises(InputError, match="compares 'AMOUNT'"):
+            client.read(where="AMOUNT > 10")
+    finally:
+        client.spark.conf.unset("spark.sql.caseSensitive")
+
+
 def test_opening_a_table_of_another_format_version_is_a_clear_error(client) -> None:
     config = Path(client.path) / ".braid" / "table.json"
     config.write_text(config.read_text().replace('"format_version": 1', '"format_version": 0'))

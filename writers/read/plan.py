@@ -182,6 +182,7 @@ def selected_units(
     read_schema = schema or table_schema(schema_as_of(table, point))
     text, settings = filter_sql(spark, read_schema, where)
     conditions = parse_conditions(text, settings) if text is not None else []
+    _check_columns(table.path, conditions, read_schema, settings.case_sensitive)
     keys = None
     if not is_scoped(table.config):  # a scoped index needs each key's partition
         types = {f.name: f.type for f in read_schema}
@@ -191,6 +192,35 @@ def selected_units(
         return units
     wanted = tuple(keys.to_pylist())  # log blocks whose footers rule these out are skipped
     return [msgspec.structs.replace(u, keys=wanted) if u.logs else u for u in units]
+
+
+# names Spark SQL reads as functions when written without parentheses (no column of the
+# name): a comparison with one of them names no column
+NILADIC = frozenset(
+    "current_catalog current_database current_date current_schema current_time "
+    "current_timestamp current_timezone current_user localtimestamp session_user user".split()
+)
+
+
+def _check_columns(
+    path: str, conditions: Sequence[Condition], schema: pa.Schema, case_sensitive: bool
+) -> None:
+    """Refuse a filter one of whose comparisons names no column of the read schema (Spark
+    would not resolve it either; a read that ignored it would return every file)."""
+    names = set(schema.names)
+    folded = {n.lower() for n in names}
+    for condition in conditions:
+        name = condition.column
+        if name in names or (not case_sensitive and name.lower() in folded):
+            continue
+        if name.lower() in NILADIC:
+            continue
+        raise InputError(
+            f"the filter compares {name!r}, which is no column of the table at this read "
+            f"point (columns: {', '.join(schema.names)}); correct the filter (a function "
+            "without arguments: write it with parentheses)",
+            table=path,
+        )
 
 
 def selected_paths(table: TableTimelines, spark: Any, point: str | None, where: Any) -> list[str]:
