@@ -30,7 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from benchlib import Report, measure, timed
 
-from lakebraid.index.column_stats import Condition, keep_files
+from lakebraid.index.column_stats import keep_files
+from lakebraid.index.sql_filter import Condition
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.read.plan import keep_matching, plan_paths, read_arrow_files, table_schema
 

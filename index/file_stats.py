@@ -180,7 +180,9 @@ def _plain(value: Any) -> Any:
     """A statistics value the metadata format holds exactly; others become None (no pruning)."""
     if isinstance(value, float) and math.isnan(value):
         return None
-    if isinstance(value, decimal.Decimal | dt.time | dt.timedelta):
+    if isinstance(value, decimal.Decimal):
+        return value if value.is_finite() else None
+    if isinstance(value, dt.time | dt.timedelta):
         return None
     return value
 

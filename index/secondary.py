@@ -26,11 +26,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
-from lakebraid.index.column_stats import Condition
 from lakebraid.index.keys import RECORD_KEY, key_text, key_type_problem
 from lakebraid.index.literals import index_values
 from lakebraid.index.lookup import lookup
 from lakebraid.index.scope import in_partition
+from lakebraid.index.sql_filter import Condition
 from lakebraid.metadata.arrow_records import KEY
 from lakebraid.metadata.basefile import base_info
 from lakebraid.metadata.commits import WriteStatus

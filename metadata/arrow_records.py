@@ -12,8 +12,8 @@ partition          columns (Arrow types)
 ``column_stats``   ``key: string, column: string, partition: string, file: string,
                    min_value: binary, max_value: binary, null_count: int64,
                    value_count: int64, total_size: int64``; min/max are msgpack bytes of
-                   ``metadata.records.encode_stat_value`` (dates and datetimes as the
-                   records' extension types)
+                   ``metadata.stat_values.encode_stat_value`` (dates, datetimes and
+                   decimals as its extension types)
 ``record_index``   ``key: string, partition: string, file_id_hi: int64, file_id_lo: int64,
                    instant: int64`` -- dictionary encoded in Parquet, so the repeated
                    partition, file id and instant cost almost nothing per key
@@ -39,11 +39,10 @@ from lakebraid.metadata.records import (
     Partition,
     RecordIndexRecord,
     SecondaryIndexRecord,
-    decode_stat_value,
-    encode_stat_value,
     file_id_to_ints,
     instant_to_int,
 )
+from lakebraid.metadata.stat_values import decode_stat_value, encode_stat_value
 
 KEY = "key"
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.hashing import parse_file_group_id
-from lakebraid.metadata.records import decode_stat_value, encode_stat_value
+from lakebraid.metadata.stat_values import decode_stat_value, encode_stat_value
 from lakebraid.metadata.writer import WrittenLog
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
@@ -262,7 +262,7 @@ def schema_as_of(table: TableTimelines, as_of: str | None = None) -> list[FieldS
 
 def encode_status(status: WriteStatus) -> bytes:
     """``status`` as msgpack bytes for a Spark task's result. Its statistics values take the
-    metadata table's typed form (``records.encode_stat_value``): plain msgpack would turn a
+    metadata table's typed form (``stat_values.encode_stat_value``): plain msgpack would turn a
     date or a naive timestamp into text, and the column statistics would then hold text."""
     stats = [
         msgspec.structs.replace(

@@ -34,15 +34,8 @@ the complete history (compaction with no older base). A files record never disap
 
 **column_stats.** ``key`` is ``column + "\\x00" + partition + "\\x00" + file``; no component may
 contain ``"\\x00"``, so the key is unambiguous and sorts exactly as the tuple (column, partition,
-file). ``min_value`` / ``max_value`` are ``None``, ``bool``, ``int`` (-2**63 .. 2**64-1),
-``float``, ``str``, ``bytes`` -- encoded as the native msgpack types -- or ``datetime.date`` /
-``datetime.datetime``, encoded as msgpack extension types whose payload is one big-endian signed
-int64:
-
-* ext 1, ``date``: days since 1970-01-01;
-* ext 2, naive ``datetime``: microseconds since 1970-01-01T00:00:00 (no time zone);
-* ext 3, aware ``datetime``: microseconds since 1970-01-01T00:00:00Z; decodes as a UTC
-  datetime (the instant is kept, the original UTC offset is not).
+file). ``min_value`` / ``max_value`` are ``None``, ``bool``, ``int``, ``float``, ``str``,
+``bytes``, dates, datetimes or decimals, in the wire form of ``metadata.stat_values``.
 
 Merge: newest wins; ``deleted=True`` marks a tombstone, and merging a tombstone gives ``None``.
 
@@ -63,7 +56,6 @@ To fold log blocks among themselves before applying them to a base, pass
 
 from __future__ import annotations
 
-import datetime as dt
 import enum
 import itertools
 import uuid
@@ -71,9 +63,9 @@ from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
 import msgspec
-from msgspec.msgpack import Ext
 
 from lakebraid.metadata.errors import MetadataFormatError, MetadataTypeError, MetadataValueError
+from lakebraid.metadata.stat_values import PLAIN, stat_from_wire, stat_to_wire
 
 SCHEMA_VERSION = 1
 ALL_PARTITIONS_KEY = "__all_partitions__"
@@ -288,52 +280,9 @@ def int_to_instant(value: int) -> str:
 
 # -- record codec (the body of a log block, before compression) ----------------------------
 
-_EXT_DATE, _EXT_NAIVE_DATETIME, _EXT_UTC_DATETIME = 1, 2, 3
-_EPOCH_DATE = dt.date(1970, 1, 1)
-_EPOCH_NAIVE = dt.datetime(1970, 1, 1)
-_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_MICRO = dt.timedelta(microseconds=1)
-_PLAIN = frozenset({type(None), bool, int, float, str, bytes})
-
-
-def _stat_to_wire(value: Any) -> Any:
-    kind = type(value)
-    if kind in _PLAIN:
-        return value
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            code, micros = _EXT_NAIVE_DATETIME, (value - _EPOCH_NAIVE) // _MICRO
-        else:
-            try:
-                value.astimezone(dt.UTC)
-            except OverflowError:
-                raise MetadataValueError(f"{value!r} cannot be represented in UTC") from None
-            code, micros = _EXT_UTC_DATETIME, (value - _EPOCH_UTC) // _MICRO
-        return Ext(code, micros.to_bytes(8, "big", signed=True))
-    if isinstance(value, dt.date):
-        return Ext(_EXT_DATE, (value - _EPOCH_DATE).days.to_bytes(8, "big", signed=True))
-    raise MetadataTypeError(f"column statistics cannot hold a {kind.__name__} ({value!r})")
-
-
-def _stat_from_wire(code: int, data: memoryview) -> Any:
-    if len(data) != 8:
-        raise MetadataValueError(f"extension type {code} must carry 8 bytes, not {len(data)}")
-    number = int.from_bytes(data, "big", signed=True)
-    try:
-        if code == _EXT_DATE:
-            return _EPOCH_DATE + dt.timedelta(days=number)
-        if code == _EXT_NAIVE_DATETIME:
-            return _EPOCH_NAIVE + dt.timedelta(microseconds=number)
-        if code == _EXT_UTC_DATETIME:
-            return _EPOCH_UTC + dt.timedelta(microseconds=number)
-    except OverflowError:
-        raise MetadataValueError(f"extension type {code} value {number} is out of range") from None
-    raise MetadataValueError(f"unknown msgpack extension type {code} in column statistics")
-
-
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODERS = {
-    partition: msgspec.msgpack.Decoder(list[kind], ext_hook=_stat_from_wire)
+    partition: msgspec.msgpack.Decoder(list[kind], ext_hook=stat_from_wire)
     for partition, kind in RECORD_TYPES.items()
 }
 
@@ -377,23 +326,9 @@ def check_schema_version(schema_version: int) -> None:
         )
 
 
-_VALUE_DECODER = msgspec.msgpack.Decoder(ext_hook=_stat_from_wire)
-
-
-def encode_stat_value(value: Any) -> bytes:
-    """One statistics value as msgpack bytes (the extension types above for dates/times);
-    base files store ``min_value`` / ``max_value`` this way."""
-    return _ENCODER.encode(_stat_to_wire(value))
-
-
-def decode_stat_value(data: bytes) -> Any:
-    """Inverse of :func:`encode_stat_value`."""
-    return _VALUE_DECODER.decode(data)
-
-
 def _stats_to_wire(record: ColumnStatsRecord) -> ColumnStatsRecord:
     column_stats_key(record.column, record.partition, record.file)
     lo, hi = record.min_value, record.max_value
-    if type(lo) in _PLAIN and type(hi) in _PLAIN:
+    if type(lo) in PLAIN and type(hi) in PLAIN:
         return record
-    return msgspec.structs.replace(record, min_value=_stat_to_wire(lo), max_value=_stat_to_wire(hi))
+    return msgspec.structs.replace(record, min_value=stat_to_wire(lo), max_value=stat_to_wire(hi))

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakebraid.index.column_stats import Condition, SqlSettings, may_match, parse_conditions, prune
+from lakebraid.index.column_stats import may_match, prune
+from lakebraid.index.sql_filter import Condition, SqlSettings, parse_conditions
 from lakebraid.metadata.records import ColumnStatsRecord
 
 OPS = {
@@ -274,6 +275,18 @@ def test_literals_compare_with_statistics_as_spark_compares_them() -> None:
     assert not may_match(stat("a", "b"), one(r"x = '\u00e9'"))
     assert may_match(stat("a", "é"), one(r"x = '\u00e9'"))
     assert may_match(stat(1.0, 2.0), one("x = 'NaN'"))  # the text 'NaN' is NaN to Spark
+
+
+def test_decimal_bounds_compare_exactly_with_decimals_and_integers_only() -> None:
+    bounds = stat(Decimal("1.10"), Decimal("2.50"))
+    assert may_match(bounds, one("x = 1.1")) and may_match(bounds, one("x = 2.500"))
+    assert not may_match(bounds, one("x = 2.505"))  # Spark widens the scale: exact
+    assert not may_match(bounds, one("x > 2.5")) and may_match(bounds, one("x >= 2.5"))
+    assert not may_match(bounds, one("x IN (0, 3)")) and may_match(bounds, one("x < 2L"))
+    assert may_match(bounds, one("x = 2.6e0")) and may_match(bounds, one("x > 9D"))  # doubles
+    assert may_match(bounds, one(f"x > {'9' * 39}.5"))  # beyond Spark's decimals: kept
+    assert not may_match(stat(Decimal("1.10"), Decimal("1.10")), one("x != 1.1"))
+    assert may_match(stat(None, Decimal("1")), one("x = 5"))  # a bound unknown: kept
 
 
 def test_dates_and_timestamps_compare_with_iso_text() -> None:

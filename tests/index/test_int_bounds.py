@@ -11,8 +11,9 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakebraid.index.column_stats import Condition, keep_files, may_match
+from lakebraid.index.column_stats import keep_files, may_match
 from lakebraid.index.int_bounds import int_keeps
+from lakebraid.index.sql_filter import Condition
 from lakebraid.metadata.records import ColumnStatsRecord
 
 SMALL = st.integers(-5, 5)  # few values: bounds and literals meet often

@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lakebraid.index.column_stats import SqlSettings, parse_conditions
 from lakebraid.index.literals import index_values
 from lakebraid.index.secondary import wanted_keys
+from lakebraid.index.sql_filter import SqlSettings, parse_conditions
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.read.plan import read_arrow_files
 

@@ -66,6 +66,7 @@ stat_values = st.one_of(
         max_value=dt.datetime(9999, 12, 30),
         timezones=st.just(dt.UTC),
     ),
+    st.decimals(-(10**30), 10**30, allow_nan=False, allow_infinity=False, places=4),
 )
 sizes = st.integers(0, 2**40)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
@@ -156,7 +157,10 @@ def test_aware_datetimes_decode_as_the_same_instant_in_utc() -> None:
     assert decoded.min_value.utcoffset() == dt.timedelta(0)
 
 
-@pytest.mark.parametrize("bad", [dt.time(1), 2**64, 1 + 2j, [1]])
+@pytest.mark.parametrize(
+    "bad",
+    [dt.time(1), 2**64, 1 + 2j, [1], Decimal("NaN"), Decimal("-Infinity"), Decimal("1" * 101)],
+)
 def test_column_stats_refuse_values_the_format_cannot_hold(bad: object) -> None:
     record = ColumnStatsRecord("c", "p", "f", bad, None, 0, 1, 2)
     with pytest.raises((TypeError, ValueError, OverflowError)):

@@ -24,6 +24,7 @@ values = st.one_of(
     st.datetimes(
         min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30), timezones=st.just(UTC)
     ),
+    st.decimals(-(10**30), 10**30, allow_nan=False, allow_infinity=False, places=3),
 )
 
 
@@ -41,6 +42,7 @@ def test_a_status_round_trips_with_typed_statistics(stats) -> None:
     for got, want in zip(back.stats, status.stats, strict=True):
         assert type(got.min_value) is type(want.min_value)
         assert type(got.max_value) is type(want.max_value)
+        assert str(got.min_value) == str(want.min_value)  # a decimal keeps its scale
 
 
 names = st.from_regex(r"[a-f0-9]{8}_0-0_2026120603[0-9]{7}\.(parquet|log)", fullmatch=True)

@@ -36,11 +36,12 @@ from fsspec import AbstractFileSystem
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 
-from lakebraid.index.column_stats import Condition, SqlSettings, keep_files, parse_conditions
+from lakebraid.index.column_stats import keep_files
 from lakebraid.index.file_stats import recorded_columns
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.scope import is_scoped
 from lakebraid.index.secondary import groups_of_keys, matching_groups, wanted_keys
+from lakebraid.index.sql_filter import Condition, SqlSettings, parse_conditions
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.table import MetadataTable

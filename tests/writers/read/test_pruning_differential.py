@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from lakebraid.index.column_stats import parse_conditions
+from lakebraid.index.sql_filter import parse_conditions
 from lakebraid.writers.client import WriteClient
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark")]
@@ -155,7 +155,9 @@ def test_typed_literals_compare_as_spark_compares_them(spark):
         ("tn > TIMESTAMP_NTZ '2024-01-15 00:00'", 1), ("t > TIMESTAMP_NTZ '2024-01-15'", 2),
         ("b = true", 1), ("b", 3), ("NOT b", 3), ("b IS NULL", 1),
         ("f = 0.1", 0), ("f = CAST(0.1 AS FLOAT)", 3), ("f = 16777217", 2), ("f < 0.5", 1),
-        ("dec = 1.1", 2), ("dec > 2", 2),
+        ("dec = 1.1", 1), ("dec > 2", 1), ("dec = 1.105", 0), ("dec > 2.50", 0),
+        ("dec IN (2.5, 3)", 1), ("dec BETWEEN 1 AND 2", 1), ("dec != 1.1", 1), ("dec = 2.5e0", 2),
+        ("dec < 2L", 1), ("dec < 12345678901234567890.5", 2),
         ("n = 9007199254740993", 1), ("n = 9007199254740992D", 1), ("n > 5.5", 1),
         ("n IN (5, 6)", 1), ("n BETWEEN 4.5 AND 5.5", 1), ("N <=> 5", 1),
         (F.col("d") == dt.date(2024, 1, 1), 1), (F.col("t") > dt.datetime(2024, 1, 15), 1),
@@ -301,3 +303,49 @@ def test_every_read_path_returns_the_same_rows(spark, batches, data):
     rows = [row for batch in batches for row in batch]
     pools = {name: [r[i] for r in rows if r[i] is not None] for i, name in enumerate("svn")}
     assert_all_same(spark, c, [data.draw(predicates(pools), label="where") for _ in range(2)])
+
+
+DECIMALS = st.none() | st.decimals(Decimal("-99.99"), Decimal("99.99"), places=2)
+
+
+@st.composite
+def decimal_literal(draw, pool: list[Decimal]) -> str:
+    """A literal Spark compares with a decimal(6, 2) column: a value of it (or not) as a
+    decimal of another scale, an int, a long, a double or a big decimal."""
+    x = draw(st.sampled_from(pool)) if pool and draw(st.booleans()) else draw(DECIMALS)
+    x = x if x is not None else Decimal("1.5")
+    forms = [str(x), f"{x}0", f"{x}5", f"{x}BD", f"{float(x)!r}e0", f"{x}D"]
+    if x == x.to_integral_value():
+        forms += [str(int(x)), f"{int(x)}L"]
+    return draw(st.sampled_from(forms))
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.lists(st.lists(DECIMALS, min_size=1, max_size=3), min_size=2, max_size=4), st.data())
+def test_decimal_columns_prune_by_exact_bounds(spark, batches, data):
+    """A decimal column's statistics prune exactly against decimal and integer literals of
+    any scale, never against doubles: the same rows as Spark in every case."""
+    c = WriteClient.create(tempfile.mkdtemp() + "/t", "id", [], "ts", spark=spark)
+    ids = count()
+    for rows in batches:
+        c.bulk_insert(pa.table({
+            "id": [f"k{next(ids)}" for _ in rows], "ts": [1] * len(rows),
+            "d": pa.array(rows, pa.decimal128(6, 2)),
+        }))  # fmt: skip
+    pool = [x for rows in batches for x in rows if x is not None]
+    literal = decimal_literal(pool)
+    op = st.sampled_from(["=", "<=>", "!=", "<", "<=", ">", ">="])
+    wheres = [
+        data.draw(
+            st.tuples(op, literal).map(lambda p: f"d {p[0]} {p[1]}")
+            | st.lists(literal, min_size=1, max_size=3).map(lambda v: f"d IN ({', '.join(v)})")
+            | st.tuples(literal, literal).map(lambda p: f"d BETWEEN {p[0]} AND {p[1]}"),
+            label="where",
+        )
+        for _ in range(3)
+    ]
+    assert_all_same(spark, c, wheres)
