@@ -176,6 +176,18 @@ def _bounds_type(kind: pa.DataType) -> pa.DataType:
     return kind
 
 
+def same_stats(recorded: tuple[Any, ...] | None, computed: tuple[Any, ...]) -> bool:
+    """Whether a file's statistics as recorded, ``(min, max, nulls, values)``, are those
+    :func:`column_stats` computes now. Bounds recorded as None for a decimal column are
+    right: writers before decimal statistics left them out (such files prune by nothing)."""
+    if recorded == computed:
+        return True
+    unbounded = recorded is not None and recorded[0] is None and recorded[1] is None
+    return (
+        unbounded and isinstance(computed[0], decimal.Decimal) and recorded[2:] == computed[2:]  # type: ignore[index]
+    )
+
+
 def _plain(value: Any) -> Any:
     """A statistics value the metadata format holds exactly; others become None (no pruning)."""
     if isinstance(value, float) and math.isnan(value):

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakebraid.index.file_groups import current_slices
-from lakebraid.index.file_stats import recorded_columns
+from lakebraid.index.file_stats import recorded_columns, same_stats
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.scope import in_partition, is_scoped
 from lakebraid.index.secondary import all_entries, file_entries
@@ -375,7 +375,7 @@ class _Validator:
                 continue  # the metadata table's statistics could not be read (a problem)
             got = self.stats.get((partition, name, stat.column))
             want = (stat.min_value, stat.max_value, stat.null_count, stat.value_count)
-            if got != want:
+            if not same_stats(got, want):
                 self.problems.append(
                     f"column_stats: {partition}/{name} {stat.column}: "
                     f"file says {want}, the metadata table says {got}"

@@ -116,3 +116,31 @@ def test_a_damaged_commit_body_is_reported_not_raised(tmp_path) -> None:
         Path(name).write_bytes(saved)
     assert WriteClient.open(c.path).validate() == []
     assert WriteClient.open(c.path).read_arrow().num_rows == 3
+
+
+def test_decimal_bounds_left_out_by_an_earlier_writer_are_not_problems(
+    tmp_path, monkeypatch
+) -> None:
+    """Writers before decimal statistics recorded None bounds for decimal columns: such a
+    table validates clean (and prunes nothing by them); a file whose decimal counts are
+    wrong is still reported, and new writes record the bounds."""
+    from decimal import Decimal
+
+    from lakebraid.index import file_stats
+
+    c = WriteClient.create(str(tmp_path / "t"), "id", [], "ts")
+    rows = pa.table({"id": ["a", "b"], "ts": [1, 1], "d": pa.array([1, 2], pa.decimal128(6, 2))})
+    plain = file_stats._plain
+    monkeypatch.setattr(
+        file_stats, "_plain", lambda v: None if isinstance(v, Decimal) else plain(v)
+    )
+    c.bulk_insert(rows)
+    monkeypatch.setattr(file_stats, "_plain", plain)
+    (old,) = c.column_stats("d")
+    assert (old.min_value, old.max_value, old.value_count) == (None, None, 2)
+    assert c.validate() == []
+    assert len(c.file_paths(where="d > 5")) == 1  # no bounds: kept
+    c.bulk_insert(rows.set_column(0, "id", pa.array(["c", "e"])))
+    assert sorted(s.max_value for s in c.column_stats("d") if s.max_value) == [Decimal("2.00")]
+    assert len(c.file_paths(where="d > 5")) == 1 and c.validate() == []
+    assert not file_stats.same_stats((None, None, 0, 2), (Decimal("1.00"), Decimal("2.00"), 0, 3))
