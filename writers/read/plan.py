@@ -218,8 +218,8 @@ def _check_columns(
             continue
         raise InputError(
             f"the filter compares {name!r}, which is no column of the table at this read "
-            f"point (columns: {', '.join(schema.names)}); correct the filter (a function "
-            "without arguments: write it with parentheses)",
+            f"point (columns: {', '.join(schema.names)}); correct the filter (if {name!r} is a "
+            "function without arguments, write it with parentheses)",
             table=path,
         )
 
