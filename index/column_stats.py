@@ -24,13 +24,12 @@ import numpy as np
 
 from lakebraid.index.int_bounds import int_keeps
 from lakebraid.index.sql_filter import (
-    DATE_TEXT,
     SURROGATE,
     UNKNOWN,
     Condition,
     SqlSettings,
     parse_conditions,
-    timestamp_literal,
+    text_as,
 )
 from lakebraid.metadata.records import ColumnStatsRecord
 
@@ -98,12 +97,12 @@ def _aligned(
         return None
     kinds = {_kind(v) for v in values}
     if kind == "int" and kinds <= {"int", "decimal"}:
-        if any(isinstance(v, decimal.Decimal) and len(v.as_tuple().digits) > 18 for v in values):
+        if _digits_over(values, 18):
             return None  # Spark may round the common decimal type of a long and this literal
         return lo, hi, list(values)
     if kind == "decimal":  # a double literal: Spark's cast of the column may differ by an ulp
-        if not kinds <= {"int", "decimal"} or any(_long_literal(v) for v in values):
-            return None
+        if not kinds <= {"int", "decimal"} or _digits_over(values, 38):
+            return None  # (a longer decimal literal is more than Spark's decimals hold)
         return lo, hi, list(values)
     if kind in ("int", "float") and kinds <= {"int", "decimal", "float"}:
         if any(isinstance(v, int) and abs(v) > 2**24 for v in values) and kind == "float":
@@ -115,13 +114,9 @@ def _aligned(
     return lo, hi, converted
 
 
-def _long_literal(value: Any) -> bool:
-    """A decimal literal of more digits than Spark's decimals hold (Spark reads it as a
-    double), or an integer beyond a long (a decimal to Spark, compared exactly, but kept out:
-    nothing to gain)."""
-    if isinstance(value, decimal.Decimal):
-        return len(value.as_tuple().digits) > 38
-    return not -(2**63) <= value < 2**63
+def _digits_over(values: Sequence[Any], digits: int) -> bool:
+    """Whether a decimal literal of ``values`` has more than ``digits`` digits."""
+    return any(isinstance(v, decimal.Decimal) and len(v.as_tuple().digits) > digits for v in values)
 
 
 def _to_kind(value: Any, kind: str, zone: str | None) -> Any:
@@ -129,13 +124,7 @@ def _to_kind(value: Any, kind: str, zone: str | None) -> Any:
     timestamps), or ``UNKNOWN``."""
     if _kind(value) == kind:
         return UNKNOWN if kind == "str" and SURROGATE.search(value) else value
-    if not isinstance(value, str):
-        return UNKNOWN
-    if kind == "date":
-        return dt.date.fromisoformat(value) if DATE_TEXT.match(value) else UNKNOWN
-    if kind in ("ltz", "ntz"):
-        return timestamp_literal(value, zone, aware=kind == "ltz")
-    return UNKNOWN
+    return text_as(value, kind, zone) if isinstance(value, str) else UNKNOWN
 
 
 def keep_files(

@@ -182,10 +182,9 @@ def same_stats(recorded: tuple[Any, ...] | None, computed: tuple[Any, ...]) -> b
     right: writers before decimal statistics left them out (such files prune by nothing)."""
     if recorded == computed:
         return True
-    unbounded = recorded is not None and recorded[0] is None and recorded[1] is None
-    return (
-        unbounded and isinstance(computed[0], decimal.Decimal) and recorded[2:] == computed[2:]  # type: ignore[index]
-    )
+    if recorded is None or recorded[:2] != (None, None):
+        return False
+    return isinstance(computed[0], decimal.Decimal) and recorded[2:] == computed[2:]
 
 
 def _plain(value: Any) -> Any:

@@ -54,7 +54,12 @@ _DECIMAL = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)$")
 _DOUBLE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _SPECIAL_DOUBLE = re.compile(r"^([+-]?inf(inity)?|nan)$", re.I)  # Spark casts these too
 SURROGATE = re.compile("[\ud800-\udfff]")
-DATE_TEXT = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# names Spark reads as functions when written without parentheses and no column holds them
+NILADIC = frozenset(
+    "current_catalog current_database current_date current_schema current_time "
+    "current_timestamp current_timezone current_user localtimestamp session_user user".split()
+)
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TIMESTAMP = re.compile(
     r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})?)?$"
 )
@@ -147,7 +152,11 @@ def _column(node: exp.Expression, settings: SqlSettings) -> str | None:
         return None
     name = node.parts[0].name  # Spark matches ASCII names regardless of case by default:
     same = [c for c in settings.column_types if c.isascii() and c.lower() == name.lower()]
-    return same[0] if not settings.case_sensitive and name.isascii() and len(same) == 1 else name
+    if not settings.case_sensitive and name.isascii() and len(same) == 1:
+        return same[0]
+    if name.lower() in NILADIC and name not in settings.column_types:
+        return None  # a function to Spark, unless a column holds the name
+    return name
 
 
 def _literal(node: exp.Expression, settings: SqlSettings) -> Any:
@@ -201,11 +210,11 @@ def _cast(value: Any, to: exp.DataType, settings: SqlSettings) -> Any:
     if not isinstance(value, str):
         return UNKNOWN
     if kind == _T.DATE:
-        return dt.date.fromisoformat(value) if DATE_TEXT.match(value) else UNKNOWN
+        return dt.date.fromisoformat(value) if _DATE.match(value) else UNKNOWN
     if kind == _T.TIMESTAMPLTZ or (kind == _T.TIMESTAMPTZ and settings.timestamp_ltz):
-        return timestamp_literal(value, settings.time_zone, aware=True)
+        return _timestamp(value, settings.time_zone, aware=True)
     if kind == _T.TIMESTAMPNTZ or (kind == _T.TIMESTAMPTZ and not settings.timestamp_ltz):
-        return timestamp_literal(value, None, aware=False)
+        return _timestamp(value, None, aware=False)
     return UNKNOWN
 
 
@@ -219,7 +228,7 @@ def _decimal(value: Any, to: exp.DataType) -> Any:
     return number if fitted == number and len(fitted.as_tuple().digits) <= precision else UNKNOWN
 
 
-def timestamp_literal(text: str, zone_name: str | None, aware: bool) -> Any:
+def _timestamp(text: str, zone_name: str | None, aware: bool) -> Any:
     """ISO text as Spark casts it to a timestamp: with the session time zone (``aware``, when
     the text names no offset) or as a wall-clock time (timestamp_ntz, no offset allowed)."""
     if not _TIMESTAMP.match(text):
@@ -238,6 +247,16 @@ def timestamp_literal(text: str, zone_name: str | None, aware: bool) -> Any:
     if local.astimezone(dt.UTC).astimezone(zone).replace(tzinfo=None) != parsed:
         return UNKNOWN  # a wall-clock time a DST change skips
     return local
+
+
+def text_as(text: str, kind: str, zone: str | None) -> Any:
+    """Text compared with a ``date`` column or a timestamp column (``ltz``: read in ``zone``
+    when it names no offset; ``ntz``) as Spark casts it; else ``UNKNOWN``."""
+    if kind == "date":
+        return dt.date.fromisoformat(text) if _DATE.match(text) else UNKNOWN
+    if kind in ("ltz", "ntz"):
+        return _timestamp(text, zone, aware=kind == "ltz")
+    return UNKNOWN
 
 
 def _zone(name: str | None) -> dt.tzinfo | None:

@@ -256,6 +256,16 @@ def test_session_settings_change_what_text_means() -> None:
     assert parse_conditions("CAST(amount AS BIGINT) = 1", SqlSettings(column_types=types)) == []
 
 
+def test_functions_written_without_parentheses_are_no_columns() -> None:
+    """``user``, ``current_schema``...: Spark calls the function unless a column holds the
+    name."""
+    assert parse_conditions("user = 'x' AND current_catalog = 'y' AND a = 1") == [
+        Condition("a", "=", (1,), "UTC")
+    ]
+    held = SqlSettings(column_types={"user": "string"})
+    assert parse_conditions("user = 'x'", held) == [Condition("user", "=", ("x",), "UTC")]
+
+
 # ---- conditions against statistics -----------------------------------------------------------
 def test_literals_compare_with_statistics_as_spark_compares_them() -> None:
     big = 2**53 + 1  # not a double: Spark compares a long with a double literal as doubles

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import struct
 import zlib
 from typing import Any
@@ -14,6 +13,7 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from stat_fixtures import STAT_VALUES
 
 from lakebraid.metadata.errors import (
     CorruptLogBlockError,
@@ -52,22 +52,7 @@ INSTANT = "20240101120000000"
 INT64 = st.integers(-(2**63), 2**63 - 1)
 text = st.text(max_size=12)
 no_nul = st.text(st.characters(exclude_characters="\x00", exclude_categories=("Cs",)), max_size=8)
-stat_values = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**63), 2**64 - 1),
-    st.floats(allow_nan=False),
-    text,
-    st.binary(max_size=8),
-    st.dates(),
-    st.datetimes(),
-    st.datetimes(
-        min_value=dt.datetime(1, 1, 2),
-        max_value=dt.datetime(9999, 12, 30),
-        timezones=st.just(dt.UTC),
-    ),
-    st.decimals(-(10**30), 10**30, allow_nan=False, allow_infinity=False, places=4),
-)
+
 sizes = st.integers(0, 2**40)
 
 
@@ -84,8 +69,8 @@ stats_records = st.builds(
     no_nul,
     no_nul,
     no_nul,
-    stat_values,
-    stat_values,
+    STAT_VALUES,
+    STAT_VALUES,
     sizes,
     sizes,
     sizes,

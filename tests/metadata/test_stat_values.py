@@ -3,39 +3,20 @@ trips with its type (a decimal with its scale), and extensions that hold no valu
 
 from __future__ import annotations
 
-import datetime as dt
 from decimal import Decimal
 
 import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from stat_fixtures import STAT_VALUES
 
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.records import ColumnStatsRecord, decode_records, encode_records
 from lakebraid.metadata.stat_values import DECIMAL_TEXT_MAX, decode_stat_value, encode_stat_value
 
-VALUES = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**63), 2**64 - 1),
-    st.floats(allow_nan=False),
-    st.text(),
-    st.binary(max_size=8),
-    st.dates(),
-    st.datetimes(),
-    st.datetimes(
-        min_value=dt.datetime(1, 1, 2),
-        max_value=dt.datetime(9999, 12, 30),
-        timezones=st.just(dt.UTC),
-    ),
-    st.decimals(allow_nan=False, allow_infinity=False).filter(
-        lambda d: len(str(d)) <= DECIMAL_TEXT_MAX
-    ),
-)
 
-
-@given(VALUES)
+@given(STAT_VALUES)
 def test_a_value_round_trips_with_its_type(value: object) -> None:
     back = decode_stat_value(encode_stat_value(value))
     assert back == value and type(back) is type(value)

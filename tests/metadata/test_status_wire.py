@@ -8,27 +8,14 @@ import datetime as dt
 
 from hypothesis import given
 from hypothesis import strategies as st
+from stat_fixtures import STAT_VALUES
 
 from lakebraid.metadata.commits import ColumnStat, WriteStatus, decode_status, encode_status
 
 UTC = dt.UTC
-values = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**63), 2**64 - 1),
-    st.floats(allow_nan=False),
-    st.text(),
-    st.binary(),
-    st.dates(min_value=dt.date(1, 1, 2)),
-    st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30)),
-    st.datetimes(
-        min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30), timezones=st.just(UTC)
-    ),
-    st.decimals(-(10**30), 10**30, allow_nan=False, allow_infinity=False, places=3),
-)
 
 
-@given(st.lists(st.tuples(st.text(min_size=1), values, values), max_size=5))
+@given(st.lists(st.tuples(st.text(min_size=1), STAT_VALUES, STAT_VALUES), max_size=5))
 def test_a_status_round_trips_with_typed_statistics(stats) -> None:
     status = WriteStatus(
         partition="day=1",

@@ -195,14 +195,6 @@ def selected_units(
     return [msgspec.structs.replace(u, keys=wanted) if u.logs else u for u in units]
 
 
-# names Spark SQL reads as functions when written without parentheses (no column of the
-# name): a comparison with one of them names no column
-NILADIC = frozenset(
-    "current_catalog current_database current_date current_schema current_time "
-    "current_timestamp current_timezone current_user localtimestamp session_user user".split()
-)
-
-
 def _check_columns(
     path: str, conditions: Sequence[Condition], schema: pa.Schema, case_sensitive: bool
 ) -> None:
@@ -213,8 +205,6 @@ def _check_columns(
     for condition in conditions:
         name = condition.column
         if name in names or (not case_sensitive and name.lower() in folded):
-            continue
-        if name.lower() in NILADIC:
             continue
         raise InputError(
             f"the filter compares {name!r}, which is no column of the table at this read "

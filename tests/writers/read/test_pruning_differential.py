@@ -292,11 +292,15 @@ def predicates(pools: dict[str, list]) -> st.SearchStrategy[str]:
     )
 
 
-@settings(
+# a table per example, read by Spark: few examples, no deadline
+TABLE_EXAMPLES = settings(
     max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+
+
+@TABLE_EXAMPLES
 @given(st.lists(st.lists(ROWS, min_size=1, max_size=3), min_size=2, max_size=3), st.data())
 def test_every_read_path_returns_the_same_rows(spark, batches, data):
     c = table(spark, batches)
@@ -320,11 +324,7 @@ def decimal_literal(draw, pool: list[Decimal]) -> str:
     return draw(st.sampled_from(forms))
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@TABLE_EXAMPLES
 @given(st.lists(st.lists(DECIMALS, min_size=1, max_size=3), min_size=2, max_size=4), st.data())
 def test_decimal_columns_prune_by_exact_bounds(spark, batches, data):
     """A decimal column's statistics prune exactly against decimal and integer literals of
