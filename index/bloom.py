@@ -1,6 +1,6 @@
 """Bloom filters of record keys, format version 1: whether a set of keys may hold a key (no
 false negatives), in a few bits per key. Merge-on-read log blocks carry them in their footers
-(``writers.write.datalog``) so a reader skips blocks, and whole file slices, without the key.
+(``index.datalog``) so a reader skips blocks, and whole file slices, without the key.
 
 Encoding (:meth:`KeyBloom.encode`)::
 

@@ -11,7 +11,8 @@ partition::
     lock:   t = next time; requested (op build, kind column_stats, columns, the partition's
             group count); snapshot S = the read point (every commit completed before the request)
     read the partition as of S less the records of cs, and the statistics of cs of every data
-    file of S (its footer and rows, computed as the writer computes them)
+    file of S (a base file's footer and rows, a merge-on-read log's data-block rows: computed
+    as their writers compute them)
     inflight; a full base per file group, folding S's instants
     lock:   completed, unless a rollback or restore began since (it could undo what S folds)
 
@@ -34,9 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakebraid.index.errors import IndexLayerError
+from lakebraid.index.errors import CorruptDataLogError, IndexLayerError
 from lakebraid.index.file_stats import (
     file_stats,
+    log_file_stats,
     orderable,
     recorded_columns,
     stats_columns,
@@ -56,7 +58,7 @@ from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import route
 from lakebraid.timeline.bodies import IndexPlan
 from lakebraid.timeline.instant import Action, Instant, State
-from lakebraid.timeline.layout import TimelineKind
+from lakebraid.timeline.layout import TimelineKind, parse_data_file_name
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec, text_to_type
 
@@ -148,7 +150,8 @@ def built_records(
     table: TableTimelines, files: Sequence[tuple[str, str]], columns: Sequence[str]
 ) -> list[ColumnStatsRecord]:
     """The statistics records of ``columns`` of the data files ``files`` ((partition, file
-    name) pairs), read from the files."""
+    name) pairs), read from the files: base files as Parquet, merge-on-read logs from the rows
+    of their data blocks (``index.file_stats.log_file_stats``), as their writers computed them."""
 
     def one(pair: tuple[str, str]) -> list[ColumnStatsRecord]:
         partition, name = pair
@@ -157,11 +160,14 @@ def built_records(
         def damaged(where: str, why: str) -> IndexLayerError:
             return IndexLayerError(f"data file {where} cannot be read ({why})", table=table.path)
 
+        read = log_file_stats if parse_data_file_name(name).kind == "log" else file_stats
         try:
             with guarded(path, damaged):
-                found = file_stats(table.fs, path, columns)
+                found = read(table.fs, path, columns)
         except FileNotFoundError:
             raise damaged(path, "it is gone: was it cleaned?") from None
+        except CorruptDataLogError as exc:  # named by file and offset: the table added
+            raise CorruptDataLogError(exc.path, exc.offset, exc.reason, table=table.path) from exc
         return [stats_record(s, partition, name) for s in found]
 
     threads = max(1, min(table.options.get(settings.WRITE_THREADS), len(files)))

@@ -13,6 +13,8 @@
 * :class:`DamagedListingError` -- the metadata table lists two base files of one data file
   group (``index.file_groups.check_one_base``): a completion or a metadata log the table
   needs is missing; nothing was read or written.
+* :class:`CorruptDataLogError` -- a merge-on-read data log block is damaged
+  (``index.datalog``); names the file and the byte offset of the block.
 """
 
 from __future__ import annotations
@@ -42,3 +44,17 @@ class BloomFormatError(IndexLayerError):
 
 class DamagedListingError(IndexLayerError):
     """The ``files`` listing names two base files of one file group: the table is damaged."""
+
+
+class CorruptDataLogError(IndexLayerError):
+    """A merge-on-read data log block is damaged (``index.datalog``): ``path`` is the log
+    file, ``offset`` where the block starts, ``reason`` what the checks found."""
+
+    def __init__(self, path: str, offset: int, reason: str, *, table: str | None = None):
+        self.path, self.offset, self.reason = path, offset, reason
+        super().__init__(
+            f"corrupt data log block in {path} at byte {offset}: {reason}; restore the file "
+            "from a backup, or roll back the commit that wrote it (or restore the table to a "
+            "savepoint before it)",
+            table=table,
+        )

@@ -1,5 +1,6 @@
 """Column statistics of data files: which columns a table records, and the statistics of one
-file (from its footer and rows), shared by writers (``writers.write.datafile`` re-exports
+file (a base file from its footer and rows, a merge-on-read log from the rows of its data
+blocks), shared by writers (``writers.write.datafile`` re-exports
 them), validation and the build of column statistics on a live table
 (``index.column_stats_build``).
 
@@ -22,10 +23,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
+from lakebraid.index.datalog import data_rows
 from lakebraid.metadata import settings
 from lakebraid.metadata.arrow_records import used_entries
 from lakebraid.metadata.commits import ColumnStat
-from lakebraid.metadata.files import open_file
+from lakebraid.metadata.files import open_file, whole_file
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, check_footer
 from lakebraid.metadata.records import ColumnStatsRecord
 from lakebraid.metadata.slices import ReadPoint
@@ -61,6 +63,16 @@ def file_stats(fs: AbstractFileSystem, path: str, columns: Sequence[str]) -> lis
         rows = parquet.read(columns=present, use_threads=False)
         check_decoded(rows)
         return column_stats(rows, parquet.metadata, present)
+
+
+def log_file_stats(fs: AbstractFileSystem, path: str, columns: Sequence[str]) -> list[ColumnStat]:
+    """The statistics of ``columns`` of one merge-on-read log file: of the rows of its data
+    blocks, as the writer that appended it computed them (none for a log of deletes only, or
+    for columns its rows lack). A damaged block raises
+    :class:`~lakebraid.index.errors.CorruptDataLogError` naming the file and offset."""
+    rows = data_rows(whole_file(fs, path), path)
+    present = [] if rows is None else [c for c in columns if c in rows.column_names]
+    return column_stats(rows, None, present) if present else []  # type: ignore[arg-type]
 
 
 def stats_record(stat: ColumnStat, partition: str, name: str) -> ColumnStatsRecord:

@@ -18,7 +18,7 @@ ALLOWED = {
     "timeline": {"timeline"},
     "metadata": {"timeline", "metadata"},
     "index": {"timeline", "metadata", "index"},
-    "writers.errors": {"timeline"},
+    "writers.errors": {"timeline", "index"},  # re-exports index.errors.CorruptDataLogError
     "writers.settings": {"timeline"},
     "writers.write": BASE,
     "writers.services": BASE | {"writers.write"},

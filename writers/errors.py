@@ -11,7 +11,8 @@
 * :class:`CorruptDataFileError` -- a data file of the table is damaged (a page checksum, the
   footer or the decoded data does not hold); names the file and says what to do.
 * :class:`CorruptDataLogError` -- a merge-on-read data log block is damaged; names the file
-  and the byte offset of the block.
+  and the byte offset of the block (``index.errors``' own, as the log format is the index
+  package's: re-exported here, where the client's other data-file errors are).
 * :class:`MissingDataFileError` -- a data file the table lists is not on storage (the table is
   damaged; not retryable); names the file and says what to do.
 * :class:`LostCompletionError` -- a commit that looks unfinished had completed (a later commit
@@ -21,6 +22,7 @@
 
 from __future__ import annotations
 
+from lakebraid.index.errors import CorruptDataLogError as CorruptDataLogError
 from lakebraid.timeline.errors import LakebraidError, RetryableError, StateUnknownError
 
 
@@ -83,20 +85,6 @@ class MissingDataFileError(WriteError):
             "restore the table to a savepoint before it); `validate()` lists every missing file",
             table=table,
             instant=instant if culprit != "it" else None,
-        )
-
-
-class CorruptDataLogError(WriteError):
-    """A merge-on-read data log block is damaged (``writers.write.datalog``): ``path`` is the
-    log file, ``offset`` where the block starts, ``reason`` what the checks found."""
-
-    def __init__(self, path: str, offset: int, reason: str, *, table: str | None = None):
-        self.path, self.offset, self.reason = path, offset, reason
-        super().__init__(
-            f"corrupt data log block in {path} at byte {offset}: {reason}; restore the file "
-            "from a backup, or roll back the commit that wrote it (or restore the table to a "
-            "savepoint before it)",
-            table=table,
         )
 
 

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakebraid.index.datalog import data_rows
 from lakebraid.index.file_groups import current_slices
 from lakebraid.index.file_stats import recorded_columns, same_stats
 from lakebraid.index.keys import RECORD_KEY
@@ -58,7 +59,6 @@ from lakebraid.writers.write.datafile import (
     spec_of,
     virtual_key,
 )
-from lakebraid.writers.write.datalog import BlockType, blocks_in
 from lakebraid.writers.write.slices import ReadUnit, read_unit
 
 Listing = dict[str, dict[str, int]]
@@ -269,13 +269,8 @@ class _Validator:
         """Check one merge-on-read log (checksum, every block, the statistics of its data
         rows); returns the columns it has statistics for."""
         path = self.table.layout.data_file(partition, name)
-        data = self.checked_bytes(partition, name, path)
-        blocks = blocks_in(data, path, thorough=True)
-        blocks = [b for b in blocks if b.block_type is BlockType.DATA]
-        if not blocks:
-            return []
-        rows = pa.concat_tables([b.rows for b in blocks])
-        return self.compare_stats(partition, name, rows, None)
+        rows = data_rows(self.checked_bytes(partition, name, path), path, thorough=True)
+        return [] if rows is None else self.compare_stats(partition, name, rows, None)
 
     def compare_secondary(self) -> None:
         """The entries of every visible secondary index against those of the current files."""

@@ -1,6 +1,6 @@
 """Merge-on-read writes of one file group: a commit's upserts and deletes of the group become
 one log file ``<file id>_<write token>_<instant>.log`` (``timeline.layout``) of log blocks
-(``writers.write.datalog``): a delete block of the keys it deletes, then a data block of the
+(``index.datalog``): a delete block of the keys it deletes, then a data block of the
 rows it upserts. The base file and earlier logs are not read: a reader merges them
 (``writers.write.logmerge``) and a compaction folds them.
 
@@ -24,9 +24,15 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.index.datalog import (
+    encode_data_block,
+    encode_delete_block,
+    read_last_footer,
+)
 from lakebraid.index.file_groups import DataSlice, current_slices
 from lakebraid.index.file_stats import column_stats
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.logfooter import SliceKeys
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.checksum import crc32
@@ -34,13 +40,7 @@ from lakebraid.metadata.commits import WriteStatus, pack_keys
 from lakebraid.timeline.durable import filesystem, is_local, make_durable, make_folder
 from lakebraid.timeline.layout import TableLayout, data_file_name
 from lakebraid.writers.write.datafile import conform, data_schema, stamped
-from lakebraid.writers.write.datalog import (
-    encode_data_block,
-    encode_delete_block,
-    read_last_footer,
-)
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
-from lakebraid.writers.write.logfooter import SliceKeys
 from lakebraid.writers.write.marking import mark
 from lakebraid.writers.write.partition_codes import codes
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID, rewrite_tasks
@@ -136,7 +136,7 @@ def _blocks(
     compressed: bool,
 ) -> bytes:
     """The log file's bytes: the delete block (if any), then the data block (if any); their
-    bodies compressed on object stores only (``writers.write.datalog``)."""
+    bodies compressed on object stores only (``index.datalog``)."""
     where: dict[str, Any] = dict(
         instant=task.instant, partition=task.partition, file_id=task.file_id, compressed=compressed
     )

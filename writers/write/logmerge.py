@@ -1,5 +1,5 @@
 """The rows of a merge-on-read file slice: its base file's rows merged with its log blocks
-(``writers.write.datalog``), as a snapshot read and a compaction see them. A plain function
+(``index.datalog``), as a snapshot read and a compaction see them. A plain function
 over pyarrow data, safe to run in Spark executors.
 
 Rule, per key, over the base (rank 0) and the blocks in the order given (ranks 1, 2, ...; the
@@ -26,12 +26,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.index.datalog import BlockType, DataLogBlock
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.metadata.arrow_records import bool_array, filtered, flat
 from lakebraid.metadata.keymatch import locate
 from lakebraid.metadata.keyorder import sort_order
 from lakebraid.writers.write.datafile import cast_column, conform, stored_keys
-from lakebraid.writers.write.datalog import BlockType, DataLogBlock
 from lakebraid.writers.write.inplace import replaced
 
 

@@ -36,12 +36,14 @@ def check_index_kind(kind: str, path: str) -> None:
 
 
 def refuse_indexes(table: TableTimelines, kind: str) -> None:
-    """Index builds read base files only: a merge-on-read table refuses them until they merge
-    its logs."""
-    if table.config.merge_on_read:
+    """A secondary index on a merge-on-read table is refused: an update appended to a log
+    would need the row's former value to drop its entry, which a log append does not read.
+    Column statistics are built on either table type (a log's from its data blocks)."""
+    if kind == "secondary" and table.config.merge_on_read:
         raise WriteError(
-            f"a {kind} index on a merge-on-read table is not available in this version (its "
-            "build reads base files only)",
+            "a secondary index on a merge-on-read table is not available in this version (an "
+            "update appended to a log does not read the row's former value, whose entry it "
+            "would have to remove); column statistics (kind='column_stats') are",
             table=table.path,
         )
 

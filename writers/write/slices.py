@@ -1,6 +1,6 @@
 """One file slice of the data table read as rows: a :class:`ReadUnit` names its base file and,
 in a merge-on-read table, its log files, oldest first; :func:`read_unit` reads the base, then
-every block of the logs (``writers.write.datalog``), and merges them
+every block of the logs (``index.datalog``), and merges them
 (``writers.write.logmerge``: deletes remove, the highest precombine value wins, ties to the
 newest). Plain data and a plain function: reads (``writers.read``), validation and Spark's
 Python workers use them alike.
@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
+from lakebraid.index.datalog import DataLogBlock, iter_blocks
 from lakebraid.index.errors import DamagedListingError
 from lakebraid.index.file_groups import DataSlice
 from lakebraid.index.keys import RECORD_KEY
@@ -27,7 +28,6 @@ from lakebraid.writers.write.datafile import (
     stored_keys,
     virtual_key,
 )
-from lakebraid.writers.write.datalog import DataLogBlock, iter_blocks
 from lakebraid.writers.write.logmerge import merge_slice
 
 

@@ -16,13 +16,13 @@ import pytest
 from table_fixtures import DAYS
 from table_fixtures import random_batch as batch
 
+from lakebraid.index.datalog import iter_blocks
 from lakebraid.timeline.layout import parse_data_file_name
 from lakebraid.writers.cli.main import main
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine import compaction, rewrites
 from lakebraid.writers.errors import CorruptDataLogError, WriteConflictError, WriteError
 from lakebraid.writers.write.datafile import data_schema, spec_of
-from lakebraid.writers.write.datalog import iter_blocks
 from lakebraid.writers.write.slices import ReadUnit, read_unit
 
 COLUMNS = ["id", "day", "ts", "amount"]

@@ -12,10 +12,11 @@ import pytest
 from table_fixtures import DAYS
 from table_fixtures import random_batch as batch
 
+from lakebraid.index import datalog
 from lakebraid.metadata.commits import schema_as_of
 from lakebraid.writers.client import WriteClient
 from lakebraid.writers.read import plan
-from lakebraid.writers.write import datalog, slices
+from lakebraid.writers.write import slices
 from lakebraid.writers.write.datafile import spec_of, virtual_key
 
 pytestmark = pytest.mark.xdist_group("spark")

@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakebraid.index.datalog import BlockType, iter_blocks, read_last_footer
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.commits import unpack_keys
 from lakebraid.timeline.layout import TableLayout, parse_data_file_name
 from lakebraid.writers.errors import CorruptDataLogError
 from lakebraid.writers.write.datafile import data_schema, read_parquet
-from lakebraid.writers.write.datalog import BlockType, iter_blocks, read_last_footer
 from lakebraid.writers.write.filegroup import OP, RewriteTask, rewrite_file_group
 from lakebraid.writers.write.logappend import (
     IN_GROUP,

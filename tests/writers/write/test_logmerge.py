@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakebraid.index.datalog import decode_block, encode_data_block, encode_delete_block
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.writers.write.datalog import decode_block, encode_data_block, encode_delete_block
 from lakebraid.writers.write.logmerge import _last_versions, _older, merge_slice
 
 SCHEMA = pa.schema(

@@ -15,9 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakebraid.index.keys import RECORD_KEY
-from lakebraid.writers.errors import CorruptDataLogError
-from lakebraid.writers.write.datalog import (
+from lakebraid.index.datalog import (
     BODY_LENGTH,
     OVERHEAD,
     PREFIX,
@@ -29,8 +27,10 @@ from lakebraid.writers.write.datalog import (
     iter_blocks,
     read_last_footer,
 )
+from lakebraid.index.keys import RECORD_KEY
+from lakebraid.writers.errors import CorruptDataLogError
 
-DOCS = Path(__file__).resolve().parents[3] / "docs" / "format.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "format.md"
 key_lists = st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=40, unique=True)
 
 

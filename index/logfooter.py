@@ -2,7 +2,7 @@
 own key range and bloom filter (:class:`KeyFooter`) and those of every block of the file
 slice's logs so far (:class:`SliceKeys`, grown by :func:`slice_after`); a writer builds both
 at once (:meth:`KeyFooter.of`). The block format that
-carries it is ``writers.write.datalog``'s (its docstring documents the footer's fields)."""
+carries it is ``index.datalog``'s (its docstring documents the footer's fields)."""
 
 from __future__ import annotations
 

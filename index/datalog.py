@@ -41,7 +41,7 @@ Corruption is never silent: an empty file refused, each block's header naming th
 and instant of its file's name, magic, version, the copies of type and lengths and the trailer
 compared, both CRCs, the body's buffers safe to read, its keys matching the footer's range and
 the header's count (``validate()``: also UTF-8 text, keys sorted and unique). Any failure
-raises :class:`~lakebraid.writers.errors.CorruptDataLogError` naming file and block offset.
+raises :class:`~lakebraid.index.errors.CorruptDataLogError` naming file and block offset.
 """
 
 from __future__ import annotations
@@ -57,15 +57,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 
+from lakebraid.index.errors import CorruptDataLogError
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.index.logfooter import KeyFooter, SliceKeys
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.integrity import check_structure
 from lakebraid.metadata.keyorder import sort_order
 from lakebraid.timeline.layout import data_file_name_of
-from lakebraid.writers.errors import CorruptDataLogError
-from lakebraid.writers.write.logfooter import KeyFooter, SliceKeys
 
 MAGIC = b"DLOG"
 FORMAT_VERSION = 1
@@ -283,6 +283,14 @@ def blocks_in(
         _check_owner(block.header, owner, partial(CorruptDataLogError, path, offset))
         yield block
         offset += block.size
+
+
+def data_rows(data: bytes | memoryview, path: str, *, thorough: bool = False) -> pa.Table | None:
+    """The rows of every data block of a log file's bytes, in block order: what the file's
+    column statistics describe (None: a log of delete blocks only, which has none). Every
+    block is checked as :func:`blocks_in` checks it."""
+    blocks = [b for b in blocks_in(data, path, thorough=thorough) if b.block_type is BlockType.DATA]
+    return pa.concat_tables([b.rows for b in blocks]) if blocks else None
 
 
 def _owner(path: str) -> tuple[str, str] | None:
