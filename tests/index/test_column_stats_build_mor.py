@@ -6,6 +6,7 @@ come from a plain model."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections import defaultdict
 
@@ -13,7 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from table_fixtures import wait_for_commits
 
+from lakebraid.index import column_stats_build
 from lakebraid.index.datalog import BlockType, iter_blocks
 from lakebraid.index.errors import CorruptDataLogError
 from lakebraid.timeline.layout import parse_data_file_name
@@ -197,3 +200,62 @@ def test_undo_across_a_build_on_a_merge_on_read_table(tmp_path) -> None:
     check_pruning(client, model, [940, 930, 920, 910, 3, 12])
     assert client.indexes(kind="column_stats") == {"c": built}  # an index outlives a restore
     assert client.validate() == []
+
+
+WRITER = """
+import json, os, sys
+import pyarrow as pa
+from lakebraid.writers.client import WriteClient
+from lakebraid.writers.errors import WriteConflictError
+c, built = WriteClient.open(sys.argv[1]), sys.argv[2]
+done, conflicts, after = [], 0, 0
+for step in range(1, 201):
+    if after == 3:
+        break
+    began_after = os.path.exists(built)
+    data = pa.table({"id": [f"k0{step % 8}", f"x{step:03d}"], "day": ["d0", "d1"],
+                     "ts": [10 + step, 10 + step], "c": [2000 + step, 3000 + step]})
+    try:
+        done.append([c.upsert(data), step])
+        after += began_after
+    except WriteConflictError:
+        conflicts += 1
+print(json.dumps({"done": done, "conflicts": conflicts}))
+"""
+
+
+@pytest.mark.slow
+def test_a_build_while_a_writer_process_appends_logs(tmp_path, run_python, monkeypatch) -> None:
+    """Logs appended while the build runs record ``c`` too (the build's request on): after it,
+    every current file's statistics are exact."""
+    client = WriteClient.create(
+        str(tmp_path / "t"), "id", ["day"], "ts", table_type="merge_on_read", **OPTIONS
+    )
+    model = grown_table(client)
+    original = column_stats_build._rows_as_of
+
+    def slow(*args):  # a build that runs on until the writer has committed three times more
+        wait_for_commits(client, 3)
+        return original(*args)
+
+    monkeypatch.setattr(column_stats_build, "_rows_as_of", slow)
+    flag = tmp_path / "built"
+    proc = run_python(WRITER, client.path, str(flag))
+    try:
+        wait_for_commits(client, 2)
+        built = client.create_index("c", kind="column_stats")
+    finally:
+        flag.touch()  # the writer stops three upserts later
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    fresh = WriteClient.open(client.path)
+    finished = next(i.completion_time for i in fresh.timeline("metadata") if i.time == built)
+    completed = {i.time: i.completion_time for i in fresh.timeline() if i.is_completed}
+    done = json.loads(out)["done"]
+    assert any(built < completed[t] < finished for t, _ in done), "no log during the build"
+    for _, step in done:  # one writer: its commits complete in this order
+        model[f"k0{step % 8}"] = ("d0", 2000 + step)
+        model[f"x{step:03d}"] = ("d1", 3000 + step)
+    check_records(fresh)
+    check_pruning(fresh, model, [2000 + done[0][1], 3000 + done[-1][1], 105, 950])
+    assert fresh.validate() == []
