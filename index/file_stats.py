@@ -67,12 +67,21 @@ def file_stats(fs: AbstractFileSystem, path: str, columns: Sequence[str]) -> lis
 
 def log_file_stats(fs: AbstractFileSystem, path: str, columns: Sequence[str]) -> list[ColumnStat]:
     """The statistics of ``columns`` of one merge-on-read log file: of the rows of its data
-    blocks, as the writer that appended it computed them (none for a log of deletes only, or
-    for columns its rows lack). A damaged block raises
+    blocks, as the writer that appended it computed them (none for columns its rows lack); a
+    log of deletes only holds no row, so :func:`no_rows` of every column, and prunes from every
+    filtered read. A damaged block raises
     :class:`~lakebraid.index.errors.CorruptDataLogError` naming the file and offset."""
     rows = data_rows(whole_file(fs, path), path)
-    present = [] if rows is None else [c for c in columns if c in rows.column_names]
-    return column_stats(rows, None, present) if present else []  # type: ignore[arg-type]
+    if rows is None:
+        return no_rows(columns)
+    present = [c for c in columns if c in rows.column_names]
+    return column_stats(rows, None, present) if present else []
+
+
+def no_rows(columns: Sequence[str]) -> list[ColumnStat]:
+    """The statistics of ``columns`` of a file without rows (a merge-on-read log of deletes
+    only): no bounds, no nulls, no values, which no condition of a read can match."""
+    return [ColumnStat(c, None, None, 0, 0, 0) for c in columns]
 
 
 def stats_record(stat: ColumnStat, partition: str, name: str) -> ColumnStatsRecord:

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from lakebraid.index.datalog import data_rows
 from lakebraid.index.file_groups import current_slices
-from lakebraid.index.file_stats import recorded_columns, same_stats
+from lakebraid.index.file_stats import no_rows, recorded_columns, same_stats
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.scope import in_partition, is_scoped
 from lakebraid.index.secondary import all_entries, file_entries
@@ -270,7 +270,7 @@ class _Validator:
         rows); returns the columns it has statistics for."""
         path = self.table.layout.data_file(partition, name)
         rows = data_rows(self.checked_bytes(partition, name, path), path, thorough=True)
-        return [] if rows is None else self.compare_stats(partition, name, rows, None)
+        return self.compare_stats(partition, name, rows, None)
 
     def compare_secondary(self) -> None:
         """The entries of every visible secondary index against those of the current files."""
@@ -355,22 +355,27 @@ class _Validator:
         return keys, columns  # each once: validate_index reports a key met twice
 
     def compare_stats(
-        self, partition: str, name: str, rows: pa.Table, meta: pq.FileMetaData | None
+        self, partition: str, name: str, rows: pa.Table | None, meta: pq.FileMetaData | None
     ) -> list[str]:
         """The file's statistics, recomputed from ``rows``, against the metadata table's;
-        returns the columns compared."""
+        returns the columns compared. ``rows`` None: a log of deletes only, whose statistics
+        say it holds no row (writers before those recorded none: a missing record is right)."""
         names = [f.name for f in self.schema]
         recorded = recorded_columns(names, self.table.options, self.reader.point)
         held = self.held.get((partition, name), [])  # also of columns no longer recorded
-        present = [c for c in dict.fromkeys([*recorded, *held]) if c in rows.column_names]
+        wanted = list(dict.fromkeys([*recorded, *held]))
+        if rows is None:
+            computed = no_rows(wanted)
+        else:
+            computed = column_stats(rows, meta, [c for c in wanted if c in rows.column_names])
         columns = []
-        for stat in column_stats(rows, meta, present):
+        for stat in computed:
             columns.append(stat.column)
             if self.stats is None:
                 continue  # the metadata table's statistics could not be read (a problem)
             got = self.stats.get((partition, name, stat.column))
             want = (stat.min_value, stat.max_value, stat.null_count, stat.value_count)
-            if not same_stats(got, want):
+            if not same_stats(got, want) and not (rows is None and got is None):
                 self.problems.append(
                     f"column_stats: {partition}/{name} {stat.column}: "
                     f"file says {want}, the metadata table says {got}"

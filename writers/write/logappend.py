@@ -123,7 +123,7 @@ def append_to_file_group(
         size=len(data),
         crc32=crc32(data),
         rows=rows.num_rows,
-        stats=column_stats(rows, None, present) if rows.num_rows else [],
+        stats=column_stats(rows, None, present),  # deletes only: no rows, no values
         **status,
     )
 
