@@ -1,6 +1,7 @@
 """Log blocks of merge-on-read data file groups (the seeds' RFC-06): this module alone owns
 their byte format, writes blocks (:func:`encode_data_block`, :func:`encode_delete_block`) and
-reads them (:func:`decode_block`, :func:`iter_blocks`, :func:`read_last_footer`).
+reads them (:func:`decode_block`, :func:`iter_blocks`, :func:`read_last_footer`, and
+:func:`data_rows`: the rows a log's column statistics describe).
 
 Format version 1. A data log file is a concatenation of blocks; a block is::
 
