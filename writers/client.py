@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, NoReturn
 
 import pyarrow as pa
@@ -36,6 +37,7 @@ from lakebraid.timeline.instant import Instant
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec, IndexSettings, TableConfig, text_to_type
 from lakebraid.writers import settings
+from lakebraid.writers.commit.retry import retrying
 from lakebraid.writers.engine.compaction import compact_data
 from lakebraid.writers.engine.inprocess import delete_keys, write_rows
 from lakebraid.writers.engine.spark.delete import delete_frame, deletes_on_spark
@@ -227,8 +229,7 @@ class WriteClient:
         Spark) with the record key column. Absent keys are ignored; null keys are refused. A
         partition-scoped index needs each key's partition: ``partition=`` (a mapping of the
         partition fields to values, or a path) or the rows' partition columns."""
-        with self.table.store.load_scope():  # the preparation: one listing per timeline
-            return self._delete(keys, partition)
+        return retrying(self.table, partial(self._delete, keys, partition), "delete")
 
     def _delete(self, keys: Any, partition: Any) -> str:
         recover(self.table)
@@ -260,8 +261,9 @@ class WriteClient:
         return None
 
     def _write(self, data: Any, operation: str, duplicates: str | None = None) -> str:
-        with self.table.store.load_scope():  # the preparation: one listing per timeline
-            return self._scoped_write(data, operation, duplicates)
+        """Run ``operation``, again after a lost conflict (``write.conflict.retries``)."""
+        attempt = partial(self._scoped_write, data, operation, duplicates)
+        return retrying(self.table, attempt, operation)
 
     def _scoped_write(self, data: Any, operation: str, duplicates: str | None) -> str:
         recover(self.table)

@@ -42,6 +42,17 @@ SYNC_BATCH_FILES = cfg.register(
     "other jobs write heavily to the same disk, raise it, or set 0 to never batch.",
     cfg.at_least(0),
 )
+CONFLICT_RETRIES = cfg.register(
+    "write.conflict.retries",
+    int,
+    0,
+    "Times a write (insert, bulk_insert, upsert, delete) that lost a conflict to a concurrent "
+    "commit is run again from the start before WriteConflictError reaches the caller: the "
+    "lost attempt was rolled back whole, and each retry reads the table afresh, after a "
+    "random pause that doubles each time. A Spark DataFrame is evaluated again by each "
+    "retry: retry only inputs that give the same rows again. 0: raise at once.",
+    cfg.at_least(0),
+)
 EXPECTED_RECORDS = cfg.register(
     "index.expected.records",
     int,
