@@ -5,6 +5,7 @@ a plain model gives, never read back from the code under test."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pyarrow as pa
@@ -116,3 +117,32 @@ def test_a_bad_retry_count_is_refused_by_name(tmp_path, bad):
         WriteClient.open(str(tmp_path / "t"), **{RETRIES: bad}).upsert(
             pa.table({"id": ["c"], "v": [5]})
         )
+
+
+WRITER = """
+import json, sys
+import pyarrow as pa
+from lakebraid.writers.client import WriteClient
+path, me = sys.argv[1], sys.argv[2]
+done = []
+for n in range(8):
+    client = WriteClient.open(path, **{"write.conflict.retries": 50})
+    done.append(client.upsert(pa.table({"id": [f"{me}{n}"], "v": [n]})))
+print(json.dumps(done))
+"""
+
+
+@pytest.mark.slow
+def test_two_writer_processes_into_one_group_all_commit(path, run_python) -> None:
+    """Two processes upsert disjoint keys into the table's one file group at once, each write
+    retried on conflict: every write commits and no row is lost."""
+    procs = [run_python(WRITER, path, me) for me in ("p", "q")]
+    outs = [proc.communicate(timeout=600) for proc in procs]
+    for proc, (_, err) in zip(procs, outs, strict=True):
+        assert proc.returncode == 0, err[-3000:]
+    done = [t for out, _ in outs for t in json.loads(out)]
+    print(sum(err.count("lost a conflict") for _, err in outs), "conflicts lost and retried")
+    assert len(set(done)) == 16
+    want = ["a", "b", *(f"{me}{n}" for me in "pq" for n in range(8))]
+    assert ids(path) == sorted(want)
+    assert WriteClient.open(path).validate() == []
