@@ -46,8 +46,9 @@ CONFLICT_RETRIES = cfg.register(
     "write.conflict.retries",
     int,
     0,
-    "Times a write (insert, bulk_insert, upsert, delete) that lost a conflict to a concurrent "
-    "commit is run again from the start before WriteConflictError reaches the caller: the "
+    "Times a write of the write client (insert, bulk_insert, upsert, delete; not the data "
+    "source's appends) that lost a conflict to a concurrent commit is run again from the "
+    "start before WriteConflictError reaches the caller: the "
     "lost attempt was rolled back whole, and each retry reads the table afresh, after a "
     "random pause that doubles each time. A Spark DataFrame is evaluated again by each "
     "retry: retry only inputs that give the same rows again. 0: raise at once.",
