@@ -66,22 +66,23 @@ def file_stats(fs: AbstractFileSystem, path: str, columns: Sequence[str]) -> lis
 
 
 def log_file_stats(fs: AbstractFileSystem, path: str, columns: Sequence[str]) -> list[ColumnStat]:
-    """The statistics of ``columns`` of one merge-on-read log file: of the rows of its data
-    blocks, as the writer that appended it computed them (none for columns its rows lack); a
-    log of deletes only holds no row, so :func:`no_rows` of every column, and prunes from every
-    filtered read. A damaged block raises
+    """The statistics of ``columns`` of one merge-on-read log file, from the rows of its data
+    blocks (:func:`rows_stats`). A damaged block raises
     :class:`~lakebraid.index.errors.CorruptDataLogError` naming the file and offset."""
-    rows = data_rows(whole_file(fs, path), path)
+    return rows_stats(data_rows(whole_file(fs, path), path), None, columns)
+
+
+def rows_stats(
+    rows: pa.Table | None, meta: pq.FileMetaData | None, columns: Sequence[str]
+) -> list[ColumnStat]:
+    """The statistics of ``columns`` of a file whose rows are ``rows`` (``meta``: its Parquet
+    footer, as :func:`column_stats` takes it), as its writer computed them: none for columns
+    the rows lack. ``rows`` None: a merge-on-read log of deletes only, which holds no row, so
+    every column has no bounds, no nulls and no values, which no condition of a read can
+    match (it prunes from every filtered read)."""
     if rows is None:
-        return no_rows(columns)
-    present = [c for c in columns if c in rows.column_names]
-    return column_stats(rows, None, present) if present else []
-
-
-def no_rows(columns: Sequence[str]) -> list[ColumnStat]:
-    """The statistics of ``columns`` of a file without rows (a merge-on-read log of deletes
-    only): no bounds, no nulls, no values, which no condition of a read can match."""
-    return [ColumnStat(c, None, None, 0, 0, 0) for c in columns]
+        return [ColumnStat(c, None, None, 0, 0, 0) for c in columns]
+    return column_stats(rows, meta, [c for c in columns if c in rows.column_names])
 
 
 def stats_record(stat: ColumnStat, partition: str, name: str) -> ColumnStatsRecord:

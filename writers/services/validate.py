@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from lakebraid.index.datalog import data_rows
 from lakebraid.index.file_groups import current_slices
-from lakebraid.index.file_stats import no_rows, recorded_columns, same_stats
+from lakebraid.index.file_stats import recorded_columns, rows_stats, same_stats
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.scope import in_partition, is_scoped
 from lakebraid.index.secondary import all_entries, file_entries
@@ -53,7 +53,6 @@ from lakebraid.writers.services import commit_points as points
 from lakebraid.writers.services.validate_index import compare_index, current_keys
 from lakebraid.writers.services.validate_retained import lost_retained_files, still_needed
 from lakebraid.writers.write.datafile import (
-    column_stats,
     data_schema,
     parquet_in,
     spec_of,
@@ -363,13 +362,8 @@ class _Validator:
         names = [f.name for f in self.schema]
         recorded = recorded_columns(names, self.table.options, self.reader.point)
         held = self.held.get((partition, name), [])  # also of columns no longer recorded
-        wanted = list(dict.fromkeys([*recorded, *held]))
-        if rows is None:
-            computed = no_rows(wanted)
-        else:
-            computed = column_stats(rows, meta, [c for c in wanted if c in rows.column_names])
         columns = []
-        for stat in computed:
+        for stat in rows_stats(rows, meta, list(dict.fromkeys([*recorded, *held]))):
             columns.append(stat.column)
             if self.stats is None:
                 continue  # the metadata table's statistics could not be read (a problem)
