@@ -7,13 +7,12 @@ expected rows from a plain model; never from the statistics under test."""
 from __future__ import annotations
 
 import json
-import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from table_fixtures import wait_for_commits
+from build_fixtures import build_beside_writer
 
 from lakebraid.index import column_stats_build
 from lakebraid.index.column_stats_build import build_stats
@@ -301,29 +300,11 @@ def test_a_failed_build_then_an_undo_across_reindexes(client, monkeypatch) -> No
     assert client.validate() == []
 
 
-# upserts until three that began once the build had finished (the test touches ``built``
-# then); the build waits for three commits while it runs: commits before, during and after
-# the build (three at least of the last two), whatever the machine's speed
-WRITER = """
-import json, os, sys
-import pyarrow as pa
-from lakebraid.writers.client import WriteClient
-from lakebraid.writers.errors import WriteConflictError
-c, built = WriteClient.open(sys.argv[1]), sys.argv[2]
-done, conflicts, after = [], 0, 0
-for step in range(1, 201):
-    if after == 3:
-        break
-    began_after = os.path.exists(built)
+ROWS = """
+def rows(step):
     ids = [f"w{step % 10:02d}", f"x{step:03d}"]
-    data = pa.table({"id": ids, "day": ["d1", "d2"], "ts": [step, step],
+    return pa.table({"id": ids, "day": ["d1", "d2"], "ts": [step, step],
                      "c": [step % 7, 1000 + step], "d": [None, step]})
-    try:
-        done.append([c.upsert(data), step])
-        after += began_after
-    except WriteConflictError:
-        conflicts += 1
-print(json.dumps({"done": done, "conflicts": conflicts}))
 """
 
 
@@ -335,38 +316,20 @@ def writer_change(step: int) -> Model:
 def test_build_while_a_writer_process_commits(client, run_python, monkeypatch, tmp_path) -> None:
     model: Model = {f"k{i:03d}": (f"d{i % 3}", i % 7, i) for i in range(60)}
     start = client.upsert(rows(model, 0))
-    original = column_stats_build._rows_as_of
-
-    def slow(*args):  # a build that runs on until the writer has committed three times more
-        wait_for_commits(client, 3)
-        return original(*args)
-
-    monkeypatch.setattr(column_stats_build, "_rows_as_of", slow)
-    flag = tmp_path / "built"
-    proc = run_python(WRITER, client.path, str(flag))
-    deadline = time.monotonic() + 120
-    while len(client.timeline()) < 6 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        built = client.create_index(["c"], kind="column_stats")
-    finally:
-        flag.touch()  # the writer stops three upserts later
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err[-3000:]
-    result = json.loads(out)
-    print(f"{len(result['done'])} upserts committed, {result['conflicts']} conflicted")
-    fresh = WriteClient.open(client.path)
-    finished = next(i.completion_time for i in fresh.timeline("metadata") if i.time == built)
-    completed = {i.time: i.completion_time for i in fresh.timeline() if i.is_completed}
+    run = build_beside_writer(
+        client,
+        run_python,
+        monkeypatch,
+        tmp_path,
+        slowed=(column_stats_build, "_rows_as_of"),
+        rows=ROWS,
+        build=lambda: client.create_index(["c"], kind="column_stats"),
+    )
+    built, fresh, before, during, after = run.built, run.fresh, run.before, run.during, run.after
     models = {start: dict(model)}
-    for t, step in result["done"]:  # one writer: its commits complete in this order
+    for t, step in run.done:  # one writer: its commits complete in this order
         model.update(writer_change(step))
         models[t] = dict(model)
-    done = [t for t, _ in result["done"]]
-    before = [t for t in done if completed[t] < built]
-    during = [t for t in done if built < completed[t] < finished]
-    after = [t for t in done if completed[t] > finished]
-    print(f"commits before / during / after the build: {len(before)} {len(during)} {len(after)}")
     assert before and during and after
     assert fresh.indexes(as_of=during[-1], kind="column_stats") == {}
     assert fresh.indexes(as_of=after[0], kind="column_stats") == {"c": built}
@@ -374,7 +337,7 @@ def test_build_while_a_writer_process_commits(client, run_python, monkeypatch, t
         check_pruning(fresh, [1, 3, 1001, 1020], as_of=t)
     for t in (before[-1], during[0], during[-1], after[0], after[-1]):
         check_rows(fresh, models[t], "c = 3", as_of=t)
-        step = next(s for u, s in result["done"] if u == t)
+        step = next(s for u, s in run.done if u == t)
         check_rows(fresh, models[t], f"c = {1000 + step}", as_of=t)
     assert fresh.validate() == []
 

@@ -6,7 +6,6 @@ come from a plain model."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections import defaultdict
 
@@ -14,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from table_fixtures import wait_for_commits
+from build_fixtures import build_beside_writer
 
 from lakebraid.index import column_stats_build
 from lakebraid.index.datalog import BlockType, iter_blocks
@@ -198,25 +197,10 @@ def test_undo_across_a_build_on_a_merge_on_read_table(tmp_path) -> None:
     assert client.validate() == []
 
 
-WRITER = """
-import json, os, sys
-import pyarrow as pa
-from lakebraid.writers.client import WriteClient
-from lakebraid.writers.errors import WriteConflictError
-c, built = WriteClient.open(sys.argv[1]), sys.argv[2]
-done, conflicts, after = [], 0, 0
-for step in range(1, 201):
-    if after == 3:
-        break
-    began_after = os.path.exists(built)
-    data = pa.table({"id": [f"k0{step % 8}", f"x{step:03d}"], "day": ["d0", "d1"],
+ROWS = """
+def rows(step):
+    return pa.table({"id": [f"k0{step % 8}", f"x{step:03d}"], "day": ["d0", "d1"],
                      "ts": [10 + step, 10 + step], "c": [2000 + step, 3000 + step]})
-    try:
-        done.append([c.upsert(data), step])
-        after += began_after
-    except WriteConflictError:
-        conflicts += 1
-print(json.dumps({"done": done, "conflicts": conflicts}))
 """
 
 
@@ -228,27 +212,17 @@ def test_a_build_while_a_writer_process_appends_logs(tmp_path, run_python, monke
         str(tmp_path / "t"), "id", ["day"], "ts", table_type="merge_on_read", **OPTIONS
     )
     model = grown_table(client)
-    original = column_stats_build._rows_as_of
-
-    def slow(*args):  # a build that runs on until the writer has committed three times more
-        wait_for_commits(client, 3)
-        return original(*args)
-
-    monkeypatch.setattr(column_stats_build, "_rows_as_of", slow)
-    flag = tmp_path / "built"
-    proc = run_python(WRITER, client.path, str(flag))
-    try:
-        wait_for_commits(client, 2)
-        built = client.create_index("c", kind="column_stats")
-    finally:
-        flag.touch()  # the writer stops three upserts later
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err[-3000:]
-    fresh = WriteClient.open(client.path)
-    finished = next(i.completion_time for i in fresh.timeline("metadata") if i.time == built)
-    completed = {i.time: i.completion_time for i in fresh.timeline() if i.is_completed}
-    done = json.loads(out)["done"]
-    assert any(built < completed[t] < finished for t, _ in done), "no log during the build"
+    run = build_beside_writer(
+        client,
+        run_python,
+        monkeypatch,
+        tmp_path,
+        slowed=(column_stats_build, "_rows_as_of"),
+        rows=ROWS,
+        build=lambda: client.create_index("c", kind="column_stats"),
+    )
+    fresh, done = run.fresh, run.done
+    assert run.during, "no log appended during the build"
     for _, step in done:  # one writer: its commits complete in this order
         model[f"k0{step % 8}"] = ("d0", 2000 + step)
         model[f"x{step:03d}"] = ("d1", 3000 + step)

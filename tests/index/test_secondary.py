@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import random
-import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from table_fixtures import wait_for_commits
+from build_fixtures import build_beside_writer
 
 from lakebraid.index import secondary_build
 from lakebraid.index.errors import IndexLayerError
@@ -168,65 +167,28 @@ def test_the_cli_builds_and_drops(client, capsys) -> None:
     assert WriteClient.open(client.path).indexes() == {}
 
 
-# upserts until three that began once the build had finished (the test touches ``built``
-# then); the build waits for three commits while it runs: commits before, during and after
-# the build (three at least of the last two), whatever the machine's speed
-WRITER = """
-import json, os, sys
-import pyarrow as pa
-from lakebraid.writers.client import WriteClient
-from lakebraid.writers.errors import WriteConflictError
-path, built = sys.argv[1], sys.argv[2]
-c = WriteClient.open(path)
-done, conflicts, after = [], 0, 0
-for step in range(1, 201):
-    if after == 3:
-        break
-    began_after = os.path.exists(built)
+ROWS = """
+def rows(step):
     ids = [f"w{step % 10:02d}", f"x{step:03d}"]
     v = [step % 7, 100 + step]
-    data = pa.table({"id": ids, "day": ["d1", "d2"], "ts": [step, step], "v": v})
-    try:
-        done.append(c.upsert(data))
-        after += began_after
-    except WriteConflictError:
-        conflicts += 1
-print(json.dumps({"done": done, "conflicts": conflicts}), flush=True)
+    return pa.table({"id": ids, "day": ["d1", "d2"], "ts": [step, step], "v": v})
 """
 
 
 @pytest.mark.slow
 def test_build_while_a_writer_process_commits(client, run_python, monkeypatch, tmp_path) -> None:
     client.upsert(data({f"k{i:03d}": (f"d{i % 3}", i % 7) for i in range(60)}, 0))
-    original = secondary_build._entries_as_of
-
-    def slow(*args):  # a build that runs on until the writer has committed three times more
-        wait_for_commits(client, 3)
-        return original(*args)
-
-    monkeypatch.setattr(secondary_build, "_entries_as_of", slow)
-    flag = tmp_path / "built"
-    proc = run_python(WRITER, client.path, str(flag))
-    deadline = time.monotonic() + 120
-    while len(client.timeline()) < 6 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        built = client.create_index("v")
-    finally:
-        flag.touch()  # the writer stops three upserts later
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err[-3000:]
-    result = json.loads(out)
-    assert result["done"], "the writer committed nothing"
-    print(f"{len(result['done'])} upserts committed, {result['conflicts']} conflicted")
-    fresh = WriteClient.open(client.path)
-    done = fresh.timeline("metadata")
-    finished = next(i.completion_time for i in done if i.time == built)
-    completed = {i.time: i.completion_time for i in fresh.timeline() if i.is_completed}
-    before = [t for t in result["done"] if completed[t] < built]
-    during = [t for t in result["done"] if built < completed[t] < finished]
-    after = [t for t in result["done"] if completed[t] > finished]
-    print(f"commits before / during / after the build: {len(before)} {len(during)} {len(after)}")
+    run = build_beside_writer(
+        client,
+        run_python,
+        monkeypatch,
+        tmp_path,
+        slowed=(secondary_build, "_entries_as_of"),
+        rows=ROWS,
+        build=lambda: client.create_index("v"),
+    )
+    built, fresh, before, during, after = run.built, run.fresh, run.before, run.during, run.after
+    assert run.done, "the writer committed nothing"
     assert before and during and after
     for t in before + during + after:
         then = {r["id"]: (r["day"], r["v"]) for r in fresh.read_arrow(as_of=t).to_pylist()}
