@@ -32,13 +32,11 @@ def retrying(table: TableTimelines, write: Callable[[], str], operation: str) ->
     a load scope of its own (its preparation lists each timeline once), so it reads the table
     as it is then."""
     retries = table.options.get(settings.CONFLICT_RETRIES)
-    for attempt in range(retries + 1):
+    for attempt in range(retries):
         try:
             with table.store.load_scope():
                 return write()
         except WriteConflictError as lost:
-            if attempt == retries:
-                raise
             pause = min(MAX_PAUSE, random.uniform(*PAUSE) * 2**attempt)
             LOG.warning(
                 "%s lost a conflict: %s; running it again in %.2f s (retry %d of %d)",
@@ -49,4 +47,5 @@ def retrying(table: TableTimelines, write: Callable[[], str], operation: str) ->
                 retries,
             )
             time.sleep(pause)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    with table.store.load_scope():  # the last attempt: its conflict reaches the caller
+        return write()
