@@ -46,12 +46,13 @@ CONFLICT_RETRIES = cfg.register(
     "write.conflict.retries",
     int,
     0,
-    "Times a write of the write client (insert, bulk_insert, upsert, delete; not the data "
-    "source's appends) that lost a conflict to a concurrent commit is run again from the "
-    "start before WriteConflictError reaches the caller: the "
+    "Times a write (the write client's insert, bulk_insert, upsert and delete, the Spark "
+    "data source's appends) that lost a conflict to a concurrent commit is run again from "
+    "the start before WriteConflictError reaches the caller: the "
     "lost attempt was rolled back whole, and each retry reads the table afresh, after a "
-    "random pause that doubles each time. A Spark DataFrame is evaluated again by each "
-    "retry: retry only inputs that give the same rows again. 0: raise at once.",
+    "random pause that doubles each time. A Spark DataFrame given to the write client is "
+    "evaluated again by each retry: retry only inputs that give the same rows again (a data "
+    "source append retries its staged rows). 0: raise at once.",
     cfg.at_least(0),
 )
 EXPECTED_RECORDS = cfg.register(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -15,6 +16,7 @@ import lakebraid.writers.commit.retry as retry
 import lakebraid.writers.engine.inprocess as inprocess
 from lakebraid.timeline.errors import StateUnknownError
 from lakebraid.writers.client import WriteClient
+from lakebraid.writers.engine.spark.datasource_write import LakebraidWriter
 from lakebraid.writers.errors import WriteConflictError
 
 RETRIES = "write.conflict.retries"
@@ -117,6 +119,36 @@ def test_a_bad_retry_count_is_refused_by_name(tmp_path, bad):
         WriteClient.open(str(tmp_path / "t"), **{RETRIES: bad}).upsert(
             pa.table({"id": ["c"], "v": [5]})
         )
+
+
+def staged_append(path: str, keys: list[str], options: dict[str, str]):
+    """A data source append of ``keys`` as its executors leave it: the rows staged by a task,
+    the writer that commits them (its commit runs here, as in Spark's commit worker)."""
+    writer = LakebraidWriter(path, "job", options, {})
+    rows = pa.table({"id": keys, "v": [7] * len(keys)})
+    return writer, writer.write(iter(rows.to_batches()))
+
+
+def test_a_data_source_append_that_lost_runs_again_with_its_staged_rows(path, monkeypatch):
+    writer, message = staged_append(path, ["c", "d"], {RETRIES: "2"})
+    others = Others(monkeypatch, path, times=1).instants
+    writer.commit([message])
+    assert len(others) == 1
+    monkeypatch.undo()
+    assert ids(path) == ["a", "b", "c", "d", "o0"]
+    assert not Path(path, ".braid", "staging", "job").exists()
+    assert WriteClient.open(path).validate() == []
+
+
+def test_a_data_source_append_without_retries_raises_and_leaves_nothing(path, monkeypatch):
+    writer, message = staged_append(path, ["c", "d"], {})
+    others = Others(monkeypatch, path, times=1).instants
+    with pytest.raises(WriteConflictError) as raised:
+        writer.commit([message])
+    assert others[0] in str(raised.value)
+    monkeypatch.undo()
+    assert ids(path) == ["a", "b", "o0"]
+    assert not Path(path, ".braid", "staging", "job").exists()
 
 
 WRITER = """

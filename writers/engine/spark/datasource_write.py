@@ -9,7 +9,9 @@ in its own Python worker, not the driver: it opens the table with no Spark sessi
 the staged rows with the in-process engine (``writers.engine.inprocess.write_rows``, the
 table's ``insert.duplicates`` policy), so the rows go through the same checks and commit
 protocol as any insert (the job's rows are read into that one worker), then deletes the staging
-folder. Only the files named in the messages are read, so a failed or speculative task
+folder. An insert that lost a conflict runs again like the write client's
+(``write.conflict.retries``, ``writers.commit.retry``): its rows are the staged files, the same
+at every attempt. Only the files named in the messages are read, so a failed or speculative task
 attempt's leftovers are never committed. ``abort()`` deletes the staging folder (its messages
 may be ``None``).
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +32,7 @@ from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.durable import filesystem, make_folder
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
+from lakebraid.writers.commit.retry import retrying
 from lakebraid.writers.engine.inprocess import write_rows
 from lakebraid.writers.services.lifecycle import remove_tree
 from lakebraid.writers.services.recovery import recover
@@ -89,9 +93,8 @@ class LakebraidWriter(DataSourceArrowWriter):
                     fs, path = filesystem(url, self.storage)
                     parts.append(read_parquet(fs, path))
                 table = TableTimelines.open(self.root, self.options, self.storage)
-                recover(table)
-                policy = resolve_policy(table, "insert", None)
-                write_rows(table, MetadataTable(table), pa.concat_tables(parts), "insert", policy)
+                insert = partial(_insert, table, pa.concat_tables(parts))
+                retrying(table, insert, "data source append")
         finally:
             self._remove_staging()
 
@@ -101,3 +104,10 @@ class LakebraidWriter(DataSourceArrowWriter):
     def _remove_staging(self) -> None:
         fs, folder = self._staging()
         remove_tree(fs, folder)
+
+
+def _insert(table: TableTimelines, rows: pa.Table) -> str:
+    """One attempt at inserting the job's staged ``rows``; its instant."""
+    recover(table)
+    policy = resolve_policy(table, "insert", None)
+    return write_rows(table, MetadataTable(table), rows, "insert", policy)

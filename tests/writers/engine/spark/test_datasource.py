@@ -195,6 +195,22 @@ def test_a_failed_append_leaves_the_table_unchanged(client, spark):
     assert sorted(r["id"] for r in sorted_rows(client.read())) == ["a", "b", "c"]
 
 
+def test_an_append_reads_its_retry_count_from_the_write_options(client, spark):
+    """``write.conflict.retries`` given to the append reaches its commit: a bad count is
+    refused by name, and nothing is written."""
+    before = snapshot(client)
+    frame = spark.createDataFrame(rows(["z"], [DAYS[0]], 1, 1.0))
+    writer = frame.write.format("lakebraid").option("write.conflict.retries", "two")
+    with pytest.raises(Exception, match=r"write\.conflict\.retries"):
+        writer.mode("append").save(client.path)
+    assert snapshot(client) == before
+    assert staged(client) == []
+    frame.write.format("lakebraid").option("write.conflict.retries", "2").mode("append").save(
+        client.path
+    )
+    assert sorted(r["id"] for r in sorted_rows(client.read())) == ["a", "b", "c", "z"]
+
+
 # ---- read mode (merge-on-read) ----------------------------------------------------------------
 def by_id(frame) -> dict[str, tuple]:
     found = frame.select("id", "day", "ts", "amount").collect()
