@@ -176,7 +176,7 @@ def _commit(
     if layout.merge_on_read:
         routed = mark_in_group(routed)
     entries = None  # an insert of new keys only: its index blocks written beside its files
-    if not layout.merge_on_read and inserts_only(routed):
+    if inserts_only(routed):  # new groups' base files, or logs of small groups: all inserts
         entries = partial(inserted_changes, routed, is_scoped(table.config))
 
     def write(time: str) -> list[WriteStatus]:

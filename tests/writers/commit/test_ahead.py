@@ -1,7 +1,8 @@
 """Record-index blocks written ahead, beside an insert-only write's data files
-(``writers.commit.ahead``): the index stays exact, a disagreement or a failure on either side
-rolls the write back with nothing left of it, the blocks' fsyncs are owed to the write, and a
-reindex meanwhile refuses the write. Expected locations are read from the data files."""
+(``writers.commit.ahead``), on both table types: the index stays exact, a disagreement or a
+failure on either side rolls the write back with nothing left of it, the blocks' fsyncs are
+owed to the write, and a reindex meanwhile refuses the write. Expected locations are read from
+the data files (base files by Parquet, merge-on-read logs by the log decoder)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from lakebraid.index.datalog import data_rows
 from lakebraid.metadata.table import MetadataTable
 from lakebraid.metadata.writer import InstantChanges
 from lakebraid.timeline import durable, owed
@@ -54,14 +56,28 @@ def started(monkeypatch) -> list[str]:
     return seen
 
 
+@pytest.fixture(params=["copy_on_write", "merge_on_read"])
+def table_type(request) -> str:
+    return request.param
+
+
+def keys_in(path: str) -> list[str]:
+    """The keys a data file holds: a base file's, or the rows of a log's data blocks."""
+    if path.endswith(".parquet"):
+        return pq.read_table(path, columns=["id"]).column("id").to_pylist()
+    found = data_rows(Path(path).read_bytes(), path)
+    return [] if found is None else found.column("id").to_pylist()
+
+
 def locations_from_files(client: WriteClient) -> dict[str, tuple[str, str]]:
-    """Each key's (partition, file name) as the data files hold them."""
+    """Each key's (partition, file name) as the data files hold them (inserts only: a key is
+    in one file)."""
     where: dict[str, tuple[str, str]] = {}
     for partition, names in client.files().items():
         for name in names:
-            for key in pq.read_table(f"{client.path}/{partition}/{name}", columns=["id"])[0]:
-                assert key.as_py() not in where, f"{key} in two files"
-                where[key.as_py()] = (partition, name)
+            for key in keys_in(f"{client.path}/{partition}/{name}"):
+                assert key not in where, f"{key} in two files"
+                where[key] = (partition, name)
     return where
 
 
@@ -84,8 +100,8 @@ def metadata_files_of(path: Path, instant: str) -> list[str]:
     )
 
 
-def test_a_bulk_insert_writes_its_index_beside_its_files(tmp_path, started) -> None:
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+def test_a_bulk_insert_writes_its_index_beside_its_files(tmp_path, started, table_type) -> None:
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type=table_type)
     first = client.bulk_insert(rows(keys_of("a", 3000)))
     second = client.insert(rows(keys_of("b", 500)))  # groups hold files now: logs
     assert started == [first, second]
@@ -93,28 +109,45 @@ def test_a_bulk_insert_writes_its_index_beside_its_files(tmp_path, started) -> N
     assert client.read_arrow().num_rows == 3500
 
 
-def test_an_upsert_of_held_keys_takes_its_entries_from_its_statuses(tmp_path, started) -> None:
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+def test_an_upsert_of_held_keys_takes_its_entries_from_its_statuses(
+    tmp_path, started, table_type
+) -> None:
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type=table_type)
     client.bulk_insert(rows(keys_of("a", 300)))
     started.clear()
     client.upsert(rows(keys_of("a", 100) + keys_of("n", 50), 2))  # updates and inserts
     assert started == []
-    assert_index_exact(client)
+    if table_type == "copy_on_write":
+        assert_index_exact(client)
+    else:  # a key updated in a log is in two files of its group: its base and the log
+        found = client.lookup(keys_of("a", 300) + keys_of("n", 50))
+        assert all(location is not None for location in found.values())
+        assert client.validate() == []
 
 
-def test_new_keys_joining_small_groups_are_indexed_where_they_went(tmp_path, started) -> None:
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+def file_ids(client: WriteClient) -> dict[str, set[str]]:
+    return {p: {name.split("_")[0] for name in names} for p, names in client.files().items()}
+
+
+def test_new_keys_joining_small_groups_are_indexed_where_they_went(
+    tmp_path, started, table_type
+) -> None:
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type=table_type)
     client.bulk_insert(rows(keys_of("a", 30)))
-    before = {p: set(names) for p, names in client.files().items()}
+    before = file_ids(client)
     joined = client.insert(rows(keys_of("b", 30)))  # the small groups take them
     assert started[-1] == joined
-    after = client.files()
-    assert set(after) == set(before) and all(len(after[p]) == len(before[p]) for p in after)
+    assert file_ids(client) == before  # copy-on-write: rewritten bases; merge-on-read: logs
+    if table_type == "merge_on_read":
+        logs = [n for names in client.files().values() for n in names if n.endswith(".log")]
+        assert len(logs) == len(before) and all(joined in n for n in logs)
     assert_index_exact(client)
 
 
-def test_a_disagreement_fails_the_write_and_leaves_nothing(tmp_path, monkeypatch) -> None:
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+def test_a_disagreement_fails_the_write_and_leaves_nothing(
+    tmp_path, monkeypatch, table_type
+) -> None:
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type=table_type)
     client.bulk_insert(rows(keys_of("a", 300)))
     real = inprocess.inserted_changes
 
@@ -151,8 +184,10 @@ def slow_index_writes(monkeypatch, seconds: float, fail: bool = False) -> None:
     monkeypatch.setattr(MetadataTable, "write", write)
 
 
-def test_a_failed_data_write_rolls_back_after_the_index_thread(tmp_path, monkeypatch) -> None:
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+def test_a_failed_data_write_rolls_back_after_the_index_thread(
+    tmp_path, monkeypatch, table_type
+) -> None:
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type=table_type)
     client.bulk_insert(rows(keys_of("a", 300)))
     slow_index_writes(monkeypatch, 0.5)  # still writing when the data write fails
 
@@ -173,8 +208,8 @@ def test_a_failed_data_write_rolls_back_after_the_index_thread(tmp_path, monkeyp
     assert client.validate() == []
 
 
-def test_a_failed_index_thread_fails_the_write(tmp_path, monkeypatch) -> None:
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+def test_a_failed_index_thread_fails_the_write(tmp_path, monkeypatch, table_type) -> None:
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type=table_type)
     client.bulk_insert(rows(keys_of("a", 300)))
     slow_index_writes(monkeypatch, 0.0, fail=True)
     with pytest.raises(OSError, match="injected"):
@@ -186,8 +221,8 @@ def test_a_failed_index_thread_fails_the_write(tmp_path, monkeypatch) -> None:
     assert_index_exact(client)
 
 
-def test_the_blocks_fsyncs_are_owed_to_the_write(tmp_path, monkeypatch) -> None:
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+def test_the_blocks_fsyncs_are_owed_to_the_write(tmp_path, monkeypatch, table_type) -> None:
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type=table_type)
     client.bulk_insert(rows(keys_of("a", 300)))  # groups hold files: the next writes logs
     owed_paths: list[tuple[str, bool]] = []
     real = owed.owe
@@ -203,8 +238,8 @@ def test_the_blocks_fsyncs_are_owed_to_the_write(tmp_path, monkeypatch) -> None:
     assert logs and all(done for p, done in owed_paths if p in logs)
 
 
-def test_a_reindex_meanwhile_refuses_the_write(tmp_path, monkeypatch) -> None:
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+def test_a_reindex_meanwhile_refuses_the_write(tmp_path, monkeypatch, table_type) -> None:
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type=table_type)
     client.bulk_insert(rows(keys_of("a", 300)))
     other = WriteClient.open(str(tmp_path / "t"))
     real = InProcessEngine.rewrite
@@ -224,12 +259,14 @@ def test_a_reindex_meanwhile_refuses_the_write(tmp_path, monkeypatch) -> None:
     assert_index_exact(client)
 
 
-def test_a_commit_meanwhile_beside_a_commit_base_turns_it_into_a_log(tmp_path, monkeypatch) -> None:
+def test_a_commit_meanwhile_beside_a_commit_base_turns_it_into_a_log(
+    tmp_path, monkeypatch, table_type
+) -> None:
     """The first insert into an empty table writes its index as commit bases, ahead; another
     writer's commit puts a file into those groups meanwhile (readers take one base per group,
     rule 7 would refuse the write): the commit takes its bases back, writes their entries as
     logs beside the other's file, and completes."""
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts")
+    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", table_type=table_type)
     other = WriteClient.open(str(tmp_path / "t"))
     real = InProcessEngine.rewrite
     theirs: list[str] = []
@@ -251,9 +288,13 @@ def test_a_commit_meanwhile_beside_a_commit_base_turns_it_into_a_log(tmp_path, m
     assert_index_exact(client)
 
 
-def test_commits_compactions_and_a_clean_meanwhile_leave_the_index_exact(tmp_path, monkeypatch):
+def test_commits_compactions_and_a_clean_meanwhile_leave_the_index_exact(
+    tmp_path, monkeypatch, table_type
+):
     options = {"clean.retain.commits": 1, "clean.inline": False}
-    client = WriteClient.create(str(tmp_path / "t"), "id", ["day"], "ts", **options)
+    client = WriteClient.create(
+        str(tmp_path / "t"), "id", ["day"], "ts", table_type=table_type, **options
+    )
     other = WriteClient.open(str(tmp_path / "t"))
     real = InProcessEngine.rewrite
 
