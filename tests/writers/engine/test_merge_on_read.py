@@ -1,7 +1,8 @@
 """Merge-on-read writes of the in-process engine against copy-on-write: the same random
-upserts (in-batch duplicates, keys moving partitions) and deletes applied to a table of each
-type read the same now and as of every earlier instant, and the record index answers the
-same. (``engine/spark/test_merge_on_read_spark.py``: the same through the Spark engine.)"""
+upserts (in-batch duplicates, keys moving partitions), inserts of new keys and deletes applied
+to a table of each type read the same now and as of every earlier instant, and the record
+index answers the same. (``engine/spark/test_merge_on_read_spark.py``: the same through the
+Spark engine.)"""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed, m
     first = pa.Table.from_pylist(list({r["id"]: r for r in first.to_pylist()}.values()))
     pairs = [(cow.bulk_insert(first), mor.bulk_insert(first))]
     compactions = []
+    fresh: list[str] = []
     for step in range(8):
         if rng.random() < 0.25:  # a compaction reads the same and changes no instant's read
             before = rows(mor)
@@ -71,6 +73,13 @@ def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed, m
         if rng.random() < 0.3:
             gone = rng.sample(keys, 8)
             pairs.append((cow.delete(gone), mor.delete(gone)))
+        elif rng.random() < 0.3:  # new keys only: index blocks written ahead (commit.ahead)
+            new = [f"n{step}{i:02d}" for i in range(rng.randrange(1, 30))]
+            fresh.extend(new)
+            data = batch(rng, new, len(new), 10 * (step + 1))
+            data = pa.Table.from_pylist(list({r["id"]: r for r in data.to_pylist()}.values()))
+            how = rng.choice(["insert", "bulk_insert"])
+            pairs.append((getattr(cow, how)(data), getattr(mor, how)(data)))
         else:
             ts = 10 * (step + 1) if mode == "commit_time" else rng.randrange(40)
             data = batch(rng, keys, 25, ts)
@@ -78,7 +87,7 @@ def test_merge_on_read_reads_as_copy_on_write_at_every_instant(tmp_path, seed, m
         assert rows(mor) == rows(cow), f"step {step}"
     for at_cow, at_mor in pairs:
         assert rows(mor, at_mor) == rows(cow, at_cow)
-    assert located(mor, keys) == located(cow, keys)
+    assert located(mor, keys + fresh) == located(cow, keys + fresh)
     logs = [p for p in mor.file_paths() if parse_data_file_name(p.rsplit("/", 1)[1]).kind == "log"]
     assert logs, "the merge-on-read table wrote no log"
     for path in logs:
