@@ -1,8 +1,8 @@
 """The crash matrix of merge-on-read tables: a writer process killed with SIGKILL at each step
-of a log append (upsert, delete) and of a data compaction. As for copy-on-write
-(``test_crash_matrix.py``): a reader then sees exactly the state before or after, never a mix,
-``validate()`` finds no difference, and the next write (after the dead writer's heartbeat
-expires) succeeds, recovery leaving no dead instant behind."""
+of a log append (upsert, an insert of new keys, delete) and of a data compaction. As for
+copy-on-write (``test_crash_matrix.py``): a reader then sees exactly the state before or after,
+never a mix, ``validate()`` finds no difference, and the next write (after the dead writer's
+heartbeat expires) succeeds, recovery leaving no dead instant behind."""
 
 from __future__ import annotations
 
@@ -28,11 +28,14 @@ INSTANT_POINTS = [
 ]
 CODE = {
     "upsert": "c.upsert(rows(['a1', 'b1', 'n3'], DAYS[0], 6, 6.0))",
+    # new keys only, into the small groups' logs: the index blocks written ahead
+    "insert": "c.insert(rows(['n7', 'n8'], DAYS[0], 7, 7.0))",
     "delete": "c.delete(['a2', 'b2'])",
     "compaction": "assert c.compact() is not None",
 }
 POINTS = {
     "upsert": [*INSTANT_POINTS, "mid-log-write", "mid-metadata-write"],
+    "insert": [*INSTANT_POINTS, "mid-log-write", "mid-metadata-write"],
     "delete": [*INSTANT_POINTS, "mid-log-write", "mid-metadata-write"],
     "compaction": [*INSTANT_POINTS, "mid-data-write", "mid-metadata-write"],
 }
