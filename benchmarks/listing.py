@@ -4,7 +4,9 @@ beside listing storage, delta-rs's log and pyiceberg's manifests, same data, sam
 The table: ``--partitions`` (default 5,000) partitions of ``--rows-per-partition`` rows (4),
 written in one write per system, so one small Parquet file per partition; the write is timed
 in ``--write-runs`` rounds (default 3, the median reported), each round writing every system
-into a fresh folder, a different system first each round. Then, each run
+into a fresh folder, a different system first each round; its CPU seconds (user + system of
+the process, every thread: ``benchlib.cpu_timed``) are reported too, since the wall time of
+creating 10,000 inodes moves severalfold with the disk's state. Then, each run
 opening the table afresh with lakebraid's and pyiceberg's in-process caches cleared (the OS
 page cache stays warm; the median of ``--runs`` runs after one untimed run):
 
@@ -38,12 +40,12 @@ import numpy as np
 import pyarrow as pa
 from benchlib import (
     Report,
+    cpu_timed,
     iceberg_catalog,
     iceberg_table,
     in_turn,
     measure,
     ratio,
-    timed,
 )
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg.expressions import EqualTo
@@ -80,9 +82,10 @@ class Systems:
         self.fs = fsspec.filesystem("file")  # lakebraid's file system for local paths
         self.iceberg = ""  # the table's name, once written
 
-    def write(self, first: int = 0) -> dict[str, float]:
-        """Seconds of each system's write of the rows, the systems in turn starting with the
-        ``first``-th (rounds rotate it: no system always writes first)."""
+    def write(self, first: int = 0) -> tuple[dict[str, float], dict[str, float]]:
+        """Wall and CPU seconds of each system's write of the rows (``benchlib.cpu_timed``),
+        the systems in turn starting with the ``first``-th (rounds rotate it: no system always
+        writes first)."""
         WriteClient.create(self.lake, "id", ["part"], "ts")
         table = iceberg_table(self.catalog, "listing", self.rows.schema, ["part"])
         self.iceberg = table.name()
@@ -91,8 +94,11 @@ class Systems:
             ("delta-rs", lambda: write_deltalake(self.delta, self.rows, partition_by=["part"])),
             ("pyiceberg", lambda: self.catalog.load_table(self.iceberg).append(self.rows)),
         ]
-        turn = in_turn(writes, first)
-        return {system: timed(write)[1] for system, write in turn}
+        timings = {system: cpu_timed(write)[1:] for system, write in in_turn(writes, first)}
+        return (
+            {system: wall for system, (wall, _) in timings.items()},
+            {system: cpu for system, (_, cpu) in timings.items()},
+        )
 
     def listers(self, partition: bool) -> dict[str, Callable[[], int]]:
         """Listings of the whole table (or of one partition) by system, each returning the
@@ -161,8 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"writing {n:,} partitions x {args.rows_per_partition} rows", flush=True)
         rounds = [Systems(f"{folder}/round{k}", rows, one) for k in range(args.write_runs)]
         samples = [each.write(first=k) for k, each in enumerate(rounds)]
-        writes = {name: statistics.median(s[name] for s in samples) for name in samples[0]}
-        print(f"  writes: {samples}", flush=True)
+        writes, cpus = (
+            {name: statistics.median(s[kind][name] for s in samples) for name in samples[0][0]}
+            for kind in (0, 1)
+        )
+        print(f"  writes (wall, CPU seconds): {samples}", flush=True)
         systems = rounds[0]  # the tables listed
         report = Report(
             "listing",
@@ -182,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             ],
         )
         report.add(f"write {n:,} partitions (one write)", "s", writes)
+        report.add("CPU seconds of that write (user + system, every thread)", "s", cpus)
         checks = []
         for scope, want, partition in ((f"{n:,} files", n, False), ("1 partition", 1, True)):
             print(f"list {scope}", flush=True)

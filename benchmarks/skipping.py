@@ -5,7 +5,8 @@ The table: ``--rows`` rows (default 2,000,000), unpartitioned, written as ``--fi
 appends of equal batches in ``event_time`` order (as events arrive), so each append is one
 file holding one ``event_time`` range -- lakebraid with ``write.target.file.rows`` = batch
 size, so every append opens a new file group. The systems take turns append by append (the
-first rotating), so the sum of each one's appends meets the same machine. The filter
+first rotating), so the sum of each one's appends meets the same machine; their CPU seconds
+(user + system, every thread: ``benchlib.cpu_timed``) are summed beside them. The filter
 ``event_time >= a and event_time < b`` matches exactly one batch: 1% of the rows and of the
 files. Each run opens the table afresh with in-process caches cleared (OS page cache warm);
 the median of ``--runs`` runs (default 7: a filtered read of 10-40 ms varies by a few ms from
@@ -42,11 +43,11 @@ import pyarrow.compute as pc
 from benchlib import (
     Report,
     Value,
+    cpu_timed,
     iceberg_catalog,
     iceberg_table,
     in_turn,
     measure,
-    timed,
 )
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
@@ -93,10 +94,11 @@ class Tables:
         self.iceberg = ""  # the table's name, once written
         self.spark: Any = None  # a SparkSession, once started
 
-    def write(self, parts: list[pa.Table]) -> dict[str, float]:
-        """Seconds of all appends per system (tables created beforehand), the systems taking
-        turns append by append, the first rotating, so that a drift of the machine's speed
-        (or of what creating a file costs: ``small_files``) touches them alike."""
+    def write(self, parts: list[pa.Table]) -> tuple[dict[str, float], dict[str, float]]:
+        """Wall and CPU seconds of all appends per system (``benchlib.cpu_timed``; tables
+        created beforehand), the systems taking turns append by append, the first rotating, so
+        that a drift of the machine's speed (or of what creating a file costs: ``small_files``)
+        touches them alike."""
         size = parts[0].num_rows
         options = {"write.target.file.rows": size, "index.expected.records": size * len(parts)}
         WriteClient.create(self.lake, "id", [], None, **options)
@@ -107,13 +109,15 @@ class Tables:
             "pyiceberg": lambda t: self.catalog.load_table(self.iceberg).append(t),
         }
         systems = list(appends)
-        seconds = dict.fromkeys(systems, 0.0)
+        seconds, cpu = dict.fromkeys(systems, 0.0), dict.fromkeys(systems, 0.0)
         for n, part in enumerate(parts):  # round by round, the first system rotating
             for system in in_turn(systems, n):
-                seconds[system] += timed(partial(appends[system], part))[1]
+                _, wall, used = cpu_timed(partial(appends[system], part))
+                seconds[system] += wall
+                cpu[system] += used
         for system, total in seconds.items():
-            print(f"  {system}: {len(parts)} appends in {total:.1f} s", flush=True)
-        return seconds
+            print(f"  {system}: {len(parts)} appends in {total:.1f} s ({cpu[system]:.1f} s CPU)")
+        return seconds, cpu
 
     # ---- filtered reads, and the files they read --------------------------------------------
     def lake_filtered(self) -> tuple[int, int]:
@@ -190,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tables = Tables(folder, lo, lo + size)
         print(f"writing {args.files} appends of {size:,} rows", flush=True)
-        writes = tables.write(parts)
+        writes, cpus = tables.write(parts)
         report = Report(
             "skipping",
             f"{size * args.files:,} rows in {args.files} appends (files) in event_time order; "
@@ -204,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             ],
         )
         report.add(f"write {args.files} appends of {size:,} rows", "s", writes)
+        report.add("CPU seconds of those appends (user + system, every thread)", "s", cpus)
         print("filtered reads", flush=True)
         reads = {
             "lakebraid": tables.lake_filtered,
