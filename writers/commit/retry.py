@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Callable
+from time import sleep
 
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers import settings
@@ -46,6 +46,6 @@ def retrying(table: TableTimelines, write: Callable[[], str], operation: str) ->
                 attempt + 1,
                 retries,
             )
-            time.sleep(pause)
+            sleep(pause)
     with table.store.load_scope():  # the last attempt: its conflict reaches the caller
         return write()

@@ -34,7 +34,9 @@ class Others:
         self._inside = False
         self._real = inprocess.run_write
         monkeypatch.setattr(inprocess, "run_write", self._run_write)
-        monkeypatch.setattr(retry.time, "sleep", self.pauses.append)
+        # the retry module's own name only: time.sleep itself is every thread's (a thread of
+        # an earlier test in this worker that sleeps in a loop would spin and fill the list)
+        monkeypatch.setattr(retry, "sleep", self.pauses.append)
 
     def _run_write(self, *args, **kwargs):
         if not self._inside and len(self.instants) < self.times:
