@@ -1,6 +1,6 @@
 """An index build (a secondary index or column statistics) run while a writer process commits.
 
-The build's read of the table (``slowed``: the module and name of the function that reads it)
+The build's read of the table (:data:`READS`: the function each kind of build reads it through)
 waits until the writer has committed three times more, and the writer upserts until three of
 its upserts began once the build had finished (the test touches a flag file then): so commits
 land before, during and after the build whatever the machine's speed."""
@@ -14,7 +14,14 @@ from typing import Any, NamedTuple
 
 from table_fixtures import wait_for_commits
 
+from lakebraid.index import column_stats_build, secondary_build
 from lakebraid.writers.client import WriteClient
+
+# the module and name of the function through which each kind of index build reads the table
+READS = {
+    "secondary": (secondary_build, "_entries_as_of"),
+    "column_stats": (column_stats_build, "_rows_as_of"),
+}
 
 # ROWS: the definition of ``rows(step)``, the table the writer upserts at ``step``
 WRITER = """
@@ -57,13 +64,14 @@ def build_beside_writer(
     monkeypatch: Any,
     folder: Path,
     *,
-    slowed: tuple[object, str],
+    kind: str,
+    columns: str | list[str],
     rows: str,
-    build: Callable[[], str],
 ) -> BuildRun:
-    """Run ``build()`` while a writer process upserts ``rows(step)`` (``rows``: its
-    definition, Python source) into ``client``'s table; see the module doc."""
-    module, name = slowed
+    """Build an index of ``kind`` on ``columns`` (``WriteClient.create_index``) while a writer
+    process upserts ``rows(step)`` (``rows``: its definition, Python source) into
+    ``client``'s table; see the module doc."""
+    module, name = READS[kind]
     original = getattr(module, name)
 
     def slow(*args: Any) -> Any:  # runs on until the writer has committed three times more
@@ -75,7 +83,7 @@ def build_beside_writer(
     proc = run_python(WRITER.replace("ROWS", rows), client.path, str(flag))
     wait_for_commits(client, 3)
     try:
-        built = build()
+        built = client.create_index(columns, kind=kind)
     finally:
         flag.touch()  # the writer stops three upserts later
     out, err = proc.communicate(timeout=600)

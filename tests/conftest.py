@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,17 @@ def run_python():
         )
 
     return start
+
+
+@pytest.fixture
+def beside_writer(run_python, monkeypatch, tmp_path):
+    """``beside_writer(client, kind=..., columns=..., rows=...)``: an index build while a writer
+    process commits (``build_fixtures.build_beside_writer``), in this test's folder."""
+    from build_fixtures import build_beside_writer  # the write client: only these tests load it
+
+    return partial(
+        build_beside_writer, run_python=run_python, monkeypatch=monkeypatch, folder=tmp_path
+    )
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from build_fixtures import build_beside_writer
 
 from lakebraid.index import column_stats_build
 from lakebraid.index.column_stats_build import build_stats
@@ -313,18 +312,10 @@ def writer_change(step: int) -> Model:
 
 
 @pytest.mark.slow
-def test_build_while_a_writer_process_commits(client, run_python, monkeypatch, tmp_path) -> None:
+def test_build_while_a_writer_process_commits(client, beside_writer) -> None:
     model: Model = {f"k{i:03d}": (f"d{i % 3}", i % 7, i) for i in range(60)}
     start = client.upsert(rows(model, 0))
-    run = build_beside_writer(
-        client,
-        run_python,
-        monkeypatch,
-        tmp_path,
-        slowed=(column_stats_build, "_rows_as_of"),
-        rows=ROWS,
-        build=lambda: client.create_index(["c"], kind="column_stats"),
-    )
+    run = beside_writer(client, kind="column_stats", columns=["c"], rows=ROWS)
     built, fresh, before, during, after = run.built, run.fresh, run.before, run.during, run.after
     models = {start: dict(model)}
     for t, step in run.done:  # one writer: its commits complete in this order

@@ -13,9 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from build_fixtures import build_beside_writer
 
-from lakebraid.index import column_stats_build
 from lakebraid.index.datalog import BlockType, iter_blocks
 from lakebraid.index.errors import CorruptDataLogError
 from lakebraid.timeline.layout import parse_data_file_name
@@ -205,22 +203,14 @@ def rows(step):
 
 
 @pytest.mark.slow
-def test_a_build_while_a_writer_process_appends_logs(tmp_path, run_python, monkeypatch) -> None:
+def test_a_build_while_a_writer_process_appends_logs(tmp_path, beside_writer) -> None:
     """Logs appended while the build runs record ``c`` too (the build's request on): after it,
     every current file's statistics are exact."""
     client = WriteClient.create(
         str(tmp_path / "t"), "id", ["day"], "ts", table_type="merge_on_read", **OPTIONS
     )
     model = grown_table(client)
-    run = build_beside_writer(
-        client,
-        run_python,
-        monkeypatch,
-        tmp_path,
-        slowed=(column_stats_build, "_rows_as_of"),
-        rows=ROWS,
-        build=lambda: client.create_index("c", kind="column_stats"),
-    )
+    run = beside_writer(client, kind="column_stats", columns="c", rows=ROWS)
     fresh, done = run.fresh, run.done
     assert run.during, "no log appended during the build"
     for _, step in done:  # one writer: its commits complete in this order

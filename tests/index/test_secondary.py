@@ -12,7 +12,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from build_fixtures import build_beside_writer
 
 from lakebraid.index import secondary_build
 from lakebraid.index.errors import IndexLayerError
@@ -176,17 +175,9 @@ def rows(step):
 
 
 @pytest.mark.slow
-def test_build_while_a_writer_process_commits(client, run_python, monkeypatch, tmp_path) -> None:
+def test_build_while_a_writer_process_commits(client, beside_writer) -> None:
     client.upsert(data({f"k{i:03d}": (f"d{i % 3}", i % 7) for i in range(60)}, 0))
-    run = build_beside_writer(
-        client,
-        run_python,
-        monkeypatch,
-        tmp_path,
-        slowed=(secondary_build, "_entries_as_of"),
-        rows=ROWS,
-        build=lambda: client.create_index("v"),
-    )
+    run = beside_writer(client, kind="secondary", columns="v", rows=ROWS)
     built, fresh, before, during, after = run.built, run.fresh, run.before, run.during, run.after
     assert run.done, "the writer committed nothing"
     assert before and during and after
