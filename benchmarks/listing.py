@@ -82,8 +82,8 @@ class Systems:
         self.fs = fsspec.filesystem("file")  # lakebraid's file system for local paths
         self.iceberg = ""  # the table's name, once written
 
-    def write(self, first: int = 0) -> tuple[dict[str, float], dict[str, float]]:
-        """Wall and CPU seconds of each system's write of the rows (``benchlib.cpu_timed``),
+    def write(self, first: int = 0) -> dict[str, tuple[float, float]]:
+        """(wall, CPU) seconds of each system's write of the rows (``benchlib.cpu_timed``),
         the systems in turn starting with the ``first``-th (rounds rotate it: no system always
         writes first)."""
         WriteClient.create(self.lake, "id", ["part"], "ts")
@@ -94,11 +94,7 @@ class Systems:
             ("delta-rs", lambda: write_deltalake(self.delta, self.rows, partition_by=["part"])),
             ("pyiceberg", lambda: self.catalog.load_table(self.iceberg).append(self.rows)),
         ]
-        timings = {system: cpu_timed(write)[1:] for system, write in in_turn(writes, first)}
-        return (
-            {system: wall for system, (wall, _) in timings.items()},
-            {system: cpu for system, (_, cpu) in timings.items()},
-        )
+        return {system: cpu_timed(write)[1:] for system, write in in_turn(writes, first)}
 
     def listers(self, partition: bool) -> dict[str, Callable[[], int]]:
         """Listings of the whole table (or of one partition) by system, each returning the
@@ -167,10 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"writing {n:,} partitions x {args.rows_per_partition} rows", flush=True)
         rounds = [Systems(f"{folder}/round{k}", rows, one) for k in range(args.write_runs)]
         samples = [each.write(first=k) for k, each in enumerate(rounds)]
-        writes, cpus = (
-            {name: statistics.median(s[kind][name] for s in samples) for name in samples[0][0]}
-            for kind in (0, 1)
-        )
+        writes = {name: statistics.median(s[name][0] for s in samples) for name in samples[0]}
+        cpus = {name: statistics.median(s[name][1] for s in samples) for name in samples[0]}
         print(f"  writes (wall, CPU seconds): {samples}", flush=True)
         systems = rounds[0]  # the tables listed
         report = Report(

@@ -116,7 +116,8 @@ class Tables:
                 seconds[system] += wall
                 cpu[system] += used
         for system, total in seconds.items():
-            print(f"  {system}: {len(parts)} appends in {total:.1f} s ({cpu[system]:.1f} s CPU)")
+            spent = f"{total:.1f} s ({cpu[system]:.1f} s CPU)"
+            print(f"  {system}: {len(parts)} appends in {spent}", flush=True)
         return seconds, cpu
 
     # ---- filtered reads, and the files they read --------------------------------------------
