@@ -184,6 +184,13 @@ class MetadataTable:
             options.get(settings.BASE_ROW_GROUP_ROWS),
         )
 
+    def commit_bases(self, instant: str, point: ReadPoint) -> tuple[frozenset[int], int]:
+        """The record-index groups of ``point``'s layout where ``instant`` writes its entries
+        as a commit base (see :meth:`_commit_base_groups`), and a base's rows per row group:
+        for a write whose index files are written elsewhere (Spark tasks)."""
+        rows = self.table.options.get(settings.BASE_ROW_GROUP_ROWS)
+        return self._commit_base_groups(instant, point), rows
+
     def _commit_base_groups(self, instant: str, point: ReadPoint) -> frozenset[int]:
         """The record-index groups (of ``point``'s layout) that hold no file at all, where
         ``instant`` writes its entries as a commit base (``metadata.writer``); none when commit

@@ -8,6 +8,7 @@ global timeline completes ``t``.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -230,6 +231,48 @@ def _append(
     return WrittenLog(str(partition), group, name, len(blob), records), created
 
 
+def write_index_entries(
+    fs: AbstractFileSystem,
+    layout: TableLayout,
+    instant: str,
+    changes: InstantChanges,
+    router: Callable[..., np.ndarray],
+    n: int,
+    direct: tuple[frozenset[int], int] = (frozenset(), 16_384),
+) -> list[WrittenLog]:
+    """The record-index files of ``instant`` for the entries in ``changes`` (only the index
+    ones are read), written by a task that holds every entry of the instant in each group it
+    writes (``writers.engine.spark.index_tasks``): each group's log file is written whole,
+    replacing the one an earlier attempt of the same task left, and made durable before this
+    returns; commit bases (``direct``) as :func:`write_changes` writes them."""
+    written = _write_index(fs, layout, instant, changes, n, router, 1, direct, whole=True)
+    _make_durable(fs, layout, written)
+    return written
+
+
+def _put(
+    fs: AbstractFileSystem,
+    layout: TableLayout,
+    instant: str,
+    group: str,
+    blob: bytes,
+    records: int,
+) -> WrittenLog:
+    """Write one block as a record-index group's whole log file of ``instant`` (a file of a
+    pending instant that only this group's one task writes: a retried task's attempt
+    replaces what a failed one left). Not yet durable."""
+    partition = str(Partition.RECORD_INDEX)
+    path = layout.metadata_log_file(partition, group, instant)
+    local = local_path(fs, path)
+    if local is None:
+        fs.pipe_file(path, blob)
+    else:
+        os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
+        with open(local, "wb") as handle:
+            handle.write(blob)
+    return WrittenLog(partition, group, path.rsplit("/", 1)[-1], len(blob), records)
+
+
 def _write_index(
     fs: AbstractFileSystem,
     layout: TableLayout,
@@ -239,10 +282,13 @@ def _write_index(
     router: Callable[..., np.ndarray],
     threads: int = 1,
     direct: tuple[frozenset[int], int] = (frozenset(), 16_384),
+    *,
+    whole: bool = False,
 ) -> list[WrittenLog]:
     """Record-index log blocks, encoded from columns (no per-record objects). Rows are split
     by file group first; each group is sorted, checked, encoded and appended on its own (on
-    ``threads`` threads when the groups are large: :data:`THREADED_GROUP_ROWS`)."""
+    ``threads`` threads when the groups are large: :data:`THREADED_GROUP_ROWS`). ``whole``:
+    each group's log file is written whole (:func:`_put`), not appended to."""
     partition = Partition.RECORD_INDEX
     rows = index_rows(changes, instant)
     if rows.num_rows == 0:
@@ -272,6 +318,8 @@ def _write_index(
             file_group=group,
             columns=part,
         )
+        if whole:
+            return _put(fs, layout, instant, group, blob, part.num_rows)
         log, created = _append(fs, layout, instant, partition, group, blob, part.num_rows)
         if created:  # a new file holding just this block (no request for its size)
             path = layout.metadata_log_file(str(partition), group, instant)

@@ -60,6 +60,31 @@ class IndexAhead(NamedTuple):
         return self.changes.index_upserts
 
 
+class IndexByTasks(NamedTuple):
+    """The record-index files a write's engine tasks wrote (the Spark engine:
+    ``writers.engine.spark.index_tasks``), each group's from the keys its data files added or
+    removed, as the statuses say (so the driver never receives them): the point whose layout
+    they took and the files. They agree with the statuses by construction; a commit base
+    beside another instant's file is refused by conflict rule 7 (retry), not rebased (the
+    entries are not at hand to write again)."""
+
+    point: ReadPoint
+    logs: list[WrittenLog]
+
+    @property
+    def entries(self) -> int:
+        """The entries (upserts and tombstones) the files hold."""
+        return sum(log.records for log in self.logs if log.partition == INDEX)
+
+
+class TaskWrite(NamedTuple):
+    """What a write whose tasks wrote its record-index files returns: its statuses (without
+    key lists) and those files."""
+
+    statuses: list[WriteStatus]
+    index: IndexByTasks
+
+
 @functools.cache
 def _writer() -> ThreadPoolExecutor:
     """The process's thread for blocks written ahead (made once; a forked child, where the

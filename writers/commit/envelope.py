@@ -34,13 +34,14 @@ def run_write(
     operation: str,
     read_at: str | None,
     schema: Sequence[FieldSpec],
-    write: Callable[[str], list[WriteStatus]],
+    write: Callable[[str], list[WriteStatus] | ahead.TaskWrite],
     started: float | None = None,
     entries: ahead.Entries | None = None,
 ) -> str:
     """The envelope of every write, whichever engine runs ``write`` (instant time -> write
     statuses): begin, write, commit; on a conflict roll this write back and raise
-    :class:`WriteConflictError`; on any other failure roll it back at once. Then the inline
+    :class:`WriteConflictError`; on any other failure roll it back at once (``write`` may
+    also return the record-index files its tasks wrote: ``commit.ahead.TaskWrite``). Then the inline
     services when due (``writers.services.inline``). Returns the instant time. ``started``:
     when the engine began (``time.perf_counter()``), the start of the ``prepare`` phase.
     ``entries``: the record-index entries of a write that only inserts new keys, computed and
@@ -78,20 +79,25 @@ def _replaced(metadata: MetadataTable, missing: FileNotFoundError) -> bool:
 
 
 def _written(
-    tx: Transaction, write: Callable[[str], list[WriteStatus]], entries: ahead.Entries | None
-) -> tuple[list[WriteStatus], ahead.IndexAhead | None]:
+    tx: Transaction,
+    write: Callable[[str], list[WriteStatus] | ahead.TaskWrite],
+    entries: ahead.Entries | None,
+) -> tuple[list[WriteStatus], ahead.IndexAhead | ahead.IndexByTasks | None]:
     """The write's statuses, and its record-index blocks when ``entries`` are known ahead
     (written meanwhile on their own thread, which has finished whenever this returns or
-    raises: no file of the write appears after its rollback)."""
+    raises: no file of the write appears after its rollback) or its tasks wrote them."""
     assert tx.time is not None
     if entries is None:
-        return write(tx.time), None
+        done = write(tx.time)
+        return (done.statuses, done.index) if isinstance(done, ahead.TaskWrite) else (done, None)
     blocks = ahead.start(tx.metadata, tx.time, entries)
     try:
         statuses = write(tx.time)
     except BaseException:
         futures.wait([blocks])  # its own failure, if any, is not the one to raise
         raise
+    if isinstance(statuses, ahead.TaskWrite):
+        raise TypeError("a write whose tasks write its index has no entries known ahead")
     return statuses, blocks.result()
 
 
@@ -99,7 +105,7 @@ def _finish(
     tx: Transaction,
     statuses: list[WriteStatus],
     schema: Sequence[FieldSpec],
-    written: ahead.IndexAhead | None = None,
+    written: ahead.IndexAhead | ahead.IndexByTasks | None = None,
 ) -> None:
     """Commit and sweep the markers, or on a conflict roll this write back and raise."""
     table = tx.table

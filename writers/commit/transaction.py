@@ -58,7 +58,7 @@ from lakebraid.timeline.owed import owing, settle
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit import conflicts
-from lakebraid.writers.commit.ahead import IndexAhead, agree, rebased
+from lakebraid.writers.commit.ahead import IndexAhead, IndexByTasks, agree, rebased
 from lakebraid.writers.commit.metrics import PhaseClock, index_entries, metrics_of
 from lakebraid.writers.commit.undos import undo_instants
 from lakebraid.writers.errors import ConflictDetected, WriteConflictError
@@ -154,11 +154,12 @@ class Transaction:
         self,
         statuses: Sequence[WriteStatus],
         schema: Sequence[FieldSpec],
-        ahead: IndexAhead | None = None,
+        ahead: IndexAhead | IndexByTasks | None = None,
     ) -> str:
         """Inflight with the statuses, metadata log blocks, then complete (the commit point).
         ``ahead``: the record-index blocks written beside the data files (``commit.ahead``),
-        checked against the statuses; the rest is written in the layout they were."""
+        checked against the statuses, or by the engine's tasks from them; the rest is
+        written in the layout they were."""
         assert self.time is not None, "begin() first"
         table, time = self.table, self.time
         layout, changes, ahead = self._changes(statuses, schema, ahead)
@@ -170,14 +171,16 @@ class Transaction:
         with progress.task("write metadata log blocks"):
             logs = self.metadata.write(time, changes, layout)
             secondary, builds = self._secondary_logs(statuses, layout)
+        if isinstance(ahead, IndexAhead):
+            changes = dataclasses.replace(changes, index_upserts=ahead.upserts)
+        my_keys = self._my_keys(changes, ahead)
         if ahead is not None:
             logs = ahead.logs + logs
-            changes = dataclasses.replace(changes, index_upserts=ahead.upserts)
         self.clock.lap("metadata")
         with table.lock:
             verdict = self._verdict(
                 data_groups(statuses),
-                lambda: frozenset(index_keys(changes)),
+                my_keys,
                 layout.bases,
                 builds,
                 _base_groups(logs),
@@ -186,6 +189,7 @@ class Transaction:
             self.clock.lap("commit")
             logs = logs + secondary
             entries = index_entries(changes)
+            entries += ahead.entries if isinstance(ahead, IndexByTasks) else 0
             metrics = metrics_of(self.operation, statuses, logs, entries, self.clock.ms)
             done = encode_body(msgspec.structs.replace(body, logs=logs, metrics=metrics))
             completion = table.next_time()
@@ -204,14 +208,14 @@ class Transaction:
         self,
         statuses: Sequence[WriteStatus],
         schema: Sequence[FieldSpec],
-        ahead: IndexAhead | None,
-    ) -> tuple[ReadPoint, InstantChanges, IndexAhead | None]:
+        ahead: IndexAhead | IndexByTasks | None,
+    ) -> tuple[ReadPoint, InstantChanges, IndexAhead | IndexByTasks | None]:
         """The read point whose layout all of the write's logs take (and whose rewrites the
         conflict check saw), the metadata changes of its statuses, and the blocks written
         ahead, checked against the statuses and rebased if need be (their entries are then
         not taken from the statuses)."""
         assert self.time is not None
-        if ahead is not None:
+        if isinstance(ahead, IndexAhead):
             agree(ahead, statuses, self.table.path, self.time)
             ahead = rebased(self.metadata, ahead, self.time)  # no base beside another's file
         layout = self.metadata.read_point() if ahead is None else ahead.point
@@ -223,6 +227,18 @@ class Transaction:
             index=ahead is None,
         )
         return layout, changes, ahead
+
+    def _my_keys(
+        self, changes: InstantChanges, ahead: IndexAhead | IndexByTasks | None
+    ) -> Callable[[], frozenset[str]]:
+        """The keys whose entries this write changes, for conflict rule 4 (called only when
+        a commit since the read point touched the same file groups): those in ``changes``,
+        and those the engine's tasks logged (read back from their files)."""
+        if not isinstance(ahead, IndexByTasks):
+            return lambda: frozenset(index_keys(changes))
+        folder = self.table.layout.metadata_partition_dir(str(Partition.RECORD_INDEX))
+        logs = ahead.logs
+        return lambda: frozenset(index_keys(changes) | logged_keys(self.table.fs, folder, logs))
 
     def _decide(self, done: bytes, completion: str) -> None:
         """Write the global completion, the commit point. Any failure but one known to come

@@ -27,6 +27,7 @@ from lakebraid.timeline.durable import storage_of
 from lakebraid.timeline.errors import ConfigError
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers import settings
+from lakebraid.writers.commit.ahead import TaskWrite
 from lakebraid.writers.commit.envelope import run_write
 from lakebraid.writers.write.compact import CompactTask, compact_file_group
 from lakebraid.writers.write.datafile import spec_of
@@ -34,7 +35,8 @@ from lakebraid.writers.write.filegroup import RewriteTask
 from lakebraid.writers.write.operations import ordering
 
 LOG = logging.getLogger("lakebraid")
-Write = Callable[[str], list[WriteStatus]]  # instant time -> the write's statuses
+# instant time -> the write's statuses (or those and the index files its tasks wrote)
+Write = Callable[[str], list[WriteStatus] | TaskWrite]
 
 
 def due_slices(
@@ -118,10 +120,11 @@ class Written:
     def recording(self, write: Write) -> Write:
         """``write`` (instant time -> statuses), recording the groups of its statuses."""
 
-        def run(time: str) -> list[WriteStatus]:
-            statuses = write(time)
+        def run(time: str) -> list[WriteStatus] | TaskWrite:
+            done = write(time)
+            statuses = done.statuses if isinstance(done, TaskWrite) else done
             self.groups.update((s.partition, s.file_id) for s in statuses)
-            return statuses
+            return done
 
         return run
 

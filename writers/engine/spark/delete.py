@@ -10,7 +10,9 @@ Stages (the delete's half of ``writers.engine.spark.pipeline``)::
     distinct + collect             the (partition, file id) of every file group touched
     repartition(targets) + mapInArrow(rewrite)    as an upsert's rewrite stage: a copy-on-write
                                    base rewritten without the keys, or a merge-on-read delete block
-    collect                        write statuses
+    repartition(groups) + mapInArrow   the keys' tombstones as record-index files
+                                   (``index_tasks``)
+    collect                        write statuses (no keys), the index files
 
 Null keys are refused before anything runs (one is counted, none collected). A table with a
 partition-scoped record index needs each key's partition: such deletes take the in-process
@@ -45,14 +47,15 @@ from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import text_to_type
 from lakebraid.writers import settings
+from lakebraid.writers.commit.ahead import TaskWrite
 from lakebraid.writers.commit.envelope import run_write
 from lakebraid.writers.engine.compaction import Written, compact_if_due
-from lakebraid.writers.engine.spark.jobconf import job_settings
+from lakebraid.writers.engine.spark.index_tasks import sink_of
+from lakebraid.writers.engine.spark.jobconf import cache, job_settings
 from lakebraid.writers.engine.spark.pipeline import (
     NULL_ROWS,
     RI_GROUP,
     Context,
-    cache,
     plain,
     rewrite_frame,
 )
@@ -166,7 +169,7 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
                 raise refused from None
             targets = sorted((row[0], row[1]) for row in found)
 
-            def write(time: str) -> list[WriteStatus]:
+            def write(time: str) -> list[WriteStatus] | TaskWrite:
                 tasks = write_tasks(
                     targets,
                     listing,
@@ -179,7 +182,8 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
                     record_key=key,
                     ordering=ctx.ordering,
                 )
-                return rewrite_frame(tagged, targets, TaskSet.of(tasks))
+                sink = sink_of(metadata, ctx.root, ctx.storage, ctx.point, time, ctx.scoped)
+                return rewrite_frame(tagged, targets, TaskSet.of(tasks), sink=sink)
 
             read_at = reader.point.read_at
             recorded = written.recording(write)

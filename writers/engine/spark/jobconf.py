@@ -31,6 +31,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from pyspark.sql import DataFrame
+
 ADAPTIVE = "spark.sql.adaptive.enabled"
 COMPRESSED_CACHE = "spark.sql.inMemoryColumnarStorage.compressed"
 CACHE_BATCH = "spark.sql.inMemoryColumnarStorage.batchSize"
@@ -60,3 +62,11 @@ def job_settings(spark: Any, values: Mapping[str, str] = JOBS) -> Iterator[None]
                 conf.unset(key)
             else:
                 conf.set(key, value)
+
+
+def cache(frame: DataFrame) -> DataFrame:
+    """``frame`` persisted under the pipeline's cache settings (:func:`cache_settings`:
+    not compressed, batches of the Arrow batch's rows, planned without adaptive execution)."""
+    spark = frame.sparkSession
+    with job_settings(spark, cache_settings(spark)):
+        return frame.persist()

@@ -27,7 +27,9 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
                                    group's rows whole in one
                                    task: its base rewritten, or in a merge-on-read table one
                                    log appended to its slice (``writers.write.logappend``)
-    collect                        write statuses (msgpack bytes)
+    repartition(groups) + mapInArrow   the statuses' keys as record-index files, each group's
+                                   in one task (``index_tasks``)
+    collect                        write statuses (msgpack bytes, no keys), the index files
 
 The shuffle by the record key's column (Spark's own hash) comes before any Python step, so
 the input's rows pass through Python once before the rewrite (twice for a table of many
@@ -57,7 +59,7 @@ from lakebraid.index.keys import RECORD_KEY, key_text
 from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.metadata.arrow_records import empty_table
-from lakebraid.metadata.commits import WriteStatus, decode_status, encode_status
+from lakebraid.metadata.commits import WriteStatus, decode_status
 from lakebraid.metadata.hashing import group_order
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
@@ -66,7 +68,10 @@ from lakebraid.timeline import config as cfg
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.error_wire import executor_errors, ships_errors
 from lakebraid.timeline.layout import TableLayout
-from lakebraid.writers.engine.spark.jobconf import cache_settings, job_settings
+from lakebraid.writers.commit.ahead import IndexByTasks, TaskWrite
+from lakebraid.writers.engine.spark.index_tasks import TASK_SCHEMA, IndexSink, task_output
+from lakebraid.writers.engine.spark.index_tasks import written as index_written
+from lakebraid.writers.engine.spark.jobconf import cache
 from lakebraid.writers.engine.spark.routing import (
     KEY_HASH,
     deal,
@@ -217,13 +222,19 @@ def _stored_rows(ctx: Context, fs: Any, root: str) -> Any:
 
 @ships_errors
 def _rewrite(
-    tasks_bytes: bytes, names: list[str], key: str | None, batches: Iterator[pa.RecordBatch]
+    tasks_bytes: bytes,
+    names: list[str],
+    key: str | None,
+    sink_bytes: bytes | None,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """Rewrite (merge-on-read: append to) each file group whose rows reached this task: its
     rows carry the group's index in ``names`` (``TARGET``, see :func:`rewrite_frame`), and
-    their record key's text is derived from column ``key`` (None: they carry it)."""
+    their record key's text is derived from column ``key`` (None: they carry it). With an
+    index sink, the statuses' keys leave as index entries (``index_tasks.task_output``)."""
     settle()
     tasks = msgspec.msgpack.decode(tasks_bytes, type=TaskSet)
+    sink = None if sink_bytes is None else msgspec.msgpack.decode(sink_bytes, type=IndexSink)
     received = list(batches)
     table = pa.Table.from_batches(received) if received else None
     if table is None or table.num_rows == 0:
@@ -246,9 +257,8 @@ def _rewrite(
     payload = payload.take(pa.array(order))  # one take; each group's rows a slice of it
     out = []
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        status = tasks.run(names[int(ordered[start])], payload.slice(start, end - start))
-        out.append(encode_status(status))
-    yield pa.RecordBatch.from_arrays([pa.array(out, pa.binary())], [STATUS])
+        out.append(tasks.run(names[int(ordered[start])], payload.slice(start, end - start)))
+    yield task_output(out, sink)
 
 
 def route_frame(
@@ -327,14 +337,6 @@ def _tagged(
     return cache(shuffled.mapInArrow(work, tagged_schema))
 
 
-def cache(frame: DataFrame) -> DataFrame:
-    """``frame`` persisted under the pipeline's cache settings (``jobconf.cache_settings``:
-    not compressed, batches of the Arrow batch's rows, planned without adaptive execution)."""
-    spark = frame.sparkSession
-    with job_settings(spark, cache_settings(spark)):
-        return frame.persist()
-
-
 def rewrite_frame(
     routed: DataFrame,
     targets: list[tuple[str, str]],
@@ -342,7 +344,8 @@ def rewrite_frame(
     rows: int = 0,
     key: str | None = None,
     costs: list[float] | None = None,
-) -> list[WriteStatus]:
+    sink: IndexSink | None = None,
+) -> list[WriteStatus] | TaskWrite:
     """Rewrite (merge-on-read: append to) every target file group, the groups dealt to
     :func:`rewrite_tasks` Spark tasks (all rows of a group in one); returns the write
     statuses. Each row gets its group's index in ``targets`` (``TARGET``)
@@ -352,9 +355,10 @@ def rewrite_frame(
     key column, for rows without ``_braid_record_key`` (``route_frame``'s, which leave the
     JVM without it: the rewrite derives it from the key column); None: the rows carry it.
     ``costs``: each target's estimated cost, by which the groups are dealt
-    (``routing.deal``); None: in turn."""
+    (``routing.deal``); None: in turn. ``sink``: the record-index files are written by
+    Spark tasks from the statuses' keys (``index_tasks``), which the driver never receives."""
     if not targets:
-        return []
+        return [] if sink is None else TaskWrite([], IndexByTasks(sink.point, []))
     packed = msgspec.msgpack.encode(tasks)
     spark = routed.sparkSession
     count = rewrite_tasks(spark, len(targets), rows)
@@ -380,7 +384,11 @@ def rewrite_frame(
     routing = (*WORK_COLUMNS, RI_GROUP, "_task_partition", "_task_file_id")  # KEY_HASH among them
     frame = frame.drop(*[c for c in routing if c in frame.columns])
     names = [f"{partition}\x00{file_id}" for partition, file_id in targets]
-    rewrite = functools.partial(_rewrite, packed, names, key)
+    sunk = None if sink is None else msgspec.msgpack.encode(sink)
+    rewrite = functools.partial(_rewrite, packed, names, key, sunk)
+    shape = STATUS_SCHEMA if sink is None else from_arrow_schema(TASK_SCHEMA)
     with executor_errors():  # a task's lakebraid error (or missing file) raised as itself
-        statuses = frame.repartition(count, TASK).drop(TASK).mapInArrow(rewrite, STATUS_SCHEMA)
-        return [decode_status(r[STATUS]) for r in statuses.collect()]
+        out = frame.repartition(count, TASK).drop(TASK).mapInArrow(rewrite, shape)
+        if sink is not None:
+            return index_written(out, sink, count)
+        return [decode_status(r[STATUS]) for r in out.collect()]

@@ -1,7 +1,7 @@
 """Writes of a Spark DataFrame by the Spark engine: the input check, then every step as Spark
 tasks (``writers.engine.spark.pipeline``: prepare, tag, route, rewrite), committed through
 the one envelope (``writers.commit.envelope.run_write``). The driver receives write
-statuses only."""
+statuses without keys and the record-index files the tasks wrote (``index_tasks``)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ from lakebraid.metadata.table import MetadataTable
 from lakebraid.timeline.durable import storage_of
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
+from lakebraid.writers.commit.ahead import TaskWrite
 from lakebraid.writers.commit.envelope import run_write
 from lakebraid.writers.engine.compaction import Written, compact_if_due
+from lakebraid.writers.engine.spark.index_tasks import sink_of
 from lakebraid.writers.engine.spark.jobconf import job_settings
 from lakebraid.writers.engine.spark.pipeline import (
     NULL_ROWS,
@@ -133,7 +135,7 @@ def write_frame(
         operation = "upsert"
     written = Written()
 
-    def write(time: str) -> list[WriteStatus]:
+    def write(time: str) -> list[WriteStatus] | TaskWrite:
         tasks = write_tasks(
             routed.targets,
             listing,
@@ -147,7 +149,9 @@ def write_frame(
             ordering=ctx.ordering,
         )
         task_set, key = TaskSet.of(tasks), config.record_key
-        return rewrite_frame(routed.frame, routed.targets, task_set, routed.rows, key, routed.costs)
+        sink = sink_of(metadata, root, ctx.storage, ctx.point, time, ctx.scoped)
+        frame, targets = routed.frame, routed.targets
+        return rewrite_frame(frame, targets, task_set, routed.rows, key, routed.costs, sink)
 
     spark = frame.sparkSession
     with arrow_limits(spark, table.path), null_rows_named(frame, table), job_settings(spark):
