@@ -10,9 +10,10 @@ keys) on two lakebraid tables, same run.
 
 Each step opens its table afresh inside the timing. A sampler reads the resident set of every
 process of the run from ``/proc`` ten times a second; each row reports the peak of the driver
-(this Python process), of Spark's JVM and of the largest Python worker (``pyspark.daemon`` and
-its forks) during the step. At the end both tables are read whole and compared with the
-expected rows (``upsert.expected``).
+(this Python process, with what the step added to its resident set in brackets: a process
+keeps freed heap, so its peak also holds what earlier steps left), of Spark's JVM and of the
+largest Python worker (``pyspark.daemon`` and its forks) during the step. At the end both
+tables are read whole and compared with the expected rows (``upsert.expected``).
 
 The mixed upsert (the Spark engine's goal: at most 2.5x the in-process engine) is then timed
 ``--runs`` more times on each engine (default 3), the engines in turn and the first alternating
@@ -47,6 +48,7 @@ from lakebraid.writers.engine.spark.session import embedded_session
 PAGE = os.sysconf("SC_PAGE_SIZE")
 KINDS = ("driver", "jvm", "worker")
 MIB = 1 << 20
+GROWTH = "driver growth"  # the driver's peak less its resident set when the step began
 BEFORE_MIXED = "-before-mixed"  # a table's copy as it was before the mixed upsert
 
 
@@ -98,10 +100,11 @@ class Sampler:
     @contextmanager
     def step(self) -> Iterator[dict[str, int]]:
         self.peaks = dict.fromkeys(KINDS, 0)
-        got: dict[str, int] = {}
+        got: dict[str, int] = {GROWTH: -_rss(str(os.getpid()))}
         yield got
         self._stop.wait(0.2)  # one more sample after the step
         got.update(self.peaks)
+        got[GROWTH] += got["driver"]
 
     def close(self) -> None:
         self._stop.set()
@@ -156,6 +159,8 @@ def alternated(
 
 def describe(peaks: dict[str, int]) -> str:
     shown = [f"{kind} {peaks[kind] / MIB:,.0f} MiB" for kind in KINDS if peaks.get(kind)]
+    if peaks.get("driver") and GROWTH in peaks:  # what the step added to the driver
+        shown[0] += f" (+{max(0, peaks[GROWTH]) / MIB:,.0f})"
     return ", ".join(shown) or "none sampled"
 
 
