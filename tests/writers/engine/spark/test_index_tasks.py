@@ -125,3 +125,35 @@ def test_a_key_another_commit_indexed_meanwhile_is_a_conflict(
     assert ids == sorted([*range(30), theirs, *mine])
     assert after.lookup([500])["500"].partition == ("day=d1" if same_key else "day=d2")
     assert after.validate() == []
+
+
+def test_a_commit_base_beside_another_instants_file_is_retried(
+    tmp_path, spark, monkeypatch
+) -> None:
+    """A Spark write's tasks gave the empty record-index groups commit bases; an in-process
+    insert commits into the same groups meanwhile: rule 7 refuses the Spark write (the driver
+    has no entries to rewrite as logs), its retry writes logs, and every row is indexed."""
+    from lakebraid.writers.errors import WriteConflictError
+
+    path = str(tmp_path / "t")
+    WriteClient.create(path, "id", ["day"], "ts", spark=spark, **ON_SPARK)
+    real = pipeline.index_written
+    calls: list[TaskWrite] = []
+
+    def meanwhile(*args: Any) -> TaskWrite:
+        got = real(*args)
+        calls.append(got)
+        if len(calls) == 1:  # only the first attempt meets the other writer
+            WriteClient.open(path).insert(rows(list(range(100, 130)), {}, 3))
+        return got
+
+    monkeypatch.setattr(pipeline, "index_written", meanwhile)
+    frame = spark.createDataFrame(rows(list(range(30)), {}, 1).to_pandas())
+    with pytest.raises(WriteConflictError):
+        WriteClient.open(path, spark).bulk_insert(frame)
+    assert any(log.name.endswith(".parquet") for log in calls[0].index.logs)
+    WriteClient.open(path, spark).bulk_insert(frame)  # the retry: the groups hold files now
+    assert not any(log.name.endswith(".parquet") for log in calls[-1].index.logs)
+    after = WriteClient.open(path, spark)
+    assert sorted(after.read_arrow().column("id").to_pylist()) == [*range(30), *range(100, 130)]
+    check_index(after, scoped=False)
