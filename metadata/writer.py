@@ -9,6 +9,7 @@ global timeline completes ``t``.
 from __future__ import annotations
 
 import os
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -260,16 +261,26 @@ def _put(
 ) -> WrittenLog:
     """Write one block as a record-index group's whole log file of ``instant`` (a file of a
     pending instant that only this group's one task writes: a retried task's attempt
-    replaces what a failed one left). Not yet durable."""
+    replaces what a failed one left). On a local disk each attempt writes a temporary of
+    its own (a dot name, which readers ignore) renamed over the file: an attempt killed
+    midway never leaves the file torn; an object store's upload is whole or absent. Not
+    yet durable."""
     partition = str(Partition.RECORD_INDEX)
     path = layout.metadata_log_file(partition, group, instant)
     local = local_path(fs, path)
     if local is None:
         fs.pipe_file(path, blob)
     else:
-        os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
-        with open(local, "wb") as handle:
-            handle.write(blob)
+        folder, name = os.path.split(local)
+        os.makedirs(folder or ".", exist_ok=True)
+        temporary = os.path.join(folder, f".{name}.{uuid.uuid4().hex}")
+        try:
+            with open(temporary, "wb") as handle:
+                handle.write(blob)
+            os.replace(temporary, local)
+        finally:
+            if os.path.exists(temporary):
+                os.remove(temporary)
     return WrittenLog(partition, group, path.rsplit("/", 1)[-1], len(blob), records)
 
 

@@ -37,6 +37,7 @@ def test_a_second_attempt_replaces_each_group_file(tmp_path: Path) -> None:
     again = write_index_entries(fs, layout, TIME, given, point.index_groups, n)
     assert again == first
     folder = Path(layout.metadata_partition_dir("record_index"))
+    assert not list(folder.glob(".*"))  # each attempt's temporary renamed over its file
     everything = sorted([f"k{i:05d}" for i in range(200)] + ["gone-1", "gone-2"])
     groups = file_groups_of(everything, n)
     numbers, counts = np.unique(groups, return_counts=True)

@@ -51,7 +51,7 @@ from lakebraid.writers.commit.ahead import TaskWrite
 from lakebraid.writers.commit.envelope import run_write
 from lakebraid.writers.engine.compaction import Written, compact_if_due
 from lakebraid.writers.engine.spark.index_tasks import sink_of
-from lakebraid.writers.engine.spark.jobconf import cache, job_settings
+from lakebraid.writers.engine.spark.jobconf import cache, job_settings, refuse_speculation
 from lakebraid.writers.engine.spark.pipeline import (
     NULL_ROWS,
     RI_GROUP,
@@ -139,6 +139,7 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
     """Delete the keys of ``frame``'s record key column (absent keys are ignored) as one
     commit; returns its instant time."""
     started = perf_counter()
+    refuse_speculation(frame.sparkSession, table.path)
     config = table.config
     key = config.record_key
     reader = metadata.reader()

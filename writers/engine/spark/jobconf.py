@@ -33,6 +33,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from lakebraid.timeline.errors import ConfigError
+
 ADAPTIVE = "spark.sql.adaptive.enabled"
 COMPRESSED_CACHE = "spark.sql.inMemoryColumnarStorage.compressed"
 CACHE_BATCH = "spark.sql.inMemoryColumnarStorage.batchSize"
@@ -70,3 +72,24 @@ def cache(frame: DataFrame) -> DataFrame:
     spark = frame.sparkSession
     with job_settings(spark, cache_settings(spark)):
         return frame.persist()
+
+
+SPECULATION = "spark.speculation"
+
+
+def refuse_speculation(spark: Any, table: str) -> None:
+    """Raise :class:`ConfigError` when the session runs speculative task attempts: the Spark
+    engine's tasks write their files under names fixed by the plan (a file group's file of
+    the instant, a record-index group's log), so a second attempt of a task would write the
+    same file as the first, and one killed midway could leave a committed file torn. Checked
+    before anything is written."""
+    value = spark.sparkContext.getConf().get(SPECULATION, "false")
+    if str(value).strip().lower() == "true":
+        raise ConfigError(
+            f"the Spark session runs speculative task attempts ({SPECULATION}=true), which "
+            "lakebraid's Spark writes do not support (two attempts of a task write the same "
+            f"files); nothing was written: start the session with {SPECULATION}=false, or "
+            "write through the data source (df.write.format('lakebraid').mode('append')), "
+            "whose tasks stage files of their own",
+            table=table,
+        )

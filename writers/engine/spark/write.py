@@ -25,7 +25,7 @@ from lakebraid.writers.commit.ahead import TaskWrite
 from lakebraid.writers.commit.envelope import run_write
 from lakebraid.writers.engine.compaction import Written, compact_if_due
 from lakebraid.writers.engine.spark.index_tasks import sink_of
-from lakebraid.writers.engine.spark.jobconf import job_settings
+from lakebraid.writers.engine.spark.jobconf import job_settings, refuse_speculation
 from lakebraid.writers.engine.spark.pipeline import (
     NULL_ROWS,
     Context,
@@ -120,6 +120,7 @@ def write_frame(
 ) -> str:
     """Insert, bulk insert or upsert a DataFrame as one commit; returns its instant time."""
     started = perf_counter()
+    refuse_speculation(frame.sparkSession, table.path)
     config = table.config
     schema = check_frame(frame, table)
     frame = frame.drop(*void_columns(frame.columns, schema))

@@ -157,3 +157,30 @@ def test_a_commit_base_beside_another_instants_file_is_retried(
     after = WriteClient.open(path, spark)
     assert sorted(after.read_arrow().column("id").to_pylist()) == [*range(30), *range(100, 130)]
     check_index(after, scoped=False)
+
+
+def test_speculative_task_attempts_are_refused_before_anything_is_written(
+    tmp_path, spark, monkeypatch
+) -> None:
+    """Two attempts of one Spark task would write the same files: a session that runs
+    speculative attempts gets a ConfigError naming the setting, from writes and deletes,
+    and the table is left as it was."""
+    from pyspark import SparkConf
+
+    from lakebraid.timeline.errors import ConfigError
+
+    path = str(tmp_path / "t")
+    WriteClient.create(path, "id", ["day"], "ts", spark=spark, **ON_SPARK)
+    WriteClient.open(path).bulk_insert(rows(list(range(10)), {}, 1))
+    before = sorted(p.name for p in (tmp_path / "t").rglob("*"))
+    real = spark.sparkContext.getConf()
+    speculating = SparkConf().setAll(real.getAll()).set("spark.speculation", "true")
+    monkeypatch.setattr(spark.sparkContext, "getConf", lambda: speculating)
+    frame = spark.createDataFrame(rows([1, 50], {}, 2).to_pandas())
+    with pytest.raises(ConfigError, match=r"spark\.speculation"):
+        WriteClient.open(path, spark).upsert(frame)
+    keys = spark.createDataFrame(pa.table({"id": pa.array([1, 2])}).to_pandas())
+    with pytest.raises(ConfigError, match=r"spark\.speculation"):
+        WriteClient.open(path, spark).delete(keys)
+    assert sorted(p.name for p in (tmp_path / "t").rglob("*")) == before
+    assert sorted(WriteClient.open(path).read_arrow().column("id").to_pylist()) == list(range(10))
