@@ -378,16 +378,19 @@ class WriteClient:
             session = reading_session(self._spark, where)
             return plan.selected_paths(self.table, session, point, where)
 
-    def read_arrow(self, as_of: object = None, mode: str = "snapshot") -> pa.Table:
+    def read_arrow(
+        self, as_of: object = None, mode: str = "snapshot", filters: object = None
+    ) -> pa.Table:
         """The table as a pyarrow Table (in-process; small tables and tests). ``mode``:
         ``snapshot`` (bases and logs merged) or ``read_optimized`` (base files only: a
-        merge-on-read table's rows as of each group's last compaction, faster)."""
+        merge-on-read table's rows as of each group's last compaction, faster). ``filters``:
+        pyarrow's, ``[("day", "=", "2024-01-02"), ("fare", ">", 10)]`` (all hold) or a list
+        of such lists (any holds): those rows, from the files that may hold them only."""
         logs = plan.merges_logs(mode, self.path)
         with self._reading(as_of):
             with self.table.store.load_scope():  # one listing per timeline (the check after
                 point = self.table.read_point(as_of)  # the read lists afresh: ``_reading``)
-                units = plan.plan_units(self.table, point, logs=logs)
-                return plan.read_arrow_units(self.table, point, units)
+                return plan.read_arrow(self.table, point, logs, filters)
 
     def read(self, as_of: object = None, where: Any = None, mode: str = "snapshot") -> Any:
         """A Spark DataFrame of the table now or as of an instant (``mode``: see

@@ -50,6 +50,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.read.columns import column
+from lakebraid.writers.read.filters import any_of, parse_filters
 from lakebraid.writers.read.spark_files import read_files, read_merged
 from lakebraid.writers.read.spark_types import spark_schema, spark_type
 from lakebraid.writers.read.units import Keep, ReadUnit, read_units
@@ -193,6 +194,38 @@ def selected_units(
         return units
     wanted = tuple(keys.to_pylist())  # log blocks whose footers rule these out are skipped
     return [msgspec.structs.replace(u, keys=wanted) if u.logs else u for u in units]
+
+
+def read_arrow(
+    table: TableTimelines, point: str | None, logs: bool, filters: object = None
+) -> pa.Table:
+    """The rows of ``point`` (already checked) read in this process, those ``filters`` hold
+    for when given (:func:`filtered_units`)."""
+    if filters is None:
+        return read_arrow_units(table, point, plan_units(table, point, logs=logs))
+    units, expression = filtered_units(table, point, filters, logs)
+    return read_arrow_units(table, point, units).filter(expression)
+
+
+def filtered_units(
+    table: TableTimelines, point: str | None, filters: object, logs: bool = True
+) -> tuple[list[ReadUnit], pa.compute.Expression]:
+    """File slices an in-process read with pyarrow ``filters`` reads (``writers.read
+    .filters``: each conjunction pruned as :func:`selected_units` prunes a ``where``, a file
+    kept when any keeps it), and the filters' expression, which the caller runs on the rows."""
+    read_schema = table_schema(schema_as_of(table, point))
+    conjunctions, expression = parse_filters(filters, read_schema, table.path)
+    types = {f.name: f.type for f in read_schema}
+    scoped = is_scoped(table.config)  # a scoped index needs each key's partition
+    keeps = [
+        keep_matching(
+            conditions,
+            read_schema,
+            None if scoped else wanted_keys(conditions, table.config.record_key, types),
+        )
+        for conditions in conjunctions
+    ]
+    return plan_units(table, point, any_of(keeps), logs), expression
 
 
 def _check_columns(

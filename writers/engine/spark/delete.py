@@ -50,7 +50,6 @@ from lakebraid.writers import settings
 from lakebraid.writers.commit.ahead import TaskWrite
 from lakebraid.writers.commit.envelope import run_write
 from lakebraid.writers.engine.compaction import Written, compact_if_due
-from lakebraid.writers.engine.spark.index_tasks import sink_of
 from lakebraid.writers.engine.spark.jobconf import cache, job_settings, refuse_speculation
 from lakebraid.writers.engine.spark.pipeline import (
     NULL_ROWS,
@@ -59,12 +58,11 @@ from lakebraid.writers.engine.spark.pipeline import (
     plain,
     rewrite_frame,
 )
-from lakebraid.writers.engine.spark.write import context
+from lakebraid.writers.engine.spark.write import context, planned
 from lakebraid.writers.read.columns import column
 from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.filegroup import OP, OP_DELETE
 from lakebraid.writers.write.inputs import is_spark_frame
-from lakebraid.writers.write.logappend import TaskSet, write_tasks
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID
 from lakebraid.writers.write.workers import settle
 
@@ -171,20 +169,9 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
             targets = sorted((row[0], row[1]) for row in found)
 
             def write(time: str) -> list[WriteStatus] | TaskWrite:
-                tasks = write_tasks(
-                    targets,
-                    listing,
-                    files,
-                    config.merge_on_read,
-                    root=ctx.root,
-                    storage=ctx.storage,
-                    time=time,
-                    schema=spec_of(schema),
-                    record_key=key,
-                    ordering=ctx.ordering,
-                )
-                sink = sink_of(metadata, ctx.root, ctx.storage, ctx.point, time, ctx.scoped)
-                return rewrite_frame(tagged, targets, TaskSet.of(tasks), sink=sink)
+                found = (listing, files)
+                task_set, sink = planned(metadata, ctx, targets, found, spec_of(schema), time)
+                return rewrite_frame(tagged, targets, task_set, sink=sink)
 
             read_at = reader.point.read_at
             recorded = written.recording(write)

@@ -24,7 +24,7 @@ from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit.ahead import TaskWrite
 from lakebraid.writers.commit.envelope import run_write
 from lakebraid.writers.engine.compaction import Written, compact_if_due
-from lakebraid.writers.engine.spark.index_tasks import sink_of
+from lakebraid.writers.engine.spark.index_tasks import IndexSink, sink_of
 from lakebraid.writers.engine.spark.jobconf import job_settings, refuse_speculation
 from lakebraid.writers.engine.spark.pipeline import (
     NULL_ROWS,
@@ -115,6 +115,34 @@ def context(
     )
 
 
+def planned(
+    metadata: MetadataTable,
+    ctx: Context,
+    targets: list[tuple[str, str]],
+    found: tuple[dict[str, dict[str, str]], dict[str, dict[str, int]]],
+    spec: list[tuple[str, str, bool]],
+    time: str,
+) -> tuple[TaskSet, IndexSink]:
+    """The tasks of a Spark write of instant ``time`` to the file groups ``targets`` (``found``:
+    the read point's listing and files), and where its tasks write its record index."""
+    listing, files = found
+    config = metadata.table.config
+    tasks = write_tasks(
+        targets,
+        listing,
+        files,
+        config.merge_on_read,
+        root=ctx.root,
+        storage=ctx.storage,
+        time=time,
+        schema=spec,
+        record_key=config.record_key,
+        ordering=ctx.ordering,
+    )
+    sink = sink_of(metadata, ctx.root, ctx.storage, ctx.point, time, ctx.scoped)
+    return TaskSet.of(tasks), sink
+
+
 def write_frame(
     table: TableTimelines, metadata: MetadataTable, frame: Any, operation: str, policy: str
 ) -> str:
@@ -131,27 +159,13 @@ def write_frame(
     merge_on_read = config.merge_on_read
     spec = spec_of(schema)
     ctx = context(table, reader.point, listing, files, spec)
-    root = ctx.root
     if policy == "upsert" and operation == "insert":
         operation = "upsert"
     written = Written()
 
     def write(time: str) -> list[WriteStatus] | TaskWrite:
-        tasks = write_tasks(
-            routed.targets,
-            listing,
-            files,
-            merge_on_read,
-            root=root,
-            storage=ctx.storage,
-            time=time,
-            schema=spec,
-            record_key=config.record_key,
-            ordering=ctx.ordering,
-        )
-        task_set, key = TaskSet.of(tasks), config.record_key
-        sink = sink_of(metadata, root, ctx.storage, ctx.point, time, ctx.scoped)
-        frame, targets = routed.frame, routed.targets
+        task_set, sink = planned(metadata, ctx, routed.targets, (listing, files), spec, time)
+        frame, targets, key = routed.frame, routed.targets, config.record_key
         return rewrite_frame(frame, targets, task_set, routed.rows, key, routed.costs, sink)
 
     spark = frame.sparkSession
