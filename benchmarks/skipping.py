@@ -12,9 +12,9 @@ files. Each run opens the table afresh with in-process caches cleared (OS page c
 the median of ``--runs`` runs (default 7: a filtered read of 10-40 ms varies by a few ms from
 run to run on 2 cores, for every system) after one untimed run of each (``benchlib.measure``):
 
-* lakebraid, in-process (pyarrow, like the peers): the files ``read(where=...)`` would read
-  (``WriteClient.file_paths(where=)``: the ``files`` listing pruned with ``column_stats``), read
-  with ``read_arrow_files`` and filtered, versus ``read_arrow()`` of every file then filtered;
+* lakebraid, in-process (pyarrow, like the peers): ``read_arrow(filters=...)`` (the ``files``
+  listing pruned with ``column_stats``, the files left read and filtered), versus
+  ``read_arrow()`` of every file then filtered;
 * lakebraid on Spark: ``read(where=...).count()`` versus ``read().where(...).count()`` (the
   session is started before timing; Spark itself still prunes row groups by Parquet footers);
 * delta-rs: ``to_pyarrow_table(filters=...)`` (prunes files by the log's statistics) versus
@@ -53,7 +53,6 @@ from deltalake import DeltaTable, write_deltalake
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 
 from lakebraid.writers.client import WriteClient
-from lakebraid.writers.read.plan import read_arrow_files
 
 EPOCH = 1_700_000_000  # event_time of row 0, in seconds
 
@@ -122,11 +121,8 @@ class Tables:
 
     # ---- filtered reads, and the files they read --------------------------------------------
     def lake_filtered(self) -> tuple[int, int]:
-        client = WriteClient.open(self.lake)
-        paths = client.file_paths(where=self.where)
-        key = client.table.config.record_key
-        rows = read_arrow_files(client.table.fs, paths, client.schema(), key)
-        return summary(rows.filter(self.arrow))
+        filters = [("event_time", ">=", self.lo), ("event_time", "<", self.hi)]
+        return summary(WriteClient.open(self.lake).read_arrow(filters=filters))
 
     def delta_filtered(self) -> tuple[int, int]:
         filters = [("event_time", ">=", self.lo), ("event_time", "<", self.hi)]
@@ -204,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"skipping: median of {args.runs} runs, each opening the table afresh with "
                 "in-process caches cleared (OS page cache warm); a read = list + prune + read "
                 "Parquet into Arrow + filter rows",
-                "skipping: lakebraid in-process = the files read(where=) selects, read with "
-                "pyarrow; Spark rows = read(...).count() and sum on a warm local[*] session",
+                "skipping: lakebraid in-process = read_arrow(filters=...) (delta-rs: "
+                "to_pyarrow_table(filters=...)); Spark rows = read(...).count() and sum on a "
+                "warm local[*] session",
             ],
         )
         report.add(f"write {args.files} appends of {size:,} rows", "s", writes)
