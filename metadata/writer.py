@@ -237,8 +237,8 @@ def write_index_entries(
     layout: TableLayout,
     instant: str,
     changes: InstantChanges,
-    router: Callable[..., np.ndarray],
     n: int,
+    router: Callable[..., np.ndarray],
     direct: tuple[frozenset[int], int] = (frozenset(), 16_384),
 ) -> list[WrittenLog]:
     """The record-index files of ``instant`` for the entries in ``changes`` (only the index

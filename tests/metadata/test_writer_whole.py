@@ -33,8 +33,8 @@ def test_a_second_attempt_replaces_each_group_file(tmp_path: Path) -> None:
     n = point.group_counts["record_index"]
     given = changes(200, ["gone-1", "gone-2"])
     layout, fs = client.table.layout, client.table.fs
-    first = write_index_entries(fs, layout, TIME, given, point.index_groups, n)
-    again = write_index_entries(fs, layout, TIME, given, point.index_groups, n)
+    first = write_index_entries(fs, layout, TIME, given, n, point.index_groups)
+    again = write_index_entries(fs, layout, TIME, given, n, point.index_groups)
     assert again == first
     folder = Path(layout.metadata_partition_dir("record_index"))
     assert not list(folder.glob(".*"))  # each attempt's temporary renamed over its file

@@ -171,7 +171,7 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
             def write(time: str) -> list[WriteStatus] | TaskWrite:
                 found = (listing, files)
                 task_set, sink = planned(metadata, ctx, targets, found, spec_of(schema), time)
-                return rewrite_frame(tagged, targets, task_set, sink=sink)
+                return rewrite_frame(tagged, targets, task_set, sink)
 
             read_at = reader.point.read_at
             recorded = written.recording(write)

@@ -55,7 +55,7 @@ from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers.commit.ahead import IndexByTasks, TaskWrite
 from lakebraid.writers.write.workers import settle
 
-STATUS = "status"  # as ``pipeline.STATUS``
+STATUS = "status"
 GROUP = "_braid_index_group"
 ENTRIES = "_braid_entries"
 LOG = "_braid_log"
@@ -108,13 +108,9 @@ def sink_of(
     )
 
 
-def task_output(statuses: Sequence[WriteStatus], sink: IndexSink | None) -> pa.RecordBatch:
-    """A rewrite task's rows: each status (without key lists when ``sink`` takes them) and,
-    with a sink, an :class:`EntryPart` per record-index group its statuses' keys fall in."""
-    if sink is None:
-        return pa.RecordBatch.from_arrays(
-            [pa.array([encode_status(s) for s in statuses], pa.binary())], [STATUS]
-        )
+def task_output(statuses: Sequence[WriteStatus], sink: IndexSink) -> pa.RecordBatch:
+    """A rewrite task's rows: each status without its key lists, and an :class:`EntryPart`
+    per record-index group its statuses' keys fall in."""
     upserts, gone = entries_of(statuses, sink.scoped)
     bare = [msgspec.structs.replace(s, keys_added=b"", keys_removed=b"") for s in statuses]
     parts = _parts(upserts, gone, sink.point)
@@ -188,7 +184,7 @@ def _write(sink_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.
         n = sink.point.group_counts["record_index"]
         direct = (frozenset(sink.bases), sink.row_group_rows)
         written = write_index_entries(
-            fs, TableLayout(root), sink.instant, _changes(parts), sink.point.index_groups, n, direct
+            fs, TableLayout(root), sink.instant, _changes(parts), n, sink.point.index_groups, direct
         )
         logs = [msgspec.msgpack.encode(log) for log in written]
     if statuses or logs:

@@ -59,7 +59,6 @@ from lakebraid.index.keys import RECORD_KEY, key_text
 from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
 from lakebraid.metadata.arrow_records import empty_table
-from lakebraid.metadata.commits import WriteStatus, decode_status
 from lakebraid.metadata.hashing import group_order
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import Partition
@@ -107,8 +106,6 @@ RI_GROUP = "_braid_ri_group"
 # looking its keys up in every group (tasks x groups lookups); beyond, a first pass finds
 # each row's group and the shuffle gives each group its task (one lookup each)
 SINGLE_PASS_GROUPS = 16
-STATUS = "status"
-STATUS_SCHEMA = f"{STATUS} binary"
 TASK = "_braid_task"  # the rewrite's shuffle key: the task of each file group
 # what a tagging task raises on a row with a null record key or precombine value (the
 # first pass over the input checks them, so no job of its own reads the input for it)
@@ -225,16 +222,16 @@ def _rewrite(
     tasks_bytes: bytes,
     names: list[str],
     key: str | None,
-    sink_bytes: bytes | None,
+    sink_bytes: bytes,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """Rewrite (merge-on-read: append to) each file group whose rows reached this task: its
     rows carry the group's index in ``names`` (``TARGET``, see :func:`rewrite_frame`), and
-    their record key's text is derived from column ``key`` (None: they carry it). With an
-    index sink, the statuses' keys leave as index entries (``index_tasks.task_output``)."""
+    their record key's text is derived from column ``key`` (None: they carry it). The
+    statuses' keys leave as index entries (``index_tasks.task_output``)."""
     settle()
     tasks = msgspec.msgpack.decode(tasks_bytes, type=TaskSet)
-    sink = None if sink_bytes is None else msgspec.msgpack.decode(sink_bytes, type=IndexSink)
+    sink = msgspec.msgpack.decode(sink_bytes, type=IndexSink)
     received = list(batches)
     table = pa.Table.from_batches(received) if received else None
     if table is None or table.num_rows == 0:
@@ -341,24 +338,25 @@ def rewrite_frame(
     routed: DataFrame,
     targets: list[tuple[str, str]],
     tasks: TaskSet,
+    sink: IndexSink,
     rows: int = 0,
     key: str | None = None,
     costs: list[float] | None = None,
-    sink: IndexSink | None = None,
-) -> list[WriteStatus] | TaskWrite:
+) -> TaskWrite:
     """Rewrite (merge-on-read: append to) every target file group, the groups dealt to
-    :func:`rewrite_tasks` Spark tasks (all rows of a group in one); returns the write
-    statuses. Each row gets its group's index in ``targets`` (``TARGET``)
-    and, when a group takes appends, ``IN_GROUP`` (whether the group holds its key: an update
-    or a delete there), both in Spark SQL; the routing columns are dropped before the
+    :func:`rewrite_tasks` Spark tasks (all rows of a group in one), and write the record
+    index from their statuses' keys by Spark tasks (``sink``: ``index_tasks``; the driver
+    never receives a key); returns the statuses (without keys) and the index files. Each row
+    gets its group's index in ``targets`` (``TARGET``) and, when a group takes appends,
+    ``IN_GROUP`` (whether the group holds its key: an update or a delete there), both in
+    Spark SQL; the routing columns are dropped before the
     shuffle, so only the rows' own columns and those two reach Python. ``key``: the record
     key column, for rows without ``_braid_record_key`` (``route_frame``'s, which leave the
     JVM without it: the rewrite derives it from the key column); None: the rows carry it.
     ``costs``: each target's estimated cost, by which the groups are dealt
-    (``routing.deal``); None: in turn. ``sink``: the record-index files are written by
-    Spark tasks from the statuses' keys (``index_tasks``), which the driver never receives."""
+    (``routing.deal``); None: in turn."""
     if not targets:
-        return [] if sink is None else TaskWrite([], IndexByTasks(sink.point, []))
+        return TaskWrite([], IndexByTasks(sink.point, []))
     packed = msgspec.msgpack.encode(tasks)
     spark = routed.sparkSession
     count = rewrite_tasks(spark, len(targets), rows)
@@ -384,11 +382,8 @@ def rewrite_frame(
     routing = (*WORK_COLUMNS, RI_GROUP, "_task_partition", "_task_file_id")  # KEY_HASH among them
     frame = frame.drop(*[c for c in routing if c in frame.columns])
     names = [f"{partition}\x00{file_id}" for partition, file_id in targets]
-    sunk = None if sink is None else msgspec.msgpack.encode(sink)
-    rewrite = functools.partial(_rewrite, packed, names, key, sunk)
-    shape = STATUS_SCHEMA if sink is None else from_arrow_schema(TASK_SCHEMA)
+    rewrite = functools.partial(_rewrite, packed, names, key, msgspec.msgpack.encode(sink))
+    shape = from_arrow_schema(TASK_SCHEMA)
     with executor_errors():  # a task's lakebraid error (or missing file) raised as itself
         out = frame.repartition(count, TASK).drop(TASK).mapInArrow(rewrite, shape)
-        if sink is not None:
-            return index_written(out, sink, count)
-        return [decode_status(r[STATUS]) for r in out.collect()]
+        return index_written(out, sink, count)

@@ -166,7 +166,7 @@ def write_frame(
     def write(time: str) -> list[WriteStatus] | TaskWrite:
         task_set, sink = planned(metadata, ctx, routed.targets, (listing, files), spec, time)
         frame, targets, key = routed.frame, routed.targets, config.record_key
-        return rewrite_frame(frame, targets, task_set, routed.rows, key, routed.costs, sink)
+        return rewrite_frame(frame, targets, task_set, sink, routed.rows, key, routed.costs)
 
     spark = frame.sparkSession
     with arrow_limits(spark, table.path), null_rows_named(frame, table), job_settings(spark):
