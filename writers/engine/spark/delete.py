@@ -15,8 +15,9 @@ Stages (the delete's half of ``writers.engine.spark.pipeline``)::
     collect                        write statuses (no keys), the index files
 
 Null keys are refused before anything runs (one is counted, none collected). A table with a
-partition-scoped record index needs each key's partition: such deletes take the in-process
-path (``writers.engine.inprocess.delete_keys``).
+partition-scoped record index needs each key's partition: the frame's partition columns (of
+the table's types, checked first), from which the keys task makes each row's index key
+(``partition NUL key``); a frame without them takes the in-process path, which refuses it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from lakebraid.index.file_groups import checked_files, current_files
 from lakebraid.index.keys import RECORD_KEY, key_array
 from lakebraid.index.lookup import locate
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION, tag
-from lakebraid.index.scope import is_scoped
+from lakebraid.index.scope import index_keys, is_scoped, split_keys
 from lakebraid.metadata.commits import WriteStatus, schema_as_of
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.table import MetadataTable
@@ -62,7 +63,8 @@ from lakebraid.writers.engine.spark.write import context, planned
 from lakebraid.writers.read.columns import column
 from lakebraid.writers.write.datafile import spec_of
 from lakebraid.writers.write.filegroup import OP, OP_DELETE
-from lakebraid.writers.write.inputs import is_spark_frame
+from lakebraid.writers.write.inputs import is_spark_frame, key_partitions
+from lakebraid.writers.write.partition_codes import partition_paths
 from lakebraid.writers.write.route import PARTITION, TARGET_FILE_ID
 from lakebraid.writers.write.workers import settle
 
@@ -91,6 +93,10 @@ def _keys(
         if batch.column(0).null_count:  # refused by the driver (``delete_frame``)
             raise ValueError(f"{NULL_ROWS}: a key to delete is null")
         keys = key_array(batch.column(0), kind, table=ctx.root, what="delete")
+        if ctx.scoped:  # the partition columns follow the key, in the table's field order
+            fields = ctx.partition_fields
+            columns = {f: batch.column(i) for i, f in enumerate(fields, 1)}
+            keys = index_keys(keys, partition_paths(pa.table(columns), fields))
         groups = ctx.point.index_groups(keys).astype("int32")
         yield pa.RecordBatch.from_arrays([keys, pa.array(groups)], schema=KEYS_SCHEMA)
 
@@ -107,12 +113,27 @@ def _tag(ctx_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Rec
     keys = pc.unique(pa.Table.from_batches(received).column(RECORD_KEY).combine_chunks())
     fs, root = filesystem(ctx.root, ctx.storage)
     reader = MetadataReader(fs, TableLayout(root), ctx.point, cfg.Options(ctx.options))
-    tagged = tag(pa.table({RECORD_KEY: keys}), *locate(reader, keys))
+    texts = split_keys(keys)[1] if ctx.scoped else keys  # the data files' key text
+    tagged = tag(pa.table({RECORD_KEY: texts}), *locate(reader, keys))
     tagged = tagged.filter(pc.is_valid(tagged.column(OLD_FILE_ID)))
     tagged = tagged.append_column(PARTITION, tagged.column(OLD_PARTITION))
     tagged = tagged.append_column(OP, pa.repeat(pa.scalar(OP_DELETE, pa.int8()), tagged.num_rows))
     tagged = tagged.append_column(TARGET_FILE_ID, tagged.column(OLD_FILE_ID))
     yield from plain(tagged).cast(TAGGED_SCHEMA).to_batches()
+
+
+def _keyed(frame: Any, table: TableTimelines, schema: list[Any]) -> Any:
+    """The key column of ``frame`` under a plain name for mapInArrow, then (a partition-scoped
+    index) its partition columns, whose types are checked against the table's first (a value
+    of another type would name another partition path)."""
+    config = table.config
+    picked = [column(config.record_key).alias("key")]
+    if is_scoped(config):
+        fields = config.partition_fields
+        sample = frame.select(*fields).limit(0).toArrow()
+        key_partitions(config, 0, None, sample, table=table.path, what="delete", schema=schema)
+        picked += [column(f).alias(f"_braid_p{i}") for i, f in enumerate(fields)]
+    return frame.select(*picked)
 
 
 def _key_type(table: TableTimelines, schema: list[Any]) -> str | None:
@@ -123,11 +144,14 @@ def _key_type(table: TableTimelines, schema: list[Any]) -> str | None:
 
 
 def deletes_on_spark(table: TableTimelines, keys: Any) -> bool:
-    """Whether keys are deleted here: a Spark DataFrame holding the record key, the record index
-    global, more rows than ``write.inprocess.max.rows`` (0: always)."""
-    if not is_spark_frame(keys) or is_scoped(table.config):
+    """Whether keys are deleted here: a Spark DataFrame holding the record key (and, for a
+    partition-scoped record index, the partition columns), more rows than
+    ``write.inprocess.max.rows`` (0: always)."""
+    if not is_spark_frame(keys):
         return False
-    if table.config.record_key not in keys.columns:
+    needed = [table.config.record_key]
+    needed += list(table.config.partition_fields) if is_scoped(table.config) else []
+    if not all(name in keys.columns for name in needed):
         return False  # the in-process path refuses it, naming the columns
     limit = table.options.get(settings.SMALL_WRITE_ROWS)
     return bool(limit == 0 or keys.count() > limit)
@@ -139,14 +163,13 @@ def delete_frame(table: TableTimelines, metadata: MetadataTable, frame: Any) -> 
     started = perf_counter()
     refuse_speculation(frame.sparkSession, table.path)
     config = table.config
-    key = config.record_key
     reader = metadata.reader()
     files = checked_files(reader)
     listing = current_files(files)
     schema = schema_as_of(table)
     ctx = context(table, reader.point, listing, files, spec_of(schema))
     packed = msgspec.msgpack.encode(ctx)
-    keys = frame.select(column(key).alias("key")).mapInArrow(  # a plain name for mapInArrow
+    keys = _keyed(frame, table, schema).mapInArrow(
         functools.partial(_keys, packed, _key_type(table, schema)), from_arrow_schema(KEYS_SCHEMA)
     )
     groups = reader.point.group_counts["record_index"]
