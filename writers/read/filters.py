@@ -9,16 +9,22 @@ semantics (a comparison with a null is not true; ``in`` with ``None`` among its 
 matches nulls; ``not in`` matches them too; NaN equals nothing). Which files are read is
 pruned first, as ``read(where=)`` prunes (``writers.read.plan.keep_matching``: the record
 index for key equality, secondary indexes, then ``column_stats``), by the conditions the
-tuples state; a pruning keeps every file that may hold a row any condition's comparison
-makes true, under Spark's comparisons and pyarrow's alike (``index.column_stats`` keeps a
-file whenever the two could differ: NaN, a literal of another type), so it changes how much
-is read, never what is returned. ``not in`` and a value list holding ``None`` prune nothing.
+tuples state, when every value is of its column's own type (an ``int`` for an integer
+column, a ``float`` for a floating one, a ``Decimal``, a ``str``, a ``date``, a ``datetime``
+zoned as the column is) or None: pyarrow then compares the column with them as they are
+(``index.column_stats`` also keeps a file wherever NaN could decide), so a pruning changes
+how much is read, never what is returned. A literal of another type anywhere turns pruning
+off for the read: pyarrow may cast the column to it and fail on some rows, so every row is
+read and the read fails or returns as pyarrow's filter of every row would. ``not in`` and a
+term with a ``None`` value prune nothing.
 A filter pyarrow cannot apply to the read schema (an unknown column, an operator it does not
 know, a value it cannot compare with the column) is refused before anything is read.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,14 +54,33 @@ def parse_filters(
         )
     try:
         expression = pq.filters_to_expression(conjunctions)
-        schema.empty_table().filter(expression)  # the columns, operators and value types
+        # a row of nulls: an empty table runs no comparison, so refuses no type
+        pa.table({f.name: pa.nulls(1, f.type) for f in schema}).filter(expression)
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
-        raise InputError(
-            f"filters {filters!r} cannot be applied to the table's columns "
-            f"({type(exc).__name__}: {exc}); nothing was read",
-            table=table,
-        ) from None
+        raise _refused(filters, exc, table) from None
+    types = {f.name: f.type for f in schema}
+    if not all(_own(v, types[t[0]]) for c in conjunctions for t in c for v in _values(t)):
+        return [[]], expression  # a literal of another type: every file read (module doc)
     return [_conditions(terms) for terms in conjunctions], expression
+
+
+def apply(
+    rows: pa.Table, expression: pa.compute.Expression, filters: object, table: str
+) -> pa.Table:
+    """``rows`` that ``expression`` (of ``filters``) keeps; a failure of pyarrow's as
+    :class:`InputError`."""
+    try:
+        return rows.filter(expression)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        raise _refused(filters, exc, table) from None
+
+
+def _refused(filters: object, exc: Exception, table: str) -> InputError:
+    return InputError(
+        f"filters {filters!r} cannot be applied to the table's columns "
+        f"({type(exc).__name__}: {exc}); nothing was returned",
+        table=table,
+    )
 
 
 def _conjunctions(filters: object, table: str) -> list[list[tuple[Any, ...]]]:
@@ -82,17 +107,47 @@ def _is_term(term: object) -> bool:
     return isinstance(term, tuple | list) and len(term) == 3 and isinstance(term[0], str)
 
 
+def _values(term: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A term's values: an ``in`` or ``not in`` list's items, else its one value."""
+    return tuple(term[2]) if term[1] in ("in", "not in") else (term[2],)
+
+
 def _conditions(terms: Sequence[tuple[Any, ...]]) -> list[Condition]:
-    """The pruning conditions of one conjunction: a term whose value (or a value of whose
-    list) is None, or whose operator is ``not in``, states none."""
+    """The pruning conditions of one conjunction (its values all of their column's own
+    type): a term with a ``None`` value (``in`` then matches nulls), or ``not in``, states
+    none."""
     out = []
-    for column, op, value in terms:
-        kind = OPS.get(op)
-        values = tuple(value) if kind == "in" else (value,)
+    for term in terms:
+        kind, values = OPS.get(term[1]), _values(term)
         if kind is None or any(v is None for v in values):
             continue
-        out.append(Condition(column, kind, values))
+        out.append(Condition(term[0], kind, values))
     return out
+
+
+def _own(value: object, kind: pa.DataType) -> bool:
+    """Whether ``value`` is None or of exactly the Python type pyarrow gives ``kind``'s
+    values (a bool is no int, a datetime no date; a datetime has a zone when the column
+    has one)."""
+    if value is None:
+        return True
+    if pa.types.is_timestamp(kind):
+        return type(value) is dt.datetime and (value.tzinfo is None) == (kind.tz is None)
+    for test, own in _OWN:
+        if test(kind):
+            return type(value) is own
+    return False
+
+
+_OWN = (
+    (pa.types.is_integer, int),
+    (pa.types.is_floating, float),
+    (pa.types.is_decimal, decimal.Decimal),
+    (lambda k: pa.types.is_string(k) or pa.types.is_large_string(k), str),
+    (lambda k: pa.types.is_binary(k) or pa.types.is_large_binary(k), bytes),
+    (pa.types.is_boolean, bool),
+    (pa.types.is_date, dt.date),
+)
 
 
 def any_of(keeps: Sequence[Keep]) -> Keep:

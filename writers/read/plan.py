@@ -50,7 +50,7 @@ from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.errors import InputError
 from lakebraid.writers.read.columns import column
-from lakebraid.writers.read.filters import any_of, parse_filters
+from lakebraid.writers.read.filters import any_of, apply, parse_filters
 from lakebraid.writers.read.spark_files import read_files, read_merged
 from lakebraid.writers.read.spark_types import spark_schema, spark_type
 from lakebraid.writers.read.units import Keep, ReadUnit, read_units
@@ -204,7 +204,7 @@ def read_arrow(
     if filters is None:
         return read_arrow_units(table, point, plan_units(table, point, logs=logs))
     units, expression = filtered_units(table, point, filters, logs)
-    return read_arrow_units(table, point, units).filter(expression)
+    return apply(read_arrow_units(table, point, units), expression, filters, table.path)
 
 
 def filtered_units(
