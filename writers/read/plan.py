@@ -212,20 +212,23 @@ def filtered_units(
 ) -> tuple[list[ReadUnit], pa.compute.Expression]:
     """File slices an in-process read with pyarrow ``filters`` reads (``writers.read
     .filters``: each conjunction pruned as :func:`selected_units` prunes a ``where``, a file
-    kept when any keeps it), and the filters' expression, which the caller runs on the rows."""
+    kept when any keeps it), and the filters' expression, which the caller runs on the rows.
+    One conjunction naming record keys also skips the log blocks whose footers rule them
+    out, as :func:`selected_units` does (the expression then drops every other key's rows)."""
     read_schema = table_schema(schema_as_of(table, point))
     conjunctions, expression = parse_filters(filters, read_schema, table.path)
     types = {f.name: f.type for f in read_schema}
     scoped = is_scoped(table.config)  # a scoped index needs each key's partition
-    keeps = [
-        keep_matching(
-            conditions,
-            read_schema,
-            None if scoped else wanted_keys(conditions, table.config.record_key, types),
-        )
+    keys = [
+        None if scoped else wanted_keys(conditions, table.config.record_key, types)
         for conditions in conjunctions
     ]
-    return plan_units(table, point, any_of(keeps), logs), expression
+    keeps = [keep_matching(c, read_schema, k) for c, k in zip(conjunctions, keys, strict=True)]
+    units = plan_units(table, point, any_of(keeps), logs)
+    if len(keys) != 1 or keys[0] is None:
+        return units, expression
+    wanted = tuple(keys[0].to_pylist())
+    return [msgspec.structs.replace(u, keys=wanted) if u.logs else u for u in units], expression
 
 
 def _check_columns(
