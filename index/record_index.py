@@ -96,15 +96,32 @@ def entries_of(statuses: Sequence[WriteStatus], scoped: bool = False) -> tuple[p
             ids.append(s.file_id)
         gone.append(in_partition(unpack_keys(s.keys_removed), s.partition if scoped else None))
     # each status's partition and file id once, as dictionaries (no string per key)
-    owner = pa.array(np.repeat(np.arange(len(counts), dtype=np.int32), counts))
+    owner = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+    return located_entries(keys, owner, list(zip(parts, ids, strict=True)), gone)
+
+
+def located_entries(
+    keys: Sequence[pa.Array],
+    owner: np.ndarray,
+    places: Sequence[tuple[str, str]],
+    gone: Sequence[pa.Array],
+) -> tuple[pa.Table, pa.Array]:
+    """Upserts of ``keys`` (concatenated) located at ``places[owner]`` ((partition, file id)
+    pairs, as two dictionaries sharing ``owner``), and the ``gone`` keys no upsert holds, once
+    each (a key moved between groups is an upsert only)."""
+    codes = pa.array(owner, pa.int32())
     upserts = pa.table(
         {
-            "key": _concat(keys),
-            "partition": pa.DictionaryArray.from_arrays(owner, pa.array(parts, pa.string())),
-            "file_id": pa.DictionaryArray.from_arrays(owner, pa.array(ids, pa.string())),
+            "key": _concat(list(keys)),
+            "partition": pa.DictionaryArray.from_arrays(
+                codes, pa.array([p for p, _ in places], pa.string())
+            ),
+            "file_id": pa.DictionaryArray.from_arrays(
+                codes, pa.array([f for _, f in places], pa.string())
+            ),
         }
     )
-    removed = _concat(gone)
+    removed = _concat(list(gone))
     if len(removed) and upserts.num_rows:
         removed = removed.filter(pc.invert(pc.is_in(removed, value_set=upserts.column("key"))))
     return upserts, pc.unique(removed)

@@ -8,8 +8,6 @@ global timeline completes ``t``.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +39,7 @@ from lakebraid.metadata.records import (
     Partition,
     instant_to_int,
 )
-from lakebraid.timeline.durable import sync_new_files
+from lakebraid.timeline.durable import replace_whole, sync_new_files
 from lakebraid.timeline.layout import TableLayout
 
 
@@ -174,12 +172,17 @@ def write_changes(
     index_groups: Callable[..., np.ndarray] | None = None,
     base_groups: frozenset[int] = frozenset(),
     row_group_rows: int = 16_384,
+    *,
+    whole: bool = False,
 ) -> list[WrittenLog]:
     """Write the log blocks of one instant; returns the log files written. ``index_groups``:
     the record index's routing (``ReadPoint.index_groups``; default: by hash).
     ``base_groups``: record-index groups that hold no file at all, whose entries go into a
     *commit base* (a base file named by this instant, folding just it, ``row_group_rows``
-    rows per row group) instead of a log that a compaction would soon rewrite."""
+    rows per row group) instead of a log that a compaction would soon rewrite. ``whole``:
+    each record-index log file is written whole, replacing one an earlier attempt of the
+    same Spark task left (``writers.engine.spark.index_tasks``: a task holds every entry of
+    its groups), not appended to."""
     per_partition: dict[Partition, list[MetadataRecord]] = {
         Partition.FILES: list(files_records(changes)),
         Partition.COLUMN_STATS: list(changes.column_stats),
@@ -187,7 +190,7 @@ def write_changes(
     n = group_counts[str(Partition.RECORD_INDEX)]
     router = index_groups or (lambda keys, hashes=None: file_groups_of(keys, n, hashes))
     direct = (base_groups, row_group_rows)
-    written = _write_index(fs, layout, instant, changes, n, router, threads, direct)
+    written = _write_index(fs, layout, instant, changes, n, router, threads, direct, whole=whole)
     for partition, records in per_partition.items():
         groups = route(partition, records, group_counts[str(partition)])
         for group, group_records in sorted(groups.items()):
@@ -232,25 +235,6 @@ def _append(
     return WrittenLog(str(partition), group, name, len(blob), records), created
 
 
-def write_index_entries(
-    fs: AbstractFileSystem,
-    layout: TableLayout,
-    instant: str,
-    changes: InstantChanges,
-    n: int,
-    router: Callable[..., np.ndarray],
-    direct: tuple[frozenset[int], int] = (frozenset(), 16_384),
-) -> list[WrittenLog]:
-    """The record-index files of ``instant`` for the entries in ``changes`` (only the index
-    ones are read), written by a task that holds every entry of the instant in each group it
-    writes (``writers.engine.spark.index_tasks``): each group's log file is written whole,
-    replacing the one an earlier attempt of the same task left, and made durable before this
-    returns; commit bases (``direct``) as :func:`write_changes` writes them."""
-    written = _write_index(fs, layout, instant, changes, n, router, 1, direct, whole=True)
-    _make_durable(fs, layout, written)
-    return written
-
-
 def _put(
     fs: AbstractFileSystem,
     layout: TableLayout,
@@ -261,26 +245,11 @@ def _put(
 ) -> WrittenLog:
     """Write one block as a record-index group's whole log file of ``instant`` (a file of a
     pending instant that only this group's one task writes: a retried task's attempt
-    replaces what a failed one left). On a local disk each attempt writes a temporary of
-    its own (a dot name, which readers ignore) renamed over the file: an attempt killed
-    midway never leaves the file torn; an object store's upload is whole or absent. Not
+    replaces what a failed one left, never torn: ``timeline.durable.replace_whole``). Not
     yet durable."""
     partition = str(Partition.RECORD_INDEX)
     path = layout.metadata_log_file(partition, group, instant)
-    local = local_path(fs, path)
-    if local is None:
-        fs.pipe_file(path, blob)
-    else:
-        folder, name = os.path.split(local)
-        os.makedirs(folder or ".", exist_ok=True)
-        temporary = os.path.join(folder, f".{name}.{uuid.uuid4().hex}")
-        try:
-            with open(temporary, "wb") as handle:
-                handle.write(blob)
-            os.replace(temporary, local)
-        finally:
-            if os.path.exists(temporary):
-                os.remove(temporary)
+    replace_whole(fs, path, blob)
     return WrittenLog(partition, group, path.rsplit("/", 1)[-1], len(blob), records)
 
 

@@ -232,6 +232,26 @@ def _with_folders(fs: AbstractFileSystem, root: str, paths: list[str]) -> Iterat
         yield from (file, folder, posixpath.dirname(folder) or ".")
 
 
+def replace_whole(fs: AbstractFileSystem, path: str, data: bytes) -> None:
+    """Write ``path`` holding ``data``, replacing any file there, never torn: on a local
+    disk a temporary of this call's own (a dot name) renamed over it; an object store's
+    upload is whole or absent. Not fsynced (:func:`make_durable`)."""
+    if not is_local(fs):
+        fs.pipe_file(path, data)
+        return
+    local = fs._strip_protocol(path)
+    folder, name = posixpath.split(local)
+    os.makedirs(folder or ".", exist_ok=True)
+    tmp = posixpath.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, local)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def put_if_absent(fs: AbstractFileSystem, path: str, data: bytes) -> None:
     """Create ``path`` holding ``data`` whole, or raise :class:`InstantExistsError`."""
     folder, name = posixpath.split(path)

@@ -13,13 +13,12 @@ import os
 import socket
 import threading
 import time
-import uuid
 from types import TracebackType
 
 import msgspec
 from fsspec import AbstractFileSystem
 
-from lakebraid.timeline.durable import is_local
+from lakebraid.timeline.durable import replace_whole
 from lakebraid.timeline.instant import Instant
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.timeline.timeline import Timeline
@@ -42,15 +41,7 @@ def now_ms() -> int:
 def write_beat(fs: AbstractFileSystem, layout: TableLayout, instant: str) -> Beat:
     beat = Beat(HEARTBEAT_VERSION, instant, os.getpid(), socket.gethostname(), now_ms())
     data = msgspec.json.encode(beat)
-    path = layout.heartbeat(instant)
-    if is_local(fs):
-        os.makedirs(layout.heartbeats_dir, exist_ok=True)
-        tmp = f"{layout.heartbeats_dir}/.{instant}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    else:
-        fs.pipe_file(path, data)
+    replace_whole(fs, layout.heartbeat(instant), data)
     return beat
 
 

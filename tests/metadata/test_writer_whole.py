@@ -1,7 +1,7 @@
-"""``metadata.writer.write_index_entries``: a task that holds every entry of its groups writes
-each group's record-index log file whole; a second attempt of the same task (a retried Spark
-task) replaces the file rather than adding a block, and the entries read back are the ones
-given, tombstones included."""
+"""``metadata.writer.write_changes(..., whole=True)``: a task that holds every entry of its
+groups writes each group's record-index log file whole; a second attempt of the same task (a
+retried Spark task) replaces the file rather than adding a block, and the entries read back
+are the ones given, tombstones included."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 from lakebraid.metadata.hashing import file_groups_of
 from lakebraid.metadata.logblock import read_log_file
 from lakebraid.metadata.logcache import index_log_table
-from lakebraid.metadata.writer import InstantChanges, write_index_entries
+from lakebraid.metadata.writer import InstantChanges, write_changes
 from lakebraid.writers.client import WriteClient
 
 TIME = "20261207100000001"
@@ -33,8 +33,9 @@ def test_a_second_attempt_replaces_each_group_file(tmp_path: Path) -> None:
     n = point.group_counts["record_index"]
     given = changes(200, ["gone-1", "gone-2"])
     layout, fs = client.table.layout, client.table.fs
-    first = write_index_entries(fs, layout, TIME, given, n, point.index_groups)
-    again = write_index_entries(fs, layout, TIME, given, n, point.index_groups)
+    counts, groups = point.group_counts, point.index_groups
+    first = write_changes(fs, layout, TIME, given, counts, 1, groups, whole=True)
+    again = write_changes(fs, layout, TIME, given, counts, 1, groups, whole=True)
     assert again == first
     folder = Path(layout.metadata_partition_dir("record_index"))
     assert not list(folder.glob(".*"))  # each attempt's temporary renamed over its file

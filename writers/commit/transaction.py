@@ -233,12 +233,13 @@ class Transaction:
     ) -> Callable[[], frozenset[str]]:
         """The keys whose entries this write changes, for conflict rule 4 (called only when
         a commit since the read point touched the same file groups): those in ``changes``,
-        and those the engine's tasks logged (read back from their files)."""
+        or those the engine's tasks logged, read back from their files (``changes`` then
+        holds no entry)."""
         if not isinstance(ahead, IndexByTasks):
             return lambda: frozenset(index_keys(changes))
         folder = self.table.layout.metadata_partition_dir(str(Partition.RECORD_INDEX))
         logs = ahead.logs
-        return lambda: frozenset(index_keys(changes) | logged_keys(self.table.fs, folder, logs))
+        return lambda: frozenset(logged_keys(self.table.fs, folder, logs))
 
     def _decide(self, done: bytes, completion: str) -> None:
         """Write the global completion, the commit point. Any failure but one known to come

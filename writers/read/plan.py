@@ -185,15 +185,7 @@ def selected_units(
     text, settings = filter_sql(spark, read_schema, where)
     conditions = parse_conditions(text, settings) if text is not None else []
     _check_columns(table.path, conditions, read_schema, settings.case_sensitive)
-    keys = None
-    if not is_scoped(table.config):  # a scoped index needs each key's partition
-        types = {f.name: f.type for f in read_schema}
-        keys = wanted_keys(conditions, table.config.record_key, types)
-    units = plan_units(table, point, keep_matching(conditions, read_schema, keys), logs)
-    if keys is None:
-        return units
-    wanted = tuple(keys.to_pylist())  # log blocks whose footers rule these out are skipped
-    return [msgspec.structs.replace(u, keys=wanted) if u.logs else u for u in units]
+    return _matching_units(table, point, [conditions], read_schema, logs)
 
 
 def read_arrow(
@@ -212,23 +204,35 @@ def filtered_units(
 ) -> tuple[list[ReadUnit], pa.compute.Expression]:
     """File slices an in-process read with pyarrow ``filters`` reads (``writers.read
     .filters``: each conjunction pruned as :func:`selected_units` prunes a ``where``, a file
-    kept when any keeps it), and the filters' expression, which the caller runs on the rows.
-    One conjunction naming record keys also skips the log blocks whose footers rule them
-    out, as :func:`selected_units` does (the expression then drops every other key's rows)."""
+    kept when any keeps it), and the filters' expression, which the caller runs on the rows."""
     read_schema = table_schema(schema_as_of(table, point))
     conjunctions, expression = parse_filters(filters, read_schema, table.path)
-    types = {f.name: f.type for f in read_schema}
-    scoped = is_scoped(table.config)  # a scoped index needs each key's partition
+    return _matching_units(table, point, conjunctions, read_schema, logs), expression
+
+
+def _matching_units(
+    table: TableTimelines,
+    point: str | None,
+    conjunctions: Sequence[Sequence[Condition]],
+    schema: pa.Schema,
+    logs: bool,
+) -> list[ReadUnit]:
+    """The units of ``point`` that any of ``conjunctions`` may match (:func:`keep_matching`
+    each: the record index for the keys one names, unless the index is partition-scoped,
+    which needs each key's partition). With one conjunction naming record keys, the log
+    blocks whose footers rule them out are skipped too (the filter drops other keys' rows)."""
+    types = {f.name: f.type for f in schema}
+    scoped = is_scoped(table.config)
     keys = [
         None if scoped else wanted_keys(conditions, table.config.record_key, types)
         for conditions in conjunctions
     ]
-    keeps = [keep_matching(c, read_schema, k) for c, k in zip(conjunctions, keys, strict=True)]
-    units = plan_units(table, point, any_of(keeps), logs)
+    keeps = [keep_matching(c, schema, k) for c, k in zip(conjunctions, keys, strict=True)]
+    units = plan_units(table, point, keeps[0] if len(keeps) == 1 else any_of(keeps), logs)
     if len(keys) != 1 or keys[0] is None:
-        return units, expression
+        return units
     wanted = tuple(keys[0].to_pylist())
-    return [msgspec.structs.replace(u, keys=wanted) if u.logs else u for u in units], expression
+    return [msgspec.structs.replace(u, keys=wanted) if u.logs else u for u in units]
 
 
 def _check_columns(

@@ -10,7 +10,7 @@
                                    :class:`EntryPart`
     repartition(groups) + mapInArrow(write)   every entry of a group in one task, which
                                    writes the group's file of the instant, a log or a commit
-                                   base (``metadata.writer.write_index_entries``: written
+                                   base (``metadata.writer.write_changes``, ``whole``: written
                                    whole, so a retried task replaces what a failed attempt
                                    left, and durable before the task ends); statuses pass
                                    through
@@ -33,10 +33,9 @@ from typing import Any
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
-from lakebraid.index.record_index import entries_of
+from lakebraid.index.record_index import entries_of, located_entries
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.commits import (
     WriteStatus,
@@ -45,10 +44,10 @@ from lakebraid.metadata.commits import (
     pack_keys,
     unpack_keys,
 )
-from lakebraid.metadata.hashing import group_order
+from lakebraid.metadata.hashing import GroupRows
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
-from lakebraid.metadata.writer import InstantChanges, WrittenLog, write_index_entries
+from lakebraid.metadata.writer import InstantChanges, WrittenLog, write_changes
 from lakebraid.timeline.durable import filesystem
 from lakebraid.timeline.error_wire import ships_errors
 from lakebraid.timeline.layout import TableLayout
@@ -136,31 +135,20 @@ def _parts(upserts: pa.Table, gone: pa.Array, point: ReadPoint) -> dict[int, byt
             strict=True,
         )
     )
-    live = _split(point.index_groups(keys) if len(keys) else np.empty(0, np.int64), n)
-    dead = _split(point.index_groups(gone) if len(gone) else np.empty(0, np.int64), n)
+    live = GroupRows(point.index_groups(keys) if len(keys) else np.empty(0, np.int64), n)
+    dead = GroupRows(point.index_groups(gone) if len(gone) else np.empty(0, np.int64), n)
     out: dict[int, bytes] = {}
-    for group in sorted(set(live) | set(dead)):
-        at = live.get(group, np.empty(0, np.int64))
+    for group in sorted(set(live.present) | set(dead.present)):
+        at = live.rows(group)
         used, local = np.unique(owners[at], return_inverse=True)
         part = EntryPart(
             keys=pack_keys(keys.take(pa.array(at))),
             owners=local.astype(np.int32).tobytes(),
             places=[places[i] for i in used.tolist()],
-            gone=pack_keys(gone.take(pa.array(dead.get(group, np.empty(0, np.int64))))),
+            gone=pack_keys(gone.take(pa.array(dead.rows(group)))),
         )
         out[group] = msgspec.msgpack.encode(part)
     return out
-
-
-def _split(groups: np.ndarray, n: int) -> dict[int, np.ndarray]:
-    """The rows of each group number present in ``groups``."""
-    if not len(groups):
-        return {}
-    order = group_order(groups, n)
-    ordered = groups[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    ends = np.r_[starts[1:], len(order)]
-    return {int(ordered[a]): order[a:b] for a, b in zip(starts, ends, strict=True)}
 
 
 @ships_errors
@@ -181,10 +169,18 @@ def _write(sink_bytes: bytes, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.
     logs: list[bytes] = []
     if parts:
         fs, root = filesystem(sink.root, sink.storage)
-        n = sink.point.group_counts["record_index"]
-        direct = (frozenset(sink.bases), sink.row_group_rows)
-        written = write_index_entries(
-            fs, TableLayout(root), sink.instant, _changes(parts), n, sink.point.index_groups, direct
+        point, bases = sink.point, frozenset(sink.bases)
+        written = write_changes(
+            fs,
+            TableLayout(root),
+            sink.instant,
+            _changes(parts),
+            point.group_counts,
+            1,
+            point.index_groups,
+            bases,
+            sink.row_group_rows,
+            whole=True,
         )
         logs = [msgspec.msgpack.encode(log) for log in written]
     if statuses or logs:
@@ -206,19 +202,7 @@ def _changes(parts: Sequence[EntryPart]) -> InstantChanges:
         owners.append(np.frombuffer(part.owners, np.int32) + len(places))
         places.extend(part.places)
         gone.append(unpack_keys(part.gone))
-    owner = pa.array(np.concatenate(owners) if owners else np.empty(0, np.int32))
-    partitions = pa.array([p for p, _ in places], pa.string())
-    file_ids = pa.array([f for _, f in places], pa.string())
-    upserts = pa.table(
-        {
-            "key": pa.concat_arrays(keys),
-            "partition": pa.DictionaryArray.from_arrays(owner, partitions),
-            "file_id": pa.DictionaryArray.from_arrays(owner, file_ids),
-        }
-    )
-    removed = pc.unique(pa.concat_arrays(gone))
-    if len(removed) and upserts.num_rows:
-        removed = removed.filter(pc.invert(pc.is_in(removed, value_set=upserts.column("key"))))
+    upserts, removed = located_entries(keys, np.concatenate(owners), places, gone)
     return InstantChanges(index_upserts=upserts, index_deletes=removed)
 
 
