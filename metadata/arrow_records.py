@@ -299,3 +299,12 @@ def merge_by_key(left: pa.Table, right: pa.Table, key: str = "key") -> pa.Table:
     order[places] = len(ours) + np.arange(len(theirs))
     order[from_left] = np.arange(len(ours))
     return both.take(pa.array(order))
+
+
+def arrow_bytes(size: int) -> tuple[pa.Buffer, np.ndarray]:
+    """A new buffer of ``size`` bytes from Arrow's memory pool and a writable numpy view of
+    it. Arrays built on it hold no Python object: a buffer wrapping one (``pa.py_buffer``,
+    zero-copy numpy) needs the interpreter to be released, and the last reference dropped by
+    an Arrow thread (a compute plan's task) while the interpreter exits aborts the process."""
+    buffer = pa.allocate_buffer(size)
+    return buffer, np.frombuffer(buffer, np.uint8)

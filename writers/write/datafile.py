@@ -27,6 +27,7 @@ from lakebraid.index.file_stats import column_stats as column_stats  # re-export
 from lakebraid.index.file_stats import footer_statistics as footer_statistics  # re-exported
 from lakebraid.index.file_stats import stats_columns as stats_columns  # re-exported
 from lakebraid.index.keys import RECORD_KEY
+from lakebraid.metadata.arrow_records import arrow_bytes
 from lakebraid.metadata.files import decode_threaded, open_file, storage_read
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, check_footer, guarded
 from lakebraid.timeline.durable import is_local
@@ -148,14 +149,16 @@ def _decoded(chunk: pa.DictionaryArray) -> pa.Array:
         dictionary.buffers()[2], np.uint8, int(offsets[-1] - offsets[0]), int(offsets[0])
     )
     indices = chunk.indices.to_numpy()
-    if len(dictionary) == 1 and not indices.any():
-        data = pa.py_buffer(bytearray(text.tobytes()) * count)  # writable: patched in place
-    elif not 0 <= indices.min() <= indices.max() < len(dictionary):  # invalid: Arrow's error
+    if not 0 <= indices.min() <= indices.max() < len(dictionary):  # invalid: Arrow's error
         return chunk.cast(pa.string())  # (numpy would count a negative one from the end)
+    data, out = arrow_bytes(count * width)  # Arrow's memory, as every buffer of a read
+    if len(dictionary) == 1:
+        out.reshape(count, width)[:] = text
     else:
-        data = pa.py_buffer(np.take(text.view(f"V{width}"), indices))
-    ends = np.arange(count + 1, dtype=np.int32) * np.int32(width)
-    return pa.StringArray.from_buffers(count, pa.py_buffer(ends), data)
+        np.take(text.view(f"V{width}"), indices, out=out.view(f"V{width}"))
+    ends, view = arrow_bytes((count + 1) * 4)
+    np.multiply(np.arange(count + 1, dtype=np.int32), np.int32(width), out=view.view(np.int32))
+    return pa.StringArray.from_buffers(count, ends, data)
 
 
 def read_parquet(
