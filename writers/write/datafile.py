@@ -153,12 +153,22 @@ def _decoded(chunk: pa.DictionaryArray) -> pa.Array:
         return chunk.cast(pa.string())  # (numpy would count a negative one from the end)
     data, out = arrow_bytes(count * width)  # Arrow's memory, as every buffer of a read
     if len(dictionary) == 1:
-        out.reshape(count, width)[:] = text
-    else:
-        np.take(text.view(f"V{width}"), indices, out=out.view(f"V{width}"))
+        _repeat(out, text)
+    else:  # indices checked: "clip" writes straight into ``out`` ("raise" buffers a copy)
+        np.take(text.view(f"V{width}"), indices, out=out.view(f"V{width}"), mode="clip")
     ends, view = arrow_bytes((count + 1) * 4)
     np.multiply(np.arange(count + 1, dtype=np.int32), np.int32(width), out=view.view(np.int32))
     return pa.StringArray.from_buffers(count, ends, data)
+
+
+def _repeat(out: np.ndarray, item: np.ndarray) -> None:
+    """Fill ``out`` (bytes) with ``item`` repeated: doubling copies, each one ``memcpy``."""
+    out[: len(item)] = item
+    done = len(item)
+    while done < len(out):
+        step = min(done, len(out) - done)
+        out[done : done + step] = out[:step]
+        done += step
 
 
 def read_parquet(
