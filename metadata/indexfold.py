@@ -40,7 +40,7 @@ from lakebraid.metadata.arrow_records import (
     joined_runs,
     merge_by_key,
 )
-from lakebraid.metadata.basefile import read_stored
+from lakebraid.metadata.basefile import open_base, read_stored
 from lakebraid.metadata.hexkeys import HexKeys, as_fixed, key_strings, stored_keys
 from lakebraid.metadata.keymatch import KeyMatcher
 from lakebraid.metadata.locations import LOCATION, codes_in, renumbered
@@ -72,6 +72,29 @@ def index_log_state(
     if state is None:
         state = first_per_key(pa.concat_tables(parts), KEY, [("_seq", "descending")])
     return state
+
+
+def misses_slice(fs: AbstractFileSystem, folder: str, piece: FileSlice, keys: pa.Array) -> bool:
+    """Whether no file of a record-index slice can hold any of ``keys`` (strings, any order,
+    no nulls): their range meets neither the base's key range (its footer's row-group
+    bounds) nor any log's (its least and greatest key). Keys that grow
+    with time (sequence numbers, timestamps: what appends insert) miss every older file,
+    and a lookup of them then sorts and matches nothing."""
+    if not len(keys):
+        return True
+    bounds = pc.min_max(keys)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is None or high is None:  # nulls only: the full lookup says what they are
+        return False
+    if piece.base is not None:
+        info = open_base(fs, f"{folder}/{piece.base}").info
+        if info.num_rows and min(info.row_group_min) <= high and low <= max(info.row_group_max):
+            return False
+    for name, size in piece.log_files():
+        held = LOGS.index_bounds(fs, f"{folder}/{name}", size)
+        if held is not None and held[0] <= high and low <= held[1]:
+            return False
+    return True
 
 
 class StoredFold(NamedTuple):

@@ -55,6 +55,19 @@ class _LogCache:
 
         return self._get(fs, path, size, "#run", run)
 
+    def index_bounds(
+        self, fs: AbstractFileSystem, path: str, size: int | None = None
+    ) -> tuple[str, str] | None:
+        """The least and greatest key of a record-index log file (None: it holds none),
+        cached: a lookup compares its keys' range with each log's before matching them."""
+
+        def bounds(size: int) -> tuple[str, str] | None:
+            keys = self.index_table(fs, path, size).column(KEY)
+            found = pc.min_max(keys)
+            return None if not len(keys) else (found["min"].as_py(), found["max"].as_py())
+
+        return self._get(fs, path, size, "#bounds", bounds)
+
     def _get(
         self,
         fs: AbstractFileSystem,
