@@ -18,7 +18,7 @@ the footer of the slice's newest log (``previous_log``) and extends it
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import pyarrow as pa
@@ -235,9 +235,25 @@ class TaskSet(msgspec.Struct, frozen=True):
         appends = {f"{t.partition}\x00{t.file_id}": t for t in tasks if isinstance(t, AppendTask)}
         return cls(rewrites, appends)
 
-    def run(self, name: str, rows: pa.Table, *, sync: bool = True) -> WriteStatus:
-        """Write one group's ``rows`` (an append's carry ``_braid_in_group``)."""
+    def run(self, name: str, rows: pa.Table, *, sync: bool = True, attempt: int = 0) -> WriteStatus:
+        """Write one group's ``rows`` (an append's carry ``_braid_in_group``). ``attempt``: the
+        Spark task attempt writing it, the second part of its file's write token
+        (``<task number>-<attempt>``), so two attempts of one task never write one path: a
+        retried or zombie attempt cannot cut or replace the file another attempt wrote and a
+        commit named. The commit names the files of the statuses it received; the others'
+        are marked, and removed by the marker sweep (``writers.services.markers``)."""
         append = self.appends.get(name)
         if append is not None:
-            return append_to_file_group(append, rows, sync=sync)
-        return rewrite_file_group(self.rewrites[name], rows, sync=sync)
+            return append_to_file_group(_attempted(append, attempt), rows, sync=sync)
+        return rewrite_file_group(_attempted(self.rewrites[name], attempt), rows, sync=sync)
+
+
+TaskT = TypeVar("TaskT", RewriteTask, AppendTask)
+
+
+def _attempted(task: TaskT, attempt: int) -> TaskT:
+    """``task`` writing under the token of ``attempt`` (0: as planned)."""
+    if not attempt:
+        return task
+    number = task.write_token.split("-", 1)[0]
+    return msgspec.structs.replace(task, write_token=f"{number}-{attempt}")

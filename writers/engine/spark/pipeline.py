@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -252,10 +253,18 @@ def _rewrite(
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     ends = np.r_[starts[1:], len(order)]
     payload = payload.take(pa.array(order))  # one take; each group's rows a slice of it
-    out = []
+    out, attempt = [], _attempt()
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        out.append(tasks.run(names[int(ordered[start])], payload.slice(start, end - start)))
+        rows = payload.slice(start, end - start)
+        out.append(tasks.run(names[int(ordered[start])], rows, attempt=attempt))
     yield task_output(out, sink)
+
+
+def _attempt() -> int:
+    """This Spark task attempt's id (unique in the Spark application; 0 outside a task): the
+    rewrite's files carry it in their write token (``TaskSet.run``)."""
+    context = TaskContext.get()
+    return int(context.taskAttemptId()) if context is not None else 0
 
 
 def route_frame(
