@@ -16,14 +16,14 @@ instant on all three timelines whose body lists the files. Data files are known 
 commits' write statuses, never from listing data folders; metadata folders are listed.
 Reads as of points older than the retention may then fail: that is what retention means.
 The cleaner also deletes files that completed rollbacks and restores left behind, the markers
-folders of completed commits (``writers.services.markers``), and the staging folders of Spark data
-source writes idle for ``clean.staging.retain.hours``.
+folders of completed commits (``writers.services.markers``), the staging folders of Spark data
+source writes idle for ``clean.staging.retain.hours``, and the temporaries killed processes
+left under ``.braid/`` (``writers.services.leftovers``).
 """
 
 from __future__ import annotations
 
 import bisect
-import datetime as dt
 import time
 
 import msgspec
@@ -45,10 +45,12 @@ from lakebraid.timeline.bodies import (
 from lakebraid.timeline.instant import Action, Instant, State
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.visibility import Visibility
+from lakebraid.writers.services.leftovers import sweep_temporaries
 from lakebraid.writers.services.lifecycle import (
     G,
     M,
     complete_all,
+    modified_at,
     remove,
     remove_tree,
     run_service,
@@ -270,8 +272,10 @@ def sweep_staging(table: TableTimelines, now: float | None = None) -> list[str]:
     )
     swept = []
     for folder in fs.ls(root, detail=False):
-        stamps = [_mtime(info) for info in fs.find(folder, withdirs=True, detail=True).values()]
-        stamps.append(_mtime(fs.info(folder)))
+        stamps = [
+            modified_at(info) for info in fs.find(folder, withdirs=True, detail=True).values()
+        ]
+        stamps.append(modified_at(fs.info(folder)))
         known = [t for t in stamps if t is not None]
         if known and max(known) < limit:
             remove_tree(fs, folder)
@@ -279,20 +283,10 @@ def sweep_staging(table: TableTimelines, now: float | None = None) -> list[str]:
     return swept
 
 
-def _mtime(info: dict) -> float | None:
-    """Modification time (seconds since the epoch) of an fsspec listing entry, if it says."""
-    for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
-        value = info.get(key)
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, dt.datetime):
-            return value.timestamp()
-    return None
-
-
 def clean(table: TableTimelines) -> str | None:
     """Run the cleaner; returns the clean instant (None: nothing to clean)."""
     sweep_staging(table)
+    sweep_temporaries(table)
     previous = latest_plan(table)
     swept_to = table.timeline(G).max_time() or ""
     sweep_undone(table, previous.swept_to if previous is not None else "")

@@ -10,6 +10,7 @@ requested on and skip states already written.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import shutil
 import sys
@@ -129,6 +130,17 @@ def run_service(
     table: TableTimelines, action: Action, body: bytes, work: Callable[[str], None]
 ) -> str:
     return run_opened(table, action, *open_instant(table, action, body), work)
+
+
+def modified_at(info: dict) -> float | None:
+    """Modification time (seconds since the epoch) of an fsspec listing entry, if it says."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+        value = info.get(key)
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, dt.datetime):
+            return value.timestamp()
+    return None
 
 
 def remove(fs: AbstractFileSystem, path: str) -> None:
