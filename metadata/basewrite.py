@@ -23,6 +23,7 @@ from lakebraid.metadata.basefile import (
     ROW_GROUPS,
     check_written,
     kv_crc,
+    remember_base,
 )
 from lakebraid.metadata.errors import MetadataError
 from lakebraid.metadata.files import open_file
@@ -120,10 +121,12 @@ def write_stored(
             **encoding_options(header.partition, table.schema.names, fixed, table.num_rows),
             **WRITE_OPTIONS,
         )
-    check_written(fs, tmp)  # the note matches the row groups pyarrow wrote (else no reader could)
+    # the note matches the row groups pyarrow wrote (else no reader could)
+    footer = check_written(fs, tmp)
     make_durable(fs, tmp)
     fs.mv(tmp, path)
     make_durable(fs, path)  # the rename: the folder entry
+    remember_base(path, footer)
     return int(fs.size(path))
 
 

@@ -190,3 +190,28 @@ def test_a_version_2_file_without_its_checksum_is_refused(tmp_path: Path) -> Non
     basefile.FOOTERS.clear()
     with pytest.raises(CorruptBaseFileError, match=r"without lakebraid\.crc32"):
         base_info(FS, str(path))
+
+
+def test_a_written_base_is_remembered_as_a_reader_would_read_it(tmp_path) -> None:
+    """``basewrite`` caches the footer it checked under the renamed file's path; a reader
+    from a cold cache reads the same footer from the file (nothing of the temporary's name)."""
+    from lakebraid.metadata.basefile import FOOTERS, open_base
+    from lakebraid.metadata.table import MetadataTable
+    from lakebraid.writers.client import WriteClient
+
+    path = str(tmp_path / "t")
+    client = WriteClient.create(path, "id", [], None)
+    for n in range(3):
+        client.upsert(pa.table({"id": [f"k{n}{i}" for i in range(50)], "v": list(range(50))}))
+    FOOTERS.clear()
+    time = MetadataTable(client.table).compact()
+    assert time is not None
+    written = sorted(Path(path, ".braid", "metadata").glob(f"*/*_{time}.parquet"))
+    assert written, "the compaction wrote bases"
+    remembered = {base: FOOTERS.get(base) for base in map(str, written)}
+    FOOTERS.clear()
+    for base, footer in remembered.items():
+        assert footer is not None and footer.info.path == base
+        read = open_base(fsspec.filesystem("file"), base)
+        assert read.info == footer.info
+        assert read.meta.equals(footer.meta)
