@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.arrow_records import arrow_bytes, flat
 from lakebraid.metadata.keyorder import fixed_view
 from lakebraid.writers.write.datafile import cast_column
 
@@ -80,13 +80,13 @@ def _chunk(
         source = chunk.dictionary if decoded else None
         items = _items(base, kind, source) if base.null_count == 0 else None
         if items is not None and items.dtype == new.dtype:
-            writable = owned and items.flags.writeable
-            target = items if writable else items.copy()
-            target[rows] = new
-            if writable:
+            if owned and items.flags.writeable:
+                items[rows] = new
                 return base  # its buffer patched
-            return _rebuilt(kind, len(base), target)
-        new = _rebuilt(kind, len(new), np.ascontiguousarray(new))
+            buffer, copy = _pool_copy(items)
+            copy[rows] = new
+            return _rebuilt(kind, len(base), buffer, items.itemsize)
+        new = _rebuilt(kind, len(new), _pool_copy(new)[0], new.itemsize)
     at = np.arange(len(base), dtype=np.int64)
     at[rows] = len(base) + np.arange(len(rows), dtype=np.int64)
     return pa.concat_arrays([base, new]).take(pa.array(at))
@@ -138,9 +138,21 @@ def _items(
     )
 
 
-def _rebuilt(kind: pa.DataType, count: int, items: np.ndarray) -> pa.Array:
-    """An array of ``kind`` without nulls from its items (:func:`_items`)."""
+def _pool_copy(items: np.ndarray) -> tuple[pa.Buffer, np.ndarray]:
+    """A copy of ``items`` in a buffer of Arrow's pool (``arrow_records.arrow_bytes``: arrays
+    built on it hold no Python object), and the copy's items."""
+    buffer, raw = arrow_bytes(items.nbytes)
+    copy = raw.view(items.dtype)
+    copy[:] = items
+    return buffer, copy
+
+
+def _rebuilt(kind: pa.DataType, count: int, data: pa.Buffer, width: int) -> pa.Array:
+    """An array of ``kind`` without nulls from the buffer of its ``count`` items of
+    ``width`` bytes (:func:`_items`)."""
     if kind not in _OFFSET:
-        return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(items)])
-    ends = np.arange(count + 1, dtype=_OFFSET[kind]) * items.itemsize
-    return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(ends), pa.py_buffer(items)])
+        return pa.Array.from_buffers(kind, count, [None, data])
+    offset = np.dtype(_OFFSET[kind])
+    ends, view = arrow_bytes((count + 1) * offset.itemsize)
+    np.multiply(np.arange(count + 1, dtype=offset), width, out=view.view(offset))
+    return pa.Array.from_buffers(kind, count, [None, ends, data])

@@ -83,3 +83,25 @@ def test_a_decoded_log_block_holds_no_python_memory(tmp_path) -> None:
             assert holder[0].num_rows == 20_000
             total, freed = freed_by_dropping(holder)
             assert total > 200_000 and freed >= total, (compressed, total, freed)
+
+
+def test_a_patched_column_holds_no_python_memory() -> None:
+    """``inplace.replaced`` of a column it may not write (``owned=False``): the patched copy
+    and the new values gathered from a log are the pool's; values equal Arrow's."""
+    from lakebraid.writers.write.inplace import replaced
+
+    for kind, old, new in (
+        (pa.int64(), list(range(50_000)), [-1, -2, -3]),
+        (pa.string(), [f"{i:08d}" for i in range(50_000)], ["aaaaaaaa", "bbbbbbbb", "cccccccc"]),
+    ):
+        column = pa.chunked_array([pa.array(old, kind)])
+        rows = [3, 700, 49_999]
+        holder = [
+            pa.table({"c": replaced(column, pa.array(rows).to_numpy(), pa.array(new, kind), kind)})
+        ]
+        want = list(old)
+        for at, value in zip(rows, new, strict=True):
+            want[at] = value
+        assert holder[0].column("c").to_pylist() == want
+        total, freed = freed_by_dropping(holder)
+        assert total > 200_000 and freed >= total, (kind, total, freed)
