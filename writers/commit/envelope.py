@@ -66,7 +66,7 @@ def run_write(
             doing = "; this write was rolled back"
             raise MissingDataFileError(str(exc.filename), table=table.path, doing=doing) from exc
         raise
-    run_inline(metadata)  # never fails the write: a failed service is logged, retried later
+    run_inline(metadata, time)  # never fails the write: a failed service is logged, retried later
     return time
 
 

@@ -94,25 +94,34 @@ INLINE_EVERY = cfg.register(
 )
 
 
-def clean_due(table: TableTimelines) -> bool:
-    """Whether the inline cleaner is on and a multiple of ``clean.inline.every.commits``
-    commits completed since the latest completed clean (one listing of the global timeline;
-    a clean that found nothing to delete writes no instant, so it is tried again that many
-    commits later, not after every commit)."""
+def clean_due(table: TableTimelines, committed: str | None = None) -> bool:
+    """Whether the inline cleaner is on and commit ``committed`` (the one that just completed;
+    None: the latest) is a multiple of ``clean.inline.every.commits`` commits to complete since
+    the latest completed clean (one listing of the global timeline; a clean that found nothing
+    to delete writes no instant, so it is tried again that many commits later, not after every
+    commit). Each multiple is one commit's, however writers interleave: counting every commit
+    completed by the time of the check skipped a multiple whenever another writer's commit
+    completed between this one and its check (two writers then left 20 or more commits'
+    file versions uncleaned)."""
     if not table.options.get(INLINE):
         return False
     timeline = table.timeline(G)
     cleans = timeline.of_action(Action.CLEAN)
     since = (cleans[-1].completion_time or "") if cleans else ""
     done = timeline.of_action(Action.COMMIT)  # completion order
-    commits = len(done) - bisect.bisect_right(done, since, key=lambda i: i.completion_time or "")
+    first = bisect.bisect_right(done, since, key=lambda i: i.completion_time or "")
+    place = len(done) - first  # the latest commit's, counted from 1
+    if committed is not None:  # this commit's own place (none: a clean passed it since)
+        mine = [n for n in range(first, len(done)) if done[n].time == committed]
+        place = mine[0] - first + 1 if mine else place
     every = table.options.get(INLINE_EVERY)
-    return commits >= every and commits % every == 0  # found nothing: try again N later
+    return place >= every and place % every == 0  # found nothing: try again N later
 
 
-def clean_if_due(table: TableTimelines) -> str | None:
-    """The inline cleaner: :func:`clean` when :func:`clean_due`."""
-    return clean(table) if clean_due(table) else None
+def clean_if_due(table: TableTimelines, committed: str | None = None) -> str | None:
+    """The inline cleaner: :func:`clean` when :func:`clean_due` (``committed``: the commit
+    whose writer asks)."""
+    return clean(table) if clean_due(table, committed) else None
 
 
 def plan_clean(table: TableTimelines, previous: CleanPlan | None = None) -> CleanPlan | None:

@@ -32,22 +32,23 @@ LOG = logging.getLogger("lakebraid")
 T = TypeVar("T")
 
 
-def run_inline(metadata: MetadataTable) -> dict[str, str]:
-    """Run the due inline services; returns ``{service: instant}`` of those that ran."""
+def run_inline(metadata: MetadataTable, committed: str | None = None) -> dict[str, str]:
+    """Run the due inline services after commit ``committed`` (None: after the latest);
+    returns ``{service: instant}`` of those that ran."""
     ran: dict[str, str] = {}
     with metadata.table.store.load_scope():  # the checks share one listing per timeline
-        _run_due(metadata, ran)
+        _run_due(metadata, ran, committed)
     return ran
 
 
-def _run_due(metadata: MetadataTable, ran: dict[str, str]) -> None:
+def _run_due(metadata: MetadataTable, ran: dict[str, str], committed: str | None) -> None:
     compaction = _attempt(metadata, "metadata compaction", metadata.compact_if_due)
     if compaction is not None:
         ran["compaction"] = compaction
         resized = _attempt(metadata, "record-index resize", lambda: resize_if_due(metadata))
         if resized is not None:
             ran["reindex"] = resized
-    cleaned = _attempt(metadata, "clean", lambda: clean_if_due(metadata.table))
+    cleaned = _attempt(metadata, "clean", lambda: clean_if_due(metadata.table, committed))
     if cleaned is not None:
         ran["clean"] = cleaned
     archived = _attempt(metadata, "archival", lambda: archive_if_due(metadata.table))

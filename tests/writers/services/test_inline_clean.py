@@ -129,3 +129,17 @@ def test_a_clean_keeps_what_a_running_index_build_reads(tmp_path, monkeypatch) -
     assert values(client) == {3}
     assert len(client.file_paths(where="v = 3")) == 1  # pruned by the built index
     assert client.validate() == []  # the index holds every current row's value
+
+
+def test_each_multiple_is_one_commits_whatever_completes_before_its_check(tmp_path) -> None:
+    """Two writers: the third commit's writer checks after the fourth completed. Its own
+    place (3) is due and the fourth's is not; counting every commit at the check (4) would
+    skip the clean until the sixth."""
+    path = str(tmp_path / "t")
+    WriteClient.create(path, "id", ["day"], "ts", **{**OPTIONS, "clean.inline": False})
+    times = [WriteClient.open(path).upsert(rows(v)) for v in range(4)]
+    table = WriteClient.open(path, **{"clean.inline": True}).table
+    due = {t: clean_module.clean_due(table, t) for t in times}
+    assert due == {times[0]: False, times[1]: False, times[2]: True, times[3]: False}
+    assert not clean_module.clean_due(table)  # the latest commit's place: the fourth
+    assert not clean_module.clean_due(table, "20000101000000000")  # unknown: the latest's
