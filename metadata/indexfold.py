@@ -77,9 +77,9 @@ def index_log_state(
 def misses_slice(fs: AbstractFileSystem, folder: str, piece: FileSlice, keys: pa.Array) -> bool:
     """Whether no file of a record-index slice can hold any of ``keys`` (strings, any order,
     no nulls): their range meets neither the base's key range (its footer's row-group
-    bounds) nor any log's (its least and greatest key). Keys that grow
-    with time (sequence numbers, timestamps: what appends insert) miss every older file,
-    and a lookup of them then sorts and matches nothing."""
+    bounds) nor any log's (its least and greatest key). Keys that grow with time (sequence
+    numbers, timestamps: what appends insert) miss every older file, and a lookup of them
+    then sorts and matches nothing."""
     if not len(keys):
         return True
     bounds = pc.min_max(keys)
