@@ -62,7 +62,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.index.errors import CorruptDataLogError
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.logfooter import KeyFooter, SliceKeys
-from lakebraid.metadata.arrow_records import arrow_bytes, flat
+from lakebraid.metadata.arrow_records import flat, pool_copy
 from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.integrity import check_structure
@@ -365,8 +365,7 @@ def _decoded(
 
 
 def _rows(body: memoryview, bad: Bad, thorough: bool) -> pa.Table:
-    arrow, view = arrow_bytes(len(body))  # the rows hold no Python object (see arrow_bytes)
-    view[:] = np.frombuffer(body, np.uint8)
+    arrow, _ = pool_copy(np.frombuffer(body, np.uint8))  # rows of no Python object
     try:
         with pa.ipc.open_stream(arrow) as reader:
             table = reader.read_all()

@@ -305,6 +305,37 @@ def arrow_bytes(size: int) -> tuple[pa.Buffer, np.ndarray]:
     """A new buffer of ``size`` bytes from Arrow's memory pool and a writable numpy view of
     it. Arrays built on it hold no Python object: a buffer wrapping one (``pa.py_buffer``,
     zero-copy numpy) needs the interpreter to be released, and the last reference dropped by
-    an Arrow thread (a compute plan's task) while the interpreter exits aborts the process."""
+    an Arrow thread (a compute plan's task) while the interpreter exits aborts the process.
+    Every buffer a read returns is one of these or Arrow's own."""
     buffer = pa.allocate_buffer(size)
     return buffer, np.frombuffer(buffer, np.uint8)
+
+
+def pool_copy(items: np.ndarray) -> tuple[pa.Buffer, np.ndarray]:
+    """A copy of ``items`` in a buffer of Arrow's pool (:func:`arrow_bytes`), and the copy's
+    items (writable)."""
+    buffer, raw = arrow_bytes(items.nbytes)
+    copy = raw.view(items.dtype)
+    copy[:] = items
+    return buffer, copy
+
+
+# the offset type of each variable-width kind whose values can be items of one width
+TEXT_OFFSETS = {
+    pa.string(): np.dtype(np.int32),
+    pa.binary(): np.dtype(np.int32),
+    pa.large_string(): np.dtype(np.int64),
+    pa.large_binary(): np.dtype(np.int64),
+}
+
+
+def fixed_width_array(kind: pa.DataType, count: int, width: int, data: pa.Buffer) -> pa.Array:
+    """An array of ``kind`` without nulls over ``data``, ``count`` items of ``width`` bytes
+    each: the item buffer of a fixed-width type, or the values of text and binary kinds
+    (:data:`TEXT_OFFSETS`), whose offsets are made in Arrow's pool."""
+    offset = TEXT_OFFSETS.get(kind)
+    if offset is None:
+        return pa.Array.from_buffers(kind, count, [None, data])
+    ends, view = arrow_bytes((count + 1) * offset.itemsize)
+    np.multiply(np.arange(count + 1, dtype=offset), width, out=view.view(offset))
+    return pa.Array.from_buffers(kind, count, [None, ends, data])

@@ -226,8 +226,8 @@ def check_written(fs: AbstractFileSystem, path: str) -> Footer:
 
 def remember_base(path: str, footer: Footer) -> None:
     """Cache the checked footer of a temporary just renamed to ``path`` (its bytes unchanged),
-    so the first reader in this process (the inline compaction's plan after a write's commit
-    bases; a 10M-key record index's footers took 0.2 s to read back) need not read it."""
+    so the first reader in this process (the inline compaction's plan after a compaction or
+    a write's commit bases) need not read it back."""
     FOOTERS.put(
         path, msgspec.structs.replace(footer, info=msgspec.structs.replace(footer.info, path=path))
     )

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakebraid.metadata.arrow_records import fixed_width_array
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.keyorder import fixed_view
 
@@ -195,11 +196,8 @@ def as_strings(fixed: pa.Array | pa.ChunkedArray, *, validate: bool) -> pa.Array
 def strings_of(view: np.ndarray) -> pa.Array:
     """An ``S<width>`` numpy array as an Arrow string array over the same bytes."""
     n, width = len(view), view.itemsize
-    large = n * width >= 2**31
-    offsets = np.arange(0, n * width + 1, width, dtype=np.int64 if large else np.int32)
-    kind = pa.large_string() if large else pa.string()
-    data = pa.py_buffer(np.ascontiguousarray(view))
-    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), data])
+    kind = pa.large_string() if n * width >= 2**31 else pa.string()
+    return fixed_width_array(kind, n, width, pa.py_buffer(np.ascontiguousarray(view)))
 
 
 def stored_keys(keys: pa.Array | pa.ChunkedArray) -> tuple[pa.Array | None, HexKeys | None]:

@@ -27,7 +27,7 @@ from lakebraid.index.file_stats import column_stats as column_stats  # re-export
 from lakebraid.index.file_stats import footer_statistics as footer_statistics  # re-exported
 from lakebraid.index.file_stats import stats_columns as stats_columns  # re-exported
 from lakebraid.index.keys import RECORD_KEY
-from lakebraid.metadata.arrow_records import arrow_bytes
+from lakebraid.metadata.arrow_records import arrow_bytes, fixed_width_array
 from lakebraid.metadata.files import decode_threaded, open_file, storage_read
 from lakebraid.metadata.integrity import READ_OPTIONS, check_decoded, check_footer, guarded
 from lakebraid.timeline.durable import is_local
@@ -156,9 +156,7 @@ def _decoded(chunk: pa.DictionaryArray) -> pa.Array:
         _repeat(out, text)
     else:  # indices checked: "clip" writes straight into ``out`` ("raise" buffers a copy)
         np.take(text.view(f"V{width}"), indices, out=out.view(f"V{width}"), mode="clip")
-    ends, view = arrow_bytes((count + 1) * 4)
-    np.multiply(np.arange(count + 1, dtype=np.int32), np.int32(width), out=view.view(np.int32))
-    return pa.StringArray.from_buffers(count, ends, data)
+    return fixed_width_array(pa.string(), count, width, data)
 
 
 def _repeat(out: np.ndarray, item: np.ndarray) -> None:

@@ -23,17 +23,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lakebraid.metadata.arrow_records import arrow_bytes, flat
+from lakebraid.metadata.arrow_records import TEXT_OFFSETS, fixed_width_array, flat, pool_copy
 from lakebraid.metadata.keyorder import fixed_view
 from lakebraid.writers.write.datafile import cast_column
 
 _WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-_OFFSET = {
-    pa.string(): np.int32,
-    pa.binary(): np.int32,
-    pa.large_string(): np.int64,
-    pa.large_binary(): np.int64,
-}
 
 
 def replaced(
@@ -83,10 +77,12 @@ def _chunk(
             if owned and items.flags.writeable:
                 items[rows] = new
                 return base  # its buffer patched
-            buffer, copy = _pool_copy(items)
+            buffer, copy = pool_copy(items)  # the result's own buffer: Arrow's pool
             copy[rows] = new
-            return _rebuilt(kind, len(base), buffer, items.itemsize)
-        new = _rebuilt(kind, len(new), _pool_copy(new)[0], new.itemsize)
+            return fixed_width_array(kind, len(base), items.itemsize, buffer)
+        # taken from below at once (its buffers Arrow's), so viewed, not copied
+        data = pa.py_buffer(np.ascontiguousarray(new))
+        new = fixed_width_array(kind, len(new), new.itemsize, data)
     at = np.arange(len(base), dtype=np.int64)
     at[rows] = len(base) + np.arange(len(rows), dtype=np.int64)
     return pa.concat_arrays([base, new]).take(pa.array(at))
@@ -123,7 +119,7 @@ def _items(
     (writable when the buffer is mutable); None when they have no one width.
     ``dictionary``: text ``array`` was decoded from (``keyorder.fixed_view``'s
     ``decoded_from``)."""
-    if kind in _OFFSET:
+    if kind in TEXT_OFFSETS:
         text = fixed_view(array, decoded_from=dictionary)
         return None if text is None else text.view(_WORD.get(text.itemsize, f"V{text.itemsize}"))
     try:
@@ -136,23 +132,3 @@ def _items(
     return np.frombuffer(
         array.buffers()[1], dtype=item, count=len(array), offset=array.offset * item.itemsize
     )
-
-
-def _pool_copy(items: np.ndarray) -> tuple[pa.Buffer, np.ndarray]:
-    """A copy of ``items`` in a buffer of Arrow's pool (``arrow_records.arrow_bytes``: arrays
-    built on it hold no Python object), and the copy's items."""
-    buffer, raw = arrow_bytes(items.nbytes)
-    copy = raw.view(items.dtype)
-    copy[:] = items
-    return buffer, copy
-
-
-def _rebuilt(kind: pa.DataType, count: int, data: pa.Buffer, width: int) -> pa.Array:
-    """An array of ``kind`` without nulls from the buffer of its ``count`` items of
-    ``width`` bytes (:func:`_items`)."""
-    if kind not in _OFFSET:
-        return pa.Array.from_buffers(kind, count, [None, data])
-    offset = np.dtype(_OFFSET[kind])
-    ends, view = arrow_bytes((count + 1) * offset.itemsize)
-    np.multiply(np.arange(count + 1, dtype=offset), width, out=view.view(offset))
-    return pa.Array.from_buffers(kind, count, [None, ends, data])
