@@ -201,14 +201,17 @@ def _encode(
 
 # -- reading -------------------------------------------------------------------------------
 def decode_block(
-    data: bytes | memoryview, offset: int, path: str, *, thorough: bool = False
+    data: bytes | memoryview | pa.Buffer, offset: int, path: str, *, thorough: bool = False
 ) -> DataLogBlock:
     """The block starting at ``offset`` of ``data`` (a whole log file), checked as the
-    module doc says (``thorough``: as ``validate()`` checks it)."""
-    frame = _frame(memoryview(data), offset, path)
+    module doc says (``thorough``: as ``validate()`` checks it). Its rows view ``data`` when
+    that is a buffer of Arrow's pool (``metadata.files.whole_file``'s), else a copy in one."""
+    owned = _owned(data)
+    frame = _frame(memoryview(owned), offset, path)
     if crc32(frame.body, crc32(frame.header_bytes)) != frame.crc:
         raise frame.bad("a CRC32 does not match")
-    rows = _rows(frame.body, frame.bad, thorough)
+    body = owned.slice(frame.body_at, len(frame.body))
+    rows = _rows(body, frame.bad, thorough)
     _check_keys(rows, frame.header, frame.footer, frame.bad, thorough)
     return DataLogBlock(path, offset, frame.size, frame.header, frame.footer, rows)
 
@@ -220,6 +223,7 @@ class _Frame(NamedTuple):
     header_bytes: memoryview
     header: DataLogHeader
     body: memoryview
+    body_at: int
     footer: KeyFooter
     crc: int
     size: int
@@ -252,7 +256,15 @@ def _frame(view: memoryview, offset: int, path: str) -> _Frame:
     if crc32(footer_bytes) != footer_crc:
         raise bad("a CRC32 does not match")
     footer = _decoded(_FOOTER, footer_bytes, bad, "footer")
-    return _Frame(bad, header_bytes, header, body, footer, crc, size)
+    return _Frame(bad, header_bytes, header, body, body_at, footer, crc, size)
+
+
+def _owned(data: bytes | memoryview | pa.Buffer) -> pa.Buffer:
+    """``data`` as a buffer of Arrow's pool: itself when a ``pa.Buffer`` (the caller's
+    promise: ``whole_file`` gives those), else a copy (rows of no Python object)."""
+    if isinstance(data, pa.Buffer):
+        return data
+    return pool_copy(np.frombuffer(data, np.uint8))[0]
 
 
 def iter_blocks(
@@ -266,17 +278,22 @@ def iter_blocks(
 
 
 def blocks_in(
-    data: bytes | memoryview, path: str, keys: pa.Array | None = None, *, thorough: bool = False
+    data: bytes | memoryview | pa.Buffer,
+    path: str,
+    keys: pa.Array | None = None,
+    *,
+    thorough: bool = False,
 ) -> Iterator[DataLogBlock]:
     """:func:`iter_blocks` of a log file's bytes already in hand (``path`` names it in
     errors; ``thorough``: as :func:`decode_block` says)."""
     if not len(data):
         raise CorruptDataLogError(path, 0, "the file is empty (a log holds at least one block)")
+    data = _owned(data)  # copied once, not per block
     owner = _owner(path)
     offset = 0
     while offset < len(data):
         if keys is not None:
-            frame = _frame(data, offset, path)
+            frame = _frame(memoryview(data), offset, path)
             if not frame.footer.may_hold_any(keys):  # skipped: its header checked alone
                 _check_owner(frame.header, owner, frame.bad)
                 offset += frame.size
@@ -287,7 +304,9 @@ def blocks_in(
         offset += block.size
 
 
-def data_rows(data: bytes | memoryview, path: str, *, thorough: bool = False) -> pa.Table | None:
+def data_rows(
+    data: bytes | memoryview | pa.Buffer, path: str, *, thorough: bool = False
+) -> pa.Table | None:
     """The rows of every data block of a log file's bytes, in block order: what the file's
     column statistics describe (None: a log of delete blocks only, which has none). Every
     block is checked as :func:`blocks_in` checks it."""
@@ -364,10 +383,9 @@ def _decoded(
         raise bad(f"the {what} does not decode: {exc}") from None
 
 
-def _rows(body: memoryview, bad: Bad, thorough: bool) -> pa.Table:
-    arrow, _ = pool_copy(np.frombuffer(body, np.uint8))  # rows of no Python object
+def _rows(body: pa.Buffer, bad: Bad, thorough: bool) -> pa.Table:
     try:
-        with pa.ipc.open_stream(arrow) as reader:
+        with pa.ipc.open_stream(body) as reader:
             table = reader.read_all()
         if thorough:
             table.validate(full=True)

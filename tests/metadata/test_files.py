@@ -29,6 +29,26 @@ def test_local_and_remote_files_read_the_same_bytes(tmp_path: Path, data: bytes)
     assert bytes(local) == data == bytes(whole_file(memory, "memory:///t/a.log"))
 
 
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "remote"])
+def test_a_whole_file_is_held_in_arrows_pool(tmp_path: Path, remote: bool) -> None:
+    """Rows decoded from it then hold no Python object (``writers.read``'s Arrow-owned
+    results): the pool's bytes grow by the file's size while it is held."""
+    data = bytes(range(256)) * 4096
+    if remote:
+        fs, path = fsspec.filesystem("memory"), "memory:///t/b.log"
+        fs.pipe_file("/t/b.log", data)
+    else:
+        fs, path = fsspec.filesystem("file"), str(tmp_path / "b.log")
+        Path(path).write_bytes(data)
+    pool = pa.default_memory_pool()
+    before = pool.bytes_allocated()
+    held = whole_file(fs, path)
+    assert isinstance(held, pa.Buffer) and held.to_pybytes() == data
+    assert pool.bytes_allocated() - before >= len(data)
+    del held
+    assert pool.bytes_allocated() - before < len(data)
+
+
 def test_bytes_read_outlive_the_files_name(tmp_path: Path) -> None:
     """A cleaner may delete a log a read has read: the read keeps its bytes."""
     path = tmp_path / "a.log"

@@ -322,7 +322,7 @@ class _Validator:
         for partition, file, column in self.stats:
             self.held.setdefault((partition, file), []).append(column)
 
-    def checked_bytes(self, partition: str, name: str, path: str) -> memoryview:
+    def checked_bytes(self, partition: str, name: str, path: str) -> pa.Buffer:
         """The whole data file (read once: its checksum, then its rows, come from these
         bytes), its CRC-32 compared with the one its commit recorded."""
         with guarded(path, CorruptDataFileError):

@@ -210,7 +210,7 @@ def _check_size(path: str, actual: int, listed: int | None) -> None:
 
 
 def parquet_in(
-    data: bytes | memoryview,
+    data: bytes | memoryview | pa.Buffer,
     path: str,
     *,
     threads: bool = True,
@@ -221,9 +221,13 @@ def parquet_in(
     default :data:`READ_OPTIONS`)."""
     with (
         guarded(path, CorruptDataFileError),
-        pq.ParquetFile(pa.BufferReader(pa.py_buffer(data)), **(options or READ_OPTIONS)) as parquet,
+        pq.ParquetFile(pa.BufferReader(_arrow(data)), **(options or READ_OPTIONS)) as parquet,
     ):
         return _read_checked(parquet, threads, None), parquet.metadata
+
+
+def _arrow(data: bytes | memoryview | pa.Buffer) -> pa.Buffer:
+    return data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
 
 
 def _read_checked(
