@@ -54,7 +54,6 @@ from functools import partial
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
@@ -62,7 +61,7 @@ from fsspec import AbstractFileSystem
 from lakebraid.index.errors import CorruptDataLogError
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.logfooter import KeyFooter, SliceKeys
-from lakebraid.metadata.arrow_records import flat, pool_copy
+from lakebraid.metadata.arrow_records import flat, pool_buffer
 from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.files import whole_file
 from lakebraid.metadata.integrity import check_structure
@@ -76,6 +75,7 @@ BODY_LENGTH = struct.Struct(">Q")
 TRAILER = struct.Struct(">IIIQ")  # footer length, footer crc, block crc, total length
 OVERHEAD = PREFIX.size + BODY_LENGTH.size + TRAILER.size  # 39 bytes
 Bad = Callable[[str], CorruptDataLogError]  # the error of one block's damage
+Bytes = bytes | memoryview | pa.Buffer  # a log file's bytes (``pa.Buffer``: Arrow's pool)
 T = TypeVar("T")
 TAIL_READ = 1 << 16  # bytes read from a log file's end for its last footer
 HEAD_READ = 1 << 10  # bytes read from its last block's start for its header (when not in those)
@@ -200,13 +200,11 @@ def _encode(
 
 
 # -- reading -------------------------------------------------------------------------------
-def decode_block(
-    data: bytes | memoryview | pa.Buffer, offset: int, path: str, *, thorough: bool = False
-) -> DataLogBlock:
+def decode_block(data: Bytes, offset: int, path: str, *, thorough: bool = False) -> DataLogBlock:
     """The block starting at ``offset`` of ``data`` (a whole log file), checked as the
     module doc says (``thorough``: as ``validate()`` checks it). Its rows view ``data`` when
     that is a buffer of Arrow's pool (``metadata.files.whole_file``'s), else a copy in one."""
-    owned = _owned(data)
+    owned = pool_buffer(data)
     frame = _frame(memoryview(owned), offset, path)
     if crc32(frame.body, crc32(frame.header_bytes)) != frame.crc:
         raise frame.bad("a CRC32 does not match")
@@ -259,14 +257,6 @@ def _frame(view: memoryview, offset: int, path: str) -> _Frame:
     return _Frame(bad, header_bytes, header, body, body_at, footer, crc, size)
 
 
-def _owned(data: bytes | memoryview | pa.Buffer) -> pa.Buffer:
-    """``data`` as a buffer of Arrow's pool: itself when a ``pa.Buffer`` (the caller's
-    promise: ``whole_file`` gives those), else a copy (rows of no Python object)."""
-    if isinstance(data, pa.Buffer):
-        return data
-    return pool_copy(np.frombuffer(data, np.uint8))[0]
-
-
 def iter_blocks(
     fs: AbstractFileSystem, path: str, keys: pa.Array | None = None
 ) -> Iterator[DataLogBlock]:
@@ -278,17 +268,13 @@ def iter_blocks(
 
 
 def blocks_in(
-    data: bytes | memoryview | pa.Buffer,
-    path: str,
-    keys: pa.Array | None = None,
-    *,
-    thorough: bool = False,
+    data: Bytes, path: str, keys: pa.Array | None = None, *, thorough: bool = False
 ) -> Iterator[DataLogBlock]:
     """:func:`iter_blocks` of a log file's bytes already in hand (``path`` names it in
     errors; ``thorough``: as :func:`decode_block` says)."""
     if not len(data):
         raise CorruptDataLogError(path, 0, "the file is empty (a log holds at least one block)")
-    data = _owned(data)  # copied once, not per block
+    data = pool_buffer(data)  # copied once, not per block
     owner = _owner(path)
     offset = 0
     while offset < len(data):
@@ -304,9 +290,7 @@ def blocks_in(
         offset += block.size
 
 
-def data_rows(
-    data: bytes | memoryview | pa.Buffer, path: str, *, thorough: bool = False
-) -> pa.Table | None:
+def data_rows(data: Bytes, path: str, *, thorough: bool = False) -> pa.Table | None:
     """The rows of every data block of a log file's bytes, in block order: what the file's
     column statistics describe (None: a log of delete blocks only, which has none). Every
     block is checked as :func:`blocks_in` checks it."""

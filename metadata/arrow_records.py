@@ -320,6 +320,14 @@ def pool_copy(items: np.ndarray) -> tuple[pa.Buffer, np.ndarray]:
     return buffer, copy
 
 
+def pool_buffer(data: bytes | memoryview | pa.Buffer) -> pa.Buffer:
+    """``data`` as a buffer of Arrow's pool: itself when a ``pa.Buffer`` (the caller's promise
+    that it is Arrow's own, as ``metadata.files.whole_file``'s are), else a copy."""
+    if isinstance(data, pa.Buffer):
+        return data
+    return pool_copy(np.frombuffer(data, np.uint8))[0]
+
+
 # the offset type of each variable-width kind whose values can be items of one width
 TEXT_OFFSETS = {
     pa.string(): np.dtype(np.int32),

@@ -10,13 +10,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Literal
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 from fsspec.spec import AbstractBufferedFile
 
-from lakebraid.metadata.arrow_records import arrow_bytes, pool_copy
+from lakebraid.metadata.arrow_records import arrow_bytes, pool_buffer
 from lakebraid.metadata.errors import StorageReadError
 from lakebraid.timeline.durable import is_local, read_bytes
 from lakebraid.timeline.errors import LakebraidError
@@ -87,8 +86,7 @@ def whole_file(fs: AbstractFileSystem, path: str) -> pa.Buffer:
             raise OSError(errno.EIO, f"{path}: read {got} of its {size} bytes")
         return buffer
     with storage_read(path):
-        data = read_bytes(fs, path)
-    return pool_copy(np.frombuffer(data, np.uint8))[0]
+        return pool_buffer(read_bytes(fs, path))
 
 
 @contextmanager
