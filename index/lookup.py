@@ -22,6 +22,7 @@ from lakebraid.metadata.arrow_records import KEY, empty_table
 from lakebraid.metadata.basefile import remote
 from lakebraid.metadata.baselookup import spanned_row_groups
 from lakebraid.metadata.hashing import group_order
+from lakebraid.metadata.indexfold import key_range, misses_slice
 from lakebraid.metadata.reader import MetadataReader
 from lakebraid.metadata.records import (
     Partition,
@@ -79,13 +80,20 @@ def _lookup(
     # fewer groups than threads (small tables): each group's scan uses the spare ones
     inner = max(1, reader.threads() // max(1, len(bounds)))
 
+    ranges = [key_range(wanted[start:end]) for _, start, end in bounds]  # computed once
+
     def one(j: int) -> tuple[pa.Table, pa.Array | None]:
         group, start, end = bounds[j]
         asked = wanted[start:end]
-        rows = reader.group_table(partition, group, asked, inner, unique=unique)
+        piece, folder = reader.slice(partition, group), reader.folder(partition)
+        if misses_slice(reader.fs, folder, piece, asked, ranges[j]):  # keys past every file's
+            rows = empty_table(partition)  # (appends of growing keys): nothing sorted
+        else:
+            rows = reader.group_table(partition, group, asked, inner, unique=unique)
         return rows, pc.index_in(asked, value_set=rows.column(KEY)) if positions else None
 
-    done = reader.map_groups(one, range(len(bounds)), most=_threads(reader, wanted, bounds))
+    most = _threads(reader, bounds, ranges)
+    done = reader.map_groups(one, range(len(bounds)), most=most)
     found = pa.concat_tables([rows for rows, _ in done])
     if not positions:
         return found, pa.array([], pa.int64())
@@ -103,7 +111,11 @@ def _lookup(
     return found, at.take(pa.array(inverse))  # back to the order of the keys asked
 
 
-def _threads(reader: MetadataReader, wanted: pa.Array, bounds: list[tuple[int, int, int]]) -> int:
+def _threads(
+    reader: MetadataReader,
+    bounds: list[tuple[int, int, int]],
+    ranges: list[tuple[str, str] | None],
+) -> int:
     """1 when the keys a lookup on local disk asks of each record-index group span at most
     :data:`LIGHT_READS` row groups of its base file on average (their range against the
     footers' key bounds; a seek reads no more): each group's work is then
@@ -117,12 +129,10 @@ def _threads(reader: MetadataReader, wanted: pa.Array, bounds: list[tuple[int, i
         return 0
     partition = Partition.RECORD_INDEX
     folder, reads = reader.folder(partition), 0
-    for group, start, end in bounds:
+    for (group, _, _), asked in zip(bounds, ranges, strict=True):
         base = reader.slice(partition, group).base
-        if base is not None:
-            bounds_of = pc.min_max(wanted[start:end])
-            low, high = bounds_of["min"].as_py(), bounds_of["max"].as_py()
-            reads += spanned_row_groups(reader.fs, f"{folder}/{base}", low, high)
+        if base is not None and asked is not None:  # (keys are never null: always a range)
+            reads += spanned_row_groups(reader.fs, f"{folder}/{base}", *asked)
         if reads > LIGHT_READS * len(bounds):
             return 0
     return 1

@@ -59,12 +59,13 @@ class _LogCache:
         self, fs: AbstractFileSystem, path: str, size: int | None = None
     ) -> tuple[str, str] | None:
         """The least and greatest key of a record-index log file (None: it holds none),
-        cached: a lookup compares its keys' range with each log's before matching them."""
+        cached: a lookup compares its keys' range with each log's before matching them. Its
+        first and last key: :func:`index_log_table` sorts them (a text ``min_max`` of 10,000
+        keys costs 0.1-0.25 ms)."""
 
         def bounds(size: int) -> tuple[str, str] | None:
             keys = self.index_table(fs, path, size).column(KEY)
-            found = pc.min_max(keys)
-            return None if not len(keys) else (found["min"].as_py(), found["max"].as_py())
+            return None if not len(keys) else (keys[0].as_py(), keys[-1].as_py())
 
         return self._get(fs, path, size, "#bounds", bounds)
 

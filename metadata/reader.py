@@ -37,7 +37,7 @@ from lakebraid.metadata.basefile import SIZES, base_info, read_base, remote
 from lakebraid.metadata.baselookup import lookup_base
 from lakebraid.metadata.errors import MetadataValueError
 from lakebraid.metadata.hashing import file_group_id, file_groups_of
-from lakebraid.metadata.indexfold import drop_keys, index_log_state, misses_slice
+from lakebraid.metadata.indexfold import drop_keys, index_log_state
 from lakebraid.metadata.keyorder import wanted_keys
 from lakebraid.metadata.logblock import BlockType, LogBlock, block_records
 from lakebraid.metadata.logcache import LOGS
@@ -132,9 +132,6 @@ def slice_table(
     if partition is Partition.FILES:
         raise MetadataValueError("files records merge cumulatively: use slice_records")
     mode = "none"
-    if keys is not None and partition is Partition.RECORD_INDEX:
-        if misses_slice(fs, folder, piece, keys):  # keys past every file's (appends)
-            return empty_table(partition), mode
     if keys is not None:  # sorted once here: the base lookup and the logs' match need it
         keys, unique = wanted_keys(keys, pa.string(), unique=unique), True
     if piece.base is None:
