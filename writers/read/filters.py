@@ -52,13 +52,13 @@ def parse_filters(
             f"(columns: {', '.join(schema.names)}); nothing was read",
             table=table,
         )
+    types = {f.name: f.type for f in schema}
     try:
         expression = pq.filters_to_expression(conjunctions)
-        # a row of nulls: an empty table runs no comparison, so refuses no type
-        pa.table({f.name: pa.nulls(1, f.type) for f in schema}).filter(expression)
+        if not all(_plain(term, types[term[0]]) for c in conjunctions for term in c):
+            _trial(expression, schema)
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise _refused(filters, exc, table) from None
-    types = {f.name: f.type for f in schema}
     if not all(_own(v, types[t[0]]) for c in conjunctions for t in c for v in _values(t)):
         return [[]], expression  # a literal of another type: every file read (module doc)
     return [_conditions(terms) for terms in conjunctions], expression
@@ -123,6 +123,34 @@ def _conditions(terms: Sequence[tuple[Any, ...]]) -> list[Condition]:
             continue
         out.append(Condition(term[0], kind, values))
     return out
+
+
+def _trial(expression: pa.compute.Expression, schema: pa.Schema) -> None:
+    """Apply ``expression`` to a row of nulls of ``schema`` (an empty table runs no
+    comparison, so refuses no type): pyarrow's error if it cannot apply it."""
+    pa.table({f.name: pa.nulls(1, f.type) for f in schema}).filter(expression)
+
+
+def _plain(term: tuple[Any, ...], kind: pa.DataType) -> bool:
+    """Whether pyarrow surely applies ``term`` to a column of ``kind``: a comparison (no
+    ``in``) with a value of the column's own type (:func:`_own`, not None) on an integer,
+    floating, text, date or timestamp column. Such filters skip the trial on a row of nulls
+    (an Acero plan: about 0.5 ms, a tenth of a read of 1% of the files)."""
+    op, value = term[1], term[2]
+    if op not in _COMPARISONS or value is None or not _own(value, kind):
+        return False
+    return any(test(kind) for test in _PLAIN_KINDS)
+
+
+_COMPARISONS = frozenset({"=", "==", "!=", "<", "<=", ">", ">="})
+_PLAIN_KINDS = (
+    pa.types.is_integer,
+    pa.types.is_floating,
+    pa.types.is_string,
+    pa.types.is_large_string,
+    pa.types.is_date,
+    pa.types.is_timestamp,
+)
 
 
 def _own(value: object, kind: pa.DataType) -> bool:

@@ -162,3 +162,29 @@ def test_files_that_cannot_match_are_not_read(client) -> None:
 def test_filters_pyarrow_cannot_apply_are_refused(client, filters, problem) -> None:
     with pytest.raises(InputError, match=problem):
         client.read_arrow(filters=filters)
+
+
+@pytest.mark.parametrize(
+    ("filters", "tried"),
+    [
+        ([("n", ">=", 40), ("n", "<", 60)], False),
+        ([[("s", "=", "a")], [("d", "<", DAY), ("t", ">", NOON), ("v", "!=", 1.5)]], False),
+        ([("n", "in", [40, 41])], True),  # a value set: tried
+        ([("v", "<", 1)], True),  # an int for a double
+        ([("m", "<", Decimal(1))], True),  # a decimal column
+        ([("n", "=", None)], True),
+    ],
+)
+def test_only_comparisons_with_own_types_skip_the_trial(client, monkeypatch, filters, tried):
+    """A comparison of an integer, floating, text, date or timestamp column with a value of
+    its own type always applies: the trial on a row of nulls (an Acero plan) is skipped for
+    it, and the rows are still pyarrow's."""
+    from lakebraid.writers.read import filters as module
+
+    calls = []
+    real = module._trial
+    monkeypatch.setattr(module, "_trial", lambda *a: (calls.append(a), real(*a))[1])
+    got = client.read_arrow(filters=filters)
+    assert bool(calls) is tried
+    expected = client.read_arrow().filter(pq.filters_to_expression(filters))
+    assert canonical(got) == canonical(expected)
