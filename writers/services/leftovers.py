@@ -18,10 +18,15 @@ that still runs keeps changing until then).
 
 from __future__ import annotations
 
+import os
 import re
 import time
+from collections.abc import Iterator
+
+from fsspec import AbstractFileSystem
 
 from lakebraid.timeline import config as cfg
+from lakebraid.timeline.durable import is_local
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.writers.services.lifecycle import modified_at, remove
 
@@ -50,16 +55,32 @@ def sweep_temporaries(table: TableTimelines, now: float | None = None) -> list[s
     limit = (now if now is not None else time.time()) - 3600 * table.options.get(
         TEMPORARY_RETAIN_HOURS
     )
-    try:
-        found = fs.find(root, detail=True)
-    except FileNotFoundError:
-        return []
     swept = []
-    for path, info in sorted(found.items()):
-        if not is_temporary(path.rstrip("/").rsplit("/", 1)[-1]):
-            continue
-        stamp = modified_at(info)
+    for path, stamp in sorted(_temporaries(fs, root)):
         if stamp is not None and stamp < limit:
             remove(fs, path)
             swept.append(path)
     return swept
+
+
+def _temporaries(fs: AbstractFileSystem, root: str) -> Iterator[tuple[str, float | None]]:
+    """The temporaries under ``root`` and when each last changed: on the local file system
+    a walk that stats only the names that are temporaries (a ``find`` with details stats
+    every file under ``.braid/``: 7 ms of each inline clean of a table of 100 commits),
+    elsewhere one listing."""
+    if is_local(fs):
+        for folder, _, names in os.walk(fs._strip_protocol(root)):
+            for name in filter(is_temporary, names):
+                path = os.path.join(folder, name)
+                try:
+                    yield path, os.stat(path).st_mtime
+                except FileNotFoundError:  # renamed into place meanwhile
+                    continue
+        return
+    try:
+        found = fs.find(root, detail=True)
+    except FileNotFoundError:
+        return
+    for path, info in found.items():
+        if is_temporary(path.rstrip("/").rsplit("/", 1)[-1]):
+            yield path, modified_at(info)

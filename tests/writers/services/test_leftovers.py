@@ -98,3 +98,22 @@ def test_only_old_temporaries_are_swept(tmp_path) -> None:
     assert not any(f.exists() for f in old)
     assert WriteClient.open(path).read_arrow().equals(before)
     assert WriteClient.open(path).validate() == []
+
+
+def test_temporaries_on_an_object_store_are_swept_from_one_listing(s3_url) -> None:
+    """On an object store the sweep lists ``.braid/`` once (no local walk) and deletes only
+    temporaries, once old (an object's age: its LastModified)."""
+    url = s3_url()
+    client = WriteClient.create(url, "id", ["day"], "ts")
+    client.upsert(rows(range(10), 1))
+    fs, braid = client.table.fs, client.table.layout.braid_dir
+    hex32 = "0123456789abcdef" * 2
+    temporary = f"{braid}/global/.20261207000000000.commit.requested.{hex32}.tmp"
+    alike = f"{braid}/global/.x.{hex32[:31]}.tmp"
+    for path in (temporary, alike):
+        fs.pipe_file(path, b"x")
+    assert sweep_temporaries(client.table) == []  # young
+    swept = sweep_temporaries(client.table, now=time.time() + 7 * HOUR)
+    assert [p.rsplit("/", 1)[-1] for p in swept] == [temporary.rsplit("/", 1)[-1]]
+    assert not fs.exists(temporary) and fs.exists(alike)
+    assert WriteClient.open(url).validate() == []
