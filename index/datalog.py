@@ -206,9 +206,9 @@ def decode_block(data: Bytes, offset: int, path: str, *, thorough: bool = False)
     that is a buffer of Arrow's pool (``metadata.files.whole_file``'s), else a copy in one."""
     owned = pool_buffer(data)
     frame = _frame(memoryview(owned), offset, path)
-    if crc32(frame.body, crc32(frame.header_bytes)) != frame.crc:
+    body = owned.slice(frame.body_at, frame.header.body_length)
+    if crc32(body, crc32(frame.header_bytes)) != frame.crc:
         raise frame.bad("a CRC32 does not match")
-    body = owned.slice(frame.body_at, len(frame.body))
     rows = _rows(body, frame.bad, thorough)
     _check_keys(rows, frame.header, frame.footer, frame.bad, thorough)
     return DataLogBlock(path, offset, frame.size, frame.header, frame.footer, rows)
@@ -220,8 +220,7 @@ class _Frame(NamedTuple):
     bad: Bad
     header_bytes: memoryview
     header: DataLogHeader
-    body: memoryview
-    body_at: int
+    body_at: int  # where the body starts (its length: the header's, checked)
     footer: KeyFooter
     crc: int
     size: int
@@ -246,7 +245,7 @@ def _frame(view: memoryview, offset: int, path: str) -> _Frame:
     end = body_at + b + header.footer_length
     if end + TRAILER.size > len(view) or b != header.body_length or header.block_type != kind:
         raise bad("the header's lengths or block type disagree with the block")
-    body, footer_bytes = view[body_at : body_at + b], view[body_at + b : end]
+    footer_bytes = view[body_at + b : end]
     f, footer_crc, crc, total = TRAILER.unpack_from(view, end)
     size = end + TRAILER.size - offset
     if f != header.footer_length or total != size:
@@ -254,7 +253,7 @@ def _frame(view: memoryview, offset: int, path: str) -> _Frame:
     if crc32(footer_bytes) != footer_crc:
         raise bad("a CRC32 does not match")
     footer = _decoded(_FOOTER, footer_bytes, bad, "footer")
-    return _Frame(bad, header_bytes, header, body, body_at, footer, crc, size)
+    return _Frame(bad, header_bytes, header, body_at, footer, crc, size)
 
 
 def iter_blocks(

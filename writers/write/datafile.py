@@ -221,13 +221,9 @@ def parquet_in(
     default :data:`READ_OPTIONS`)."""
     with (
         guarded(path, CorruptDataFileError),
-        pq.ParquetFile(pa.BufferReader(_arrow(data)), **(options or READ_OPTIONS)) as parquet,
+        pq.ParquetFile(pa.BufferReader(data), **(options or READ_OPTIONS)) as parquet,
     ):
         return _read_checked(parquet, threads, None), parquet.metadata
-
-
-def _arrow(data: bytes | memoryview | pa.Buffer) -> pa.Buffer:
-    return data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
 
 
 def _read_checked(
