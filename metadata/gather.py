@@ -50,6 +50,13 @@ def take_rows(table: pa.Table, positions: np.ndarray, views: Views | None = None
     return pa.Table.from_arrays(columns, schema=table.schema)
 
 
+def _every_row(positions: np.ndarray, rows: int) -> bool:
+    """Whether ``positions`` are ``0, 1, ..., rows - 1``: every row, in its order."""
+    if len(positions) != rows:
+        return False
+    return not rows or (positions[0] == 0 and bool((np.diff(positions) == 1).all()))
+
+
 def _gathered(view: np.ndarray, positions: np.ndarray) -> pa.Array:
     """The ``string`` values of ``view`` (``S<width>``) at ``positions``. A position outside
     the rows, negative ones included (numpy would count those from the end), or more bytes
@@ -76,12 +83,15 @@ def taken_by_key(
     too; the other columns are taken once, in key order (no text taken twice). ``words``:
     ``keyorder.ordering_words`` of the whole ``key`` column, which order the positions
     before anything is taken (equal keys then keep their order, as a stable sort does).
-    ``views``: :func:`fixed_columns` of ``rows``."""
+    ``views``: :func:`fixed_columns` of ``rows``. Every row of ``rows``, already in key order
+    by ``words`` (an append of ids that grow, one file group), is ``rows`` itself: no copy."""
     same = {key, *copies}
     if words is not None:
         at = words[positions]
         if len(at) > 1 and not bool((at[1:] >= at[:-1]).all()):
             positions = positions[stable_order(at)]
+        elif _every_row(positions, rows.num_rows):  # all rows, in key order: nothing to take
+            return rows
         taken = take_rows(
             rows.select([n for n in rows.column_names if n not in copies]), positions, views
         )

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -215,6 +216,23 @@ def test_rows_taken_by_key_with_ordering_words_equal_a_take_then_a_stable_sort(
     expected = taken.take(pc.sort_indices(taken, sort_keys=[(RECORD_KEY, "ascending")]))
     assert got.schema == rows.schema
     assert got.to_pylist() == expected.to_pylist()
+
+
+@pytest.mark.parametrize("order", ["ascending", "one swap", "a row left out"])
+def test_every_row_in_key_order_is_taken_as_it_is(order: str) -> None:
+    """All the rows at their own positions, in key order by their words (an append of ids
+    that grow into one new file group): the rows themselves, nothing copied. Rows out of
+    order, or not all of them, are taken and sorted as before."""
+    keys = [f"ev-{i:010d}" for i in range(50)]
+    rows = _rows(keys, list(range(50)), [OP_UPSERT] * 50).combine_chunks()
+    if order == "one swap":
+        rows = rows.take(pa.array([1, 0, *range(2, 50)]))
+    positions = np.arange(49 if order == "a row left out" else 50, dtype=np.int64)
+    words = ordering_words(rows.column(RECORD_KEY))
+    got = taken_by_key(rows, RECORD_KEY, positions, ("id",), words)
+    assert got.column(RECORD_KEY).to_pylist() == keys[: len(positions)]
+    kept = got.column("v").chunk(0).buffers()[1].address
+    assert (kept == rows.column("v").chunk(0).buffers()[1].address) == (order == "ascending")
 
 
 def test_ordering_words_only_for_keys_of_one_width_within_eight_bytes() -> None:
