@@ -244,7 +244,10 @@ def _grouped(
     """The rows ordered by target file group (codes of ``text``: ``parts`` the partitions,
     ``ids`` the file ids), where each group starts in that order, and its (partition, file
     id). A file id lives in one partition, so its rows are counted, not compared in order;
-    an id met in two partitions (never written so) is two groups, by a sort of the pairs."""
+    an id met in two partitions (never written so) is two groups, by a sort of the pairs.
+    Rows of one group (an append into one new file group) keep their order as they are."""
+    if len(ids) and ids.min() == ids.max() and parts.min() == parts.max():
+        return np.arange(len(ids), dtype=np.int64), [0], [(text[parts[0]], text[ids[0]])]
     order = group_order(ids, len(text))  # rows by file id (radix sort of small codes)
     home = file_id_homes(parts, ids, len(text))
     if home is not None:
