@@ -52,7 +52,7 @@ class Work(NamedTuple):
         return isinstance(self.task, RewriteTask) and self.task.old_file is not None
 
     def run(self, sync: bool = True, marked: bool = False) -> WriteStatus:
-        positions, ordered = self.positions, False
+        positions = self.positions
         if positions is None:
             rows = self.rows
         elif isinstance(self.task, RewriteTask) and not self.rewrites():
@@ -60,12 +60,11 @@ class Work(NamedTuple):
             rows = taken_by_key(
                 self.rows, RECORD_KEY, positions, self.copies, self.words, self.views
             )
-            ordered = True
         else:
             rows = take_rows(self.rows, positions, self.views)
         if isinstance(self.task, AppendTask):
             return append_to_file_group(self.task, rows, sync=sync, marked=marked)
-        return rewrite_file_group(self.task, rows, sync=sync, marked=marked, in_key_order=ordered)
+        return rewrite_file_group(self.task, rows, sync=sync, marked=marked)
 
 
 class InProcessEngine:

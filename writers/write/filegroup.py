@@ -82,12 +82,7 @@ class RewriteTask(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def rewrite_file_group(
-    task: RewriteTask,
-    incoming: pa.Table,
-    *,
-    sync: bool = True,
-    marked: bool = False,
-    in_key_order: bool = False,
+    task: RewriteTask, incoming: pa.Table, *, sync: bool = True, marked: bool = False
 ) -> WriteStatus:
     """Rewrite one file group with ``incoming`` (upserts and deletes); see the module doc.
 
@@ -95,9 +90,7 @@ def rewrite_file_group(
     out, new rows follow (a new group's rows sorted by key). One hash of the old keys and one
     ``take`` build the new file; no sort of the whole group. ``sync=False``: the caller makes
     the file durable (:func:`timeline.durable.make_durable`) before it commits;
-    ``marked=True``: the caller's batch marker names the file (``writers.write.marking``);
-    ``in_key_order=True``: ``incoming`` is in ascending key order already
-    (``gather.taken_by_key``), so a new group's rows are not checked for order again."""
+    ``marked=True``: the caller's batch marker names the file (``writers.write.marking``)."""
     fs, root = filesystem(task.root, task.storage)
     layout = TableLayout(root)
     old, schema, key_column = _stored_rows(fs, layout, task)
@@ -107,7 +100,7 @@ def rewrite_file_group(
     known = up_at >= 0
     updated = known & ~_older_events(old, upserts, up_at, known, task.precombine)
     fresh = np.flatnonzero(~known)  # an older event of a stored key is neither
-    if task.old_file is None and len(fresh) > 1 and not in_key_order:  # sorted by key
+    if task.old_file is None and len(fresh) > 1:  # a new group: its rows sorted by key
         keys = new_keys if len(fresh) == len(new_keys) else new_keys.take(pa.array(fresh))
         fresh = fresh[sort_order(keys).to_numpy()]
     n_old = old.num_rows
