@@ -6,8 +6,9 @@ exists, and a write that dies first is rolled back by name and by marker. So tho
 not be durable one by one, in turn; they must all be durable before the commit point names
 them.
 
-Inside :func:`owing` (``writers.commit.envelope`` opens it around a write and its commit,
-after the global requested instant is durable), the fsyncs ``timeline.durable`` would make
+Inside :func:`owing` (``writers.commit.envelope`` opens it around a write and its commit;
+the global requested instant, recovery's key to the write, is made durable at once inside it
+by :func:`at_once`, before anything owed is written), the fsyncs ``timeline.durable`` would make
 on the calling thread -- of files and of folders -- are *owed* instead: :func:`owe` records
 the path and the caller skips its fsync. :func:`settle` (called just before the commit point
 is written) pays them: each owed path fsynced once, all at the same time on the process's
@@ -76,6 +77,18 @@ def owing(root: str | None) -> Iterator[None]:
         raise
     _OWED.reset(token)
     _pay(owed)
+
+
+@contextmanager
+def at_once() -> Iterator[None]:
+    """Inside an owing scope, fsync the calling thread's files at once again (a file that
+    must be durable before anything owed reaches storage: a write's global requested
+    instant); outside one, nothing changes."""
+    token = _OWED.set(None)
+    try:
+        yield
+    finally:
+        _OWED.reset(token)
 
 
 def owe(path: str) -> bool:

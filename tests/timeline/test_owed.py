@@ -170,3 +170,18 @@ def test_payments_share_the_process_threads_and_a_forked_child_makes_its_own(
     _, status = os.waitpid(child, 0)
     assert os.read(read, 1) == b"1" and status == 0
     assert owed._payers() is pools[0]  # the parent's stays
+
+
+def test_at_once_inside_a_scope_fsyncs_at_once_then_owing_resumes(tmp_path, calls) -> None:
+    first, later = _files(tmp_path, 2)
+    fs = fsspec.filesystem("file")
+    with owed.owing(str(tmp_path)):
+        with owed.at_once():
+            durable.make_durable(fs, first)
+        assert ("fsync", first) in calls
+        durable.make_durable(fs, later)
+        assert ("fsync", later) not in calls
+        owed.settle()
+        assert ("fsync", later) in calls
+    with owed.at_once():  # outside a scope: nothing changes
+        assert owed.owe(first) is False

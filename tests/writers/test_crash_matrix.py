@@ -111,3 +111,46 @@ def test_print_matrix() -> None:
     print("\ncrash matrix (state a reader saw after the kill):\n" + "\n".join(lines))
     print(f"{len(MATRIX)} kill points checked")
     assert all(v in ("before", "after") for v in MATRIX.values())
+
+
+@pytest.mark.parametrize("point", ["start:global", "mid-metadata-write"])
+def test_a_power_loss_may_keep_inflights_without_their_requests(
+    template, tmp_path, run_python, point: str
+) -> None:
+    """The data and metadata requested instants are owed to the write (paid at its settle),
+    so a power loss before the commit point may keep a write's inflight files without them:
+    a writer killed after its inflights, its two requested files then removed. Readers see
+    the table as before, and recovery rolls the write back by its global request."""
+    root, saved = template
+    victim = tmp_path / "victim"
+    shutil.copytree(root, victim)
+    before = content(WriteClient.open(str(victim)))
+    code = OPERATION_CODE["upsert"]
+    proc = run_python(KILLER, str(victim), "upsert", point, saved, "commit,deltacommit", code)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == -9, f"the kill point was never reached: {out} {err[-2000:]}"
+    pending = sorted((victim / ".braid" / "global").glob("*.commit.requested"))[-1]
+    time_ = pending.name.split(".")[0]
+    lost = [
+        victim / ".braid" / "timeline" / f"{time_}.commit.requested",
+        victim / ".braid" / "metadata" / ".braid" / "timeline" / f"{time_}.deltacommit.requested",
+    ]
+    for path in lost:
+        assert path.with_name(path.name.replace("requested", "inflight")).exists()
+        path.unlink()
+    c = WriteClient.open(str(victim))
+    assert content(c) == before
+    assert c.validate() == []
+    time.sleep(0.5)  # the dead writer's heartbeat expires
+    c.upsert(rows(["next"], DAYS[2], 9, 9.0))
+    assert [r for r in content(c) if r["id"] != "next"] == before
+    assert c.validate() == []
+    assert not c.table.dead_instants(), "recovery left a dead instant behind"
+    # archival takes the undone write, its inflights alone, with the rest
+    for i in range(4):
+        c.upsert(rows([f"more{i}"], DAYS[2], 10 + i, 10.0))
+    assert c.archive(keep=2) is not None
+    c = WriteClient.open(str(victim))
+    assert not (victim / ".braid" / "timeline" / f"{time_}.commit.inflight").exists()
+    assert [r for r in content(c) if not r["id"].startswith(("next", "more"))] == before
+    assert c.validate() == []

@@ -47,13 +47,15 @@ def run_write(
     ``entries``: the record-index entries of a write that only inserts new keys, computed and
     written beside ``write`` (``writers.commit.ahead``)."""
     tx = Transaction(table, metadata, operation, read_at, PhaseClock(started))
-    time = tx.begin()
     try:
         with owing(local_path(table.fs, table.layout.root)):  # paid before the commit point
+            time = tx.begin()  # its global requested instant durable at once, the rest owed
             statuses, written = _written(tx, write, entries)
             tx.clock.lap("write")
             _finish(tx, statuses, schema, written)
     except BaseException as exc:
+        if tx.time is None:  # begin failed: its global requested instant is recovery's
+            raise
         _abandon(tx, exc)
         if isinstance(exc, FileNotFoundError) and _replaced(metadata, exc):
             raise WriteConflictError(

@@ -38,7 +38,6 @@ from lakebraid.metadata.commits import (
     data_groups,
     read_commit,
 )
-from lakebraid.metadata.files import local_path
 from lakebraid.metadata.records import ColumnStatsRecord, Partition
 from lakebraid.metadata.slices import ReadPoint
 from lakebraid.metadata.table import MetadataTable
@@ -54,7 +53,7 @@ from lakebraid.timeline.errors import (
 from lakebraid.timeline.heartbeat import Heartbeat
 from lakebraid.timeline.instant import Action, Instant
 from lakebraid.timeline.layout import TimelineKind
-from lakebraid.timeline.owed import owing, settle
+from lakebraid.timeline.owed import at_once, settle
 from lakebraid.timeline.table import TableTimelines
 from lakebraid.timeline.table_config import FieldSpec
 from lakebraid.writers.commit import conflicts
@@ -142,10 +141,10 @@ class Transaction:
         with table.lock:
             time = table.next_time()
             self._heartbeat = table.heartbeat(time).start()
-            table.store.request(G, time, Action.COMMIT, plan)  # durable first: recovery's key
-            with owing(local_path(table.fs, table.layout.root)):  # both fsynced together
-                table.store.request(D, time, Action.COMMIT, plan)
-                table.store.request(M, time, Action.DELTACOMMIT, plan)
+            with at_once():  # durable before anything of the write: recovery's key
+                table.store.request(G, time, Action.COMMIT, plan)
+            table.store.request(D, time, Action.COMMIT, plan)  # owed to the write's scope
+            table.store.request(M, time, Action.DELTACOMMIT, plan)
         self.time = time
         self.clock.lap("prepare")
         return time
