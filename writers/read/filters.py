@@ -64,13 +64,32 @@ def parse_filters(
     return [_conditions(terms) for terms in conjunctions], expression
 
 
+SINGLE_THREAD_ROWS = 500_000  # up to this many rows the filter runs on the calling thread
+
+
 def apply(
     rows: pa.Table, expression: pa.compute.Expression, filters: object, table: str
 ) -> pa.Table:
     """``rows`` that ``expression`` (of ``filters``) keeps; a failure of pyarrow's as
-    :class:`InputError`."""
+    :class:`InputError`. The plan ``Table.filter`` runs (Acero's table source and filter),
+    on the calling thread up to :data:`SINGLE_THREAD_ROWS` rows: handing a small table to
+    Acero's threads costs more than it shares out (20,000 rows read from 1% of the files:
+    0.09 ms on the calling thread against 0.19 on Acero's; 200,000: 0.44 against 0.67;
+    2,000,000: 4.9 against 3.4)."""
     try:
-        return rows.filter(expression)
+        if rows.num_rows > SINGLE_THREAD_ROWS:
+            return rows.filter(expression)
+        # imported here: pyarrow.acero brings pyarrow.dataset (0.18 s), which a filter's
+        # expression has loaded already
+        from pyarrow.acero import Declaration, FilterNodeOptions, TableSourceNodeOptions
+
+        plan = Declaration.from_sequence(
+            [
+                Declaration("table_source", TableSourceNodeOptions(rows)),
+                Declaration("filter", FilterNodeOptions(expression)),
+            ]
+        )
+        return plan.to_table(use_threads=False)
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise _refused(filters, exc, table) from None
 
