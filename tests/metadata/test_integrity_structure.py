@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakebraid.metadata.integrity import check_structure
+from lakebraid.metadata.integrity import check_decoded, check_structure
 
 texts = st.lists(st.one_of(st.none(), st.text(max_size=6)), min_size=0, max_size=30)
 
@@ -58,3 +58,36 @@ def broken(offsets: list[int], data: bytes, kind: pa.DataType | None = None) -> 
 def test_an_out_of_bounds_access_is_refused(column: pa.Array) -> None:
     with pytest.raises(pa.ArrowInvalid):
         check_structure(pa.table({"c": column}))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    indices=st.lists(st.one_of(st.none(), st.integers(-3, 8)), min_size=0, max_size=40),
+    size=st.integers(0, 6),
+    start=st.integers(0, 5),
+    chunked=st.booleans(),
+)
+def test_decoded_dictionaries_are_refused_exactly_when_arrow_refuses_them(
+    indices, size, start, chunked
+) -> None:
+    """``check_decoded`` against Arrow's own full validation, on dictionary columns whose
+    indices may point before or past their dictionary, at null slots too, sliced."""
+    dictionary = pa.array([f"v{i}" for i in range(size)], pa.string())
+    mask = np.array([i is None for i in indices], dtype=bool)
+    raw = pa.array([0 if i is None else i for i in indices], pa.int32(), mask=mask)
+    column = pa.DictionaryArray.from_arrays(raw, dictionary, safe=False).slice(start)
+    data = (
+        pa.table({"c": pa.chunked_array([column, column])})
+        if chunked
+        else pa.record_batch([column], names=["c"])
+    )
+    try:
+        column.validate(full=True)
+        arrow_refuses = False
+    except pa.ArrowException:  # ArrowInvalid, or ArrowIndexError for an index past it
+        arrow_refuses = True
+    if arrow_refuses:
+        with pytest.raises(pa.ArrowInvalid):
+            check_decoded(data)
+    else:
+        check_decoded(data)
