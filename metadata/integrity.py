@@ -126,23 +126,27 @@ def check_footer(meta: pq.FileMetaData) -> None:
 
 def check_decoded(data: pa.Table | pa.RecordBatch) -> None:
     """Raise ``pa.ArrowInvalid`` when a dictionary column has an index past its dictionary
-    (what Arrow's full validation of the column finds): each chunk's structure checked, its
-    dictionary fully validated, its indices' least and greatest valid values compared with
-    the dictionary's length (one pass of ``min_max``: a tenth of the full validation's
-    time, which checks the indices one by one; 0.04 against 0.34 ms per 166,000 rows)."""
+    (:func:`_check_dictionary`, what Arrow's full validation of the column finds)."""
     for column in data.columns:
-        if not pa.types.is_dictionary(column.type):
-            continue
-        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-        for chunk in chunks:
-            chunk.validate()
-            chunk.dictionary.validate(full=True)
-            least, greatest = pc.min_max(chunk.indices).values()
-            if least.is_valid and (least.as_py() < 0 or greatest.as_py() >= len(chunk.dictionary)):
-                raise pa.ArrowInvalid(
-                    f"a dictionary column's indices run from {least} to {greatest}, outside "
-                    f"its dictionary of {len(chunk.dictionary)} values"
-                )
+        if pa.types.is_dictionary(column.type):
+            _check_dictionary(column)
+
+
+def _check_dictionary(column: pa.Array | pa.ChunkedArray) -> None:
+    """A dictionary column as Arrow's full validation checks it: each chunk's structure, its
+    dictionary fully validated, and its indices' least and greatest valid values against the
+    dictionary's length (one pass of ``min_max``: a tenth of the full validation's time,
+    which checks the indices one by one; 0.04 against 0.34 ms per 166,000 rows)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    for chunk in chunks:
+        chunk.validate()
+        chunk.dictionary.validate(full=True)
+        least, greatest = pc.min_max(chunk.indices).values()
+        if least.is_valid and (least.as_py() < 0 or greatest.as_py() >= len(chunk.dictionary)):
+            raise pa.ArrowInvalid(
+                f"a dictionary column's indices run from {least} to {greatest}, outside "
+                f"its dictionary of {len(chunk.dictionary)} values"
+            )
 
 
 _OFFSETS = {
@@ -164,7 +168,9 @@ def check_structure(data: pa.Table) -> None:
     for column in data.columns:
         kind = _OFFSETS.get(column.type)
         if kind is None:
-            if not (pa.types.is_primitive(column.type) or pa.types.is_decimal(column.type)):
+            if pa.types.is_dictionary(column.type):
+                _check_dictionary(column)
+            elif not (pa.types.is_primitive(column.type) or pa.types.is_decimal(column.type)):
                 column.validate(full=True)
             continue
         for chunk in column.chunks:

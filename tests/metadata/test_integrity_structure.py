@@ -70,8 +70,9 @@ def test_an_out_of_bounds_access_is_refused(column: pa.Array) -> None:
 def test_decoded_dictionaries_are_refused_exactly_when_arrow_refuses_them(
     indices, size, start, chunked
 ) -> None:
-    """``check_decoded`` against Arrow's own full validation, on dictionary columns whose
-    indices may point before or past their dictionary, at null slots too, sliced."""
+    """``check_decoded`` and ``check_structure`` against Arrow's own full validation, on
+    dictionary columns whose indices may point before or past their dictionary, at null
+    slots too, sliced."""
     dictionary = pa.array([f"v{i}" for i in range(size)], pa.string())
     mask = np.array([i is None for i in indices], dtype=bool)
     raw = pa.array([0 if i is None else i for i in indices], pa.int32(), mask=mask)
@@ -86,8 +87,12 @@ def test_decoded_dictionaries_are_refused_exactly_when_arrow_refuses_them(
         arrow_refuses = False
     except pa.ArrowException:  # ArrowInvalid, or ArrowIndexError for an index past it
         arrow_refuses = True
+    table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
     if arrow_refuses:
         with pytest.raises(pa.ArrowInvalid):
             check_decoded(data)
+        with pytest.raises(pa.ArrowInvalid):
+            check_structure(table)  # a log block's body: the same dictionary check
     else:
         check_decoded(data)
+        check_structure(table)
