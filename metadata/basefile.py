@@ -6,8 +6,9 @@ has one UTF-8 length ``w``, a ``fixed_size_binary`` column: the keys' hex digits
 byte when they fit a ``lakebraid.key_hex`` template (``metadata.hexkeys.HexKeys``: UUIDs,
 hashes, zero-padded numbers), else their ``w`` bytes. Readers hand back strings. The other
 columns are the partition's record fields (``metadata.arrow_records``).
-Zstd, column statistics, page indexes and page checksums, row groups of at most
-``row_group_rows`` rows. The Parquet key-value metadata holds::
+Zstd, column statistics (not of ``key``: a comparison per key, 30% of a record-index base's
+Parquet write, for bounds no reader uses), page indexes and page checksums, row groups of at
+most ``row_group_rows`` rows. The Parquet key-value metadata holds::
 
     lakebraid.base.version   "4"
     lakebraid.partition      metadata partition name (files / column_stats / record_index)

@@ -116,7 +116,7 @@ def write_stored(
             table,
             handle,
             row_group_size=max(1, header.row_group_rows),
-            write_statistics=True,
+            write_statistics=[name for name in table.schema.names if name != KEY],
             write_page_index=True,
             **encoding_options(header.partition, table.schema.names, fixed, table.num_rows),
             **WRITE_OPTIONS,

@@ -41,13 +41,36 @@ def fixed_columns(table: pa.Table) -> dict[str, np.ndarray]:
 
 def take_rows(table: pa.Table, positions: np.ndarray, views: Views | None = None) -> pa.Table:
     """``table.take(positions)``; the columns of ``views`` (:func:`fixed_columns` of this
-    table) gathered by numpy (see the module doc)."""
+    table) gathered by numpy (see the module doc); dictionary columns of one index array (a
+    record-index entry's four location columns) have their indices taken once."""
     indices = pa.array(positions)
     columns = []
+    taken: dict[tuple[int, ...], pa.Array] = {}  # an index array -> its taken indices
     for field, column in zip(table.schema, table.columns, strict=True):
         view = views.get(field.name) if views else None
-        columns.append(column.take(indices) if view is None else _gathered(view, positions))
+        if view is not None:
+            columns.append(_gathered(view, positions))
+        elif pa.types.is_dictionary(field.type) and column.num_chunks == 1:
+            columns.append(_dictionary_taken(column.chunk(0), indices, taken))
+        else:
+            columns.append(column.take(indices))
     return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def _dictionary_taken(
+    chunk: pa.DictionaryArray, at: pa.Array, taken: dict[tuple[int, ...], pa.Array]
+) -> pa.Array:
+    """``chunk.take(at)``, its indices taken only if no earlier column of ``taken`` held the
+    same index array (the same buffers, offset and length): that column's taken indices are
+    this one's too, valid in its own dictionary as the shared ones were."""
+    codes = chunk.indices
+    held = (*(b.address if b is not None else 0 for b in codes.buffers()), codes.offset, len(codes))
+    if held not in taken:
+        taken[held] = codes.take(at)
+    ordered = chunk.type.ordered
+    return pa.DictionaryArray.from_arrays(
+        taken[held], chunk.dictionary, ordered=ordered, safe=False
+    )
 
 
 def _every_row(positions: np.ndarray, rows: int) -> bool:

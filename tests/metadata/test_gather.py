@@ -93,3 +93,35 @@ def test_a_position_outside_the_rows_is_refused_as_arrow_refuses_it(position: in
         table.take(pa.array([0, position]))
     with pytest.raises(pa.ArrowIndexError):
         take_rows(table, np.array([0, position]), views)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    codes=st.lists(st.one_of(st.none(), st.integers(0, 2)), min_size=1, max_size=30),
+    ordered=st.booleans(),
+    sliced=st.integers(0, 3),
+    data=st.data(),
+)
+def test_dictionaries_of_one_index_array_are_taken_as_arrows_take(
+    codes: list[int | None], ordered: bool, sliced: int, data: st.DataObject
+) -> None:
+    """Columns sharing one index array (a record-index entry's locations), one with its own
+    indices and one sharing the same buffer at another offset: each equals Arrow's take."""
+    both = pa.array(codes + codes, pa.int32())  # one buffer: two index arrays over it
+    indices = both.slice(0, len(codes))
+    shared = [
+        pa.DictionaryArray.from_arrays(indices, pa.array(values), ordered=ordered)
+        for values in (["p", "q", "r"], [10, 20, 30], [1.5, 2.5, 3.5])
+    ]
+    own = pa.DictionaryArray.from_arrays(
+        pa.array([2 - (c or 0) for c in codes], pa.int32()), ["x", "y", "z"]
+    )
+    at = 1 + sliced % len(codes)  # the same buffer at another offset: other indices
+    shifted = pa.DictionaryArray.from_arrays(both.slice(at, len(codes)), ["u", "v", "w"])
+    table = pa.table({"a": shared[0], "b": shared[1], "own": own, "c": shared[2], "s": shifted})
+    positions = np.array(data.draw(st.lists(st.integers(0, len(codes) - 1), max_size=40)), np.int64)
+    got = take_rows(table, positions)
+    expected = table.take(pa.array(positions, pa.int64()))
+    assert got.schema == table.schema
+    assert got.to_pylist() == expected.to_pylist()
+    got.validate(full=True)
