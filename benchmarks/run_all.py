@@ -32,7 +32,7 @@ RUNS = {
     "index_fold": ["index_fold.py", "--rows", "4000000", "--steps", "4"],
     "upsert": ["upsert.py", "--rows", "1000000"],
     # issue 4's workload; pyiceberg's upsert would take minutes at this size
-    "upsert-10m": ["upsert.py", "--rows", "10000000", "--skip-iceberg"],
+    "upsert-10m": ["upsert.py", "--rows", "10000000", "--skip-iceberg", "--repeat", "3"],
     # issue 15: merge-on-read beside copy-on-write and delta-rs on the 10M-row workload
     "merge_on_read": ["merge_on_read.py", "--rows", "10000000"],
     # issue 17: the same workload through the Spark engine on local[2], beside the in-process one

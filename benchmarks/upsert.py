@@ -16,7 +16,8 @@ ts). Each system runs in a Python process of its own (``benchlib.own_process``: 
 its allocators as its users have them), which builds the same inputs from the same seed.
 Prints seconds and peer / lakebraid (> 1: lakebraid is faster).
 
-    .venv/bin/python benchmarks/upsert.py [--rows N] [--skip-delta] [--skip-iceberg] [--json F]
+    .venv/bin/python benchmarks/upsert.py [--rows N] [--repeat R] [--skip-delta] [--skip-iceberg]
+        [--json F]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import tempfile
 from collections.abc import Callable
 from typing import NoReturn
@@ -197,11 +199,40 @@ def run_one(system: str, rows: int) -> NoReturn:
     report_and_exit(found)
 
 
+Run = tuple[dict[str, float], tuple[int, ...]]  # seconds by step, digest of the final table
+
+
+def measure_rounds(rows: int, systems: list[str], repeat: int) -> dict[str, list[Run]]:
+    """Each system's whole workload ``repeat`` times, each run in a new process, the systems
+    in turn, the first alternating from round to round."""
+    rounds: dict[str, list[Run]] = {system: [] for system in systems}
+    for n in range(max(1, repeat)):
+        for system in systems if n % 2 == 0 else systems[::-1]:
+            line = own_process(__file__, ["--rows", str(rows), "--system", system], system)
+            found = json.loads(line)
+            rounds[system].append((found["seconds"], tuple(found["digest"])))
+            print(f"{system} (run {n + 1}): {found['seconds']}", flush=True)
+    return rounds
+
+
+def median_seconds(runs: list[Run]) -> dict[str, float]:
+    """Per step, the median of the runs' seconds."""
+    return {step: statistics.median(r[0][step] for r in runs) for step in runs[0][0]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--skip-delta", action="store_true")
     parser.add_argument("--skip-iceberg", action="store_true")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="whole runs of each system's workload, the systems in turn (the first "
+        "alternating); each row is the median of theirs (this machine's speed drifts between "
+        "runs minutes apart, and one run per system would compare different minutes)",
+    )
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     parser.add_argument("--system", default=None, help=argparse.SUPPRESS)  # a system's process
     args = parser.parse_args(argv)
@@ -211,19 +242,15 @@ def main(argv: list[str] | None = None) -> int:
     names = step_names(data)
     print(f"rows {args.rows:,}; mixed upsert {len(data['mixed']):,} rows", flush=True)
     skipped = {"delta-rs": args.skip_delta, "pyiceberg": args.skip_iceberg}
-    outcomes: dict[str, tuple[dict[str, float], tuple[int, ...]]] = {}
-    for system in RUNNERS:
-        if not skipped.get(system):
-            line = own_process(__file__, ["--rows", str(args.rows), "--system", system], system)
-            found = json.loads(line)
-            outcomes[system] = found["seconds"], tuple(found["digest"])
-            print(f"{system}: {outcomes[system][0]}", flush=True)
+    rounds = measure_rounds(args.rows, [s for s in RUNNERS if not skipped.get(s)], args.repeat)
+    outcomes = {system: median_seconds(runs) for system, runs in rounds.items()}
     want = digest(expected(data))
     checks: dict[str, Value] = {
         s: SKIPPED if skipped.get(s) else "OK" for s in RUNNERS if s not in outcomes
     }
-    for system, (_, got) in outcomes.items():
-        checks[system] = "OK" if got == want else f"FAIL {got} != {want}"
+    for system, runs in rounds.items():
+        wrong = [got for _, got in runs if got != want]
+        checks[system] = "OK" if not wrong else f"FAIL {wrong[0]} != {want}"
     verdict = "OK" if all(c in ("OK", SKIPPED) for c in checks.values()) else "FAIL"
     report = Report(
         "upsert",
@@ -231,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         notes=[
             "upsert: seconds of one write each (table opened afresh, then the write), on one "
             "table in workload order; inputs are built beforehand; each system in a Python "
-            "process of its own (the peers' with their allocators as their users have them)",
+            "process of its own (the peers' with their allocators as their users have them); "
+            f"each row the median of {max(1, args.repeat)} whole runs per system (--repeat), "
+            "the systems in turn, the first alternating",
             "upsert: the check reads each final table whole: rows, key, amount and ts sums "
             "equal the expected ones",
             "upsert: lakebraid tags rows with its record index and writes index entries for "
@@ -240,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
     )
     for key, name in names.items():
-        times = {s: outcomes[s][0][key] if s in outcomes else SKIPPED for s in RUNNERS}
+        times = {s: outcomes[s][key] if s in outcomes else SKIPPED for s in RUNNERS}
         report.add(name, "s", times, verdict)
     report.add("final table = expected", "check", checks, verdict)
     report.print()
