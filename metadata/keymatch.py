@@ -168,23 +168,28 @@ def _prefixed(view: np.ndarray, first: bytes, skip: int) -> np.ndarray:
 
 def _one_run(keys: pa.Array) -> SortedRun | None:
     """``keys`` as one :class:`SortedRun` when they are of one width and strictly ascending
-    (a base file as written), found from the words the run's searches need anyway: all keys
-    share the first and last key's prefix, and each word exceeds the one before (equal words:
-    the whole keys compared). None: not so, or not known so cheaply (:func:`_run_bounds`)."""
+    (a base file as written), found from the words the run's searches need anyway
+    (:func:`_in_order`). None: not so, or not known so cheaply (:func:`_run_bounds`)."""
     view = fixed_view(keys) if len(keys) >= 2 and not keys.null_count else None
     if view is None:
         return None
     run = SortedRun.of(view)
+    return run if _in_order(run) else None
+
+
+def _in_order(run: SortedRun) -> bool:
+    """Whether the run's keys are strictly ascending: all share the first and last key's
+    prefix, and each word exceeds the one before (equal words: the whole keys compared)."""
+    view, words = run.view, run.words
     if run.skip and not bool(_prefixed(view, view[0], run.skip).all()):
-        return None
-    words = run.words
+        return False
     rises = words[1:] > words[:-1]
     if rises.all():
-        return run
+        return True
     if view.itemsize - run.skip <= 8 or bool((words[1:] < words[:-1]).any()):
-        return None  # the word holds the whole rest of each key: equal words, equal keys
+        return False  # the word holds the whole rest of each key: equal words, equal keys
     tied = np.flatnonzero(~rises)
-    return run if bool((view[tied + 1] > view[tied]).all()) else None
+    return bool((view[tied + 1] > view[tied]).all())
 
 
 def _run_bounds(keys: pa.Array) -> list[int] | None:
@@ -232,17 +237,46 @@ def locate(keys: pa.Array, probe: pa.Array) -> Located:
     """Per key of ``probe`` (strings, no nulls, any order, repeats allowed): the row of
     ``keys`` (strings, no nulls, unique: a base file's) holding it (see :class:`Located`).
 
-    Keys of one width in one strictly ascending run (a base file as written) are searched as
-    :meth:`SortedRun.locate` does, when the probe's keys have that width too; otherwise the
-    distinct probe keys, sorted, are matched as :func:`match_rows` matches them."""
-    run = _one_run(keys)
-    view = fixed_view(probe) if run is not None else None
-    if run is not None and view is not None and view.itemsize == run.view.itemsize:
-        return run.locate(view)
+    Keys and probe keys of one width are searched as :meth:`SortedRun.locate` does, as if
+    ``keys`` were one strictly ascending run (a base file as written). Every probe key found
+    there, in ascending rows and equal to the key at its row (:func:`_all_held_in_order`),
+    is an exact answer whatever the order of ``keys``. Only when some probe key was not found is the
+    order of ``keys`` checked (:func:`_in_order`, a pass over every key: 0.6 of a 3 ms
+    merge-on-read search of 33k log keys in 333k), since a search trusts it to rule keys out.
+    Otherwise the distinct probe keys, sorted, are matched as :func:`match_rows` matches
+    them."""
+    view = fixed_view(keys) if len(keys) >= 2 and not keys.null_count else None
+    probed = fixed_view(probe) if view is not None else None
+    if view is not None and probed is not None and probed.itemsize == view.itemsize:
+        run: SortedRun | None = SortedRun.of(view)
+        found = run.locate(probed)
+        if _all_held_in_order(found, run, len(probed)) or _in_order(run):
+            return found
+        run = None  # not one run: its misses may be held after all
+    else:
+        run = _one_run(keys)
     wanted = wanted_keys(probe, pa.string(), unique=False)
-    rows, found = _match_rows(keys, wanted, run)
+    rows, found_at = _match_rows(keys, wanted, run)
     where = np.full(len(wanted), -1, np.int64)
-    where[found] = rows
+    where[found_at] = rows
     rows = where[pc.index_in(probe, value_set=wanted).to_numpy(zero_copy_only=False)]
     held = np.flatnonzero(rows >= 0)
     return Located(rows, held[np.argsort(rows[held], kind="stable")])
+
+
+def _all_held_in_order(found: Located, run: SortedRun, probes: int) -> bool:
+    """Whether every one of ``probes`` probe keys was found in ``run`` and ``found.order``
+    lists them by ascending row (as it does in a sorted run, searched in key order), each
+    found equal to the key at its row with no assumption on the keys' order: a hit is
+    compared whole, or by its word where the word holds every byte after the run's prefix
+    (``SortedRun._search``), and then the prefix of the key at its row is checked here (the
+    probe's was: a key between the first and last need not share it unless they ascend)."""
+    if len(found.order) != probes:
+        return False
+    at = found.rows[found.order]
+    if not bool((at[1:] >= at[:-1]).all()):
+        return False
+    view = run.view
+    if run.skip and view.itemsize - run.skip <= 8:
+        return bool(_prefixed(view[at], view[0], run.skip).all())
+    return True

@@ -89,6 +89,9 @@ def test_each_probe_key_is_found_at_its_row(
     keys, wanted = case
     if data.draw(st.booleans()):  # probe keys of the base keys' width only: the search
         wanted = [k for k in wanted if len(k.encode()) == len(keys[0].encode())]
+    if data.draw(st.booleans()):  # base keys only: all found, the base's order unchecked
+        held = set(keys)
+        wanted = [k for k in wanted if k in held]
     probe = data.draw(st.lists(st.sampled_from(wanted), max_size=40)) if wanted else []
     got = locate(pa.array(keys, pa.string()), pa.array(probe, pa.string()))
     where = {k: i for i, k in enumerate(keys)}
@@ -135,3 +138,13 @@ def test_keys_of_one_word_are_ordered_by_their_rows() -> None:
     got = locate(keys, probe)
     assert got.rows.tolist() == [1, 0, 1]
     assert got.order.tolist() == [1, 0, 2]
+
+
+def test_a_probe_sharing_a_word_with_a_base_key_of_another_prefix_is_absent() -> None:
+    # "zz00000005" lacks the "aa" its neighbours share, and holds the word of "aa00000005":
+    # every probe key "found" at a row must equal the key there whole
+    keys = pa.array(["aa00000001", "zz00000005", "aa00000009"], pa.string())
+    probe = pa.array(["aa00000005", "aa00000001"], pa.string())
+    got = locate(keys, probe)
+    assert got.rows.tolist() == [-1, 0]
+    assert got.order.tolist() == [1]
