@@ -96,6 +96,29 @@ def test_the_prefix_keys_of_one_width_share(shared: bytes, rest: int, data: st.D
     assert keyorder._fixed_prefix(fixed) == max(0, min(naive, width - 8))
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    drawn=st.lists(
+        st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 8)), min_size=1, max_size=30
+    ),
+    block=st.integers(1, 7),
+)
+def test_the_first_differing_byte_is_found_a_block_at_a_time(
+    drawn: list[tuple[int, int]], block: int
+) -> None:
+    """``_differ``, a block at a time, stopping at a first byte that differs: its lowest set
+    byte is that of every word XOR the first, OR-ed over all (none when none differs),
+    wherever the words that differ early are (each word keeps its own number of low bytes
+    the first word's)."""
+    first = drawn[0][0]
+    words = [w & ~((1 << 8 * same) - 1) | first & ((1 << 8 * same) - 1) for w, same in drawn]
+    word = np.array(words, np.uint64)
+    full = int(np.bitwise_or.reduce(word ^ word[0]))
+    got = keyorder._differ(word, block)
+    assert (got == 0) == (full == 0)
+    assert ((got & -got).bit_length() - 1) // 8 == ((full & -full).bit_length() - 1) // 8
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     widths=st.lists(st.integers(0, 4), min_size=1, max_size=30),
