@@ -189,9 +189,10 @@ class TableTimelines:
 
     def retained_from(self, global_timeline: Timeline, visibility: Visibility) -> str | None:
         """Completion time of the earliest commit the cleaner keeps (None: no clean ran);
-        reads as of earlier points need a savepoint. A clean still pending counts too (it
-        deletes before it completes), so the latest of it and the latest visible clean."""
-        cleans = [i for i in visibility.visible if i.action is Action.CLEAN][-1:]
+        reads as of earlier points need a savepoint. The latest horizon any clean cut: of
+        every visible clean (one finished by recovery completes after later cleans that cut
+        further) and of any clean still pending (it deletes before it completes)."""
+        cleans = [i for i in visibility.visible if i.action is Action.CLEAN]
         cleans += [
             i
             for i in global_timeline.pending()
