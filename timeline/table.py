@@ -190,9 +190,10 @@ class TableTimelines:
     def retained_from(self, global_timeline: Timeline, visibility: Visibility) -> str | None:
         """Completion time of the earliest commit the cleaner keeps (None: no clean ran);
         reads as of earlier points need a savepoint. The latest horizon any clean cut: of
-        every visible clean (one finished by recovery completes after later cleans that cut
-        further) and of any clean still pending (it deletes before it completes)."""
-        cleans = [i for i in visibility.visible if i.action is Action.CLEAN]
+        the visible clean completed last, of the cleans that started after it (one finished
+        by recovery completes after later cleans that cut further: :func:`_last_cleans`),
+        and of any clean still pending (it deletes before it completes)."""
+        cleans = _last_cleans([i for i in visibility.visible if i.action is Action.CLEAN])
         cleans += [
             i
             for i in global_timeline.pending()
@@ -304,3 +305,19 @@ def _check_not_nested(fs: AbstractFileSystem, root: str) -> None:
                 "choose a path outside every table",
                 table=root,
             )
+
+
+def _last_cleans(visible: list[Instant]) -> list[Instant]:
+    """Of visible cleans in completion order, the last and those that started after it: the
+    only ones whose plans can be newer, each completed while it was pending (a scan back to
+    the first clean completed before it started, not of the whole history)."""
+    if not visible:
+        return []
+    last = visible[-1]
+    found = [last]
+    for inst in reversed(visible[:-1]):
+        if (inst.completion_time or "") < last.time:
+            break
+        if inst.time > last.time:
+            found.append(inst)
+    return found
