@@ -39,6 +39,7 @@ from benchlib import (
     Value,
     iceberg_catalog,
     iceberg_table,
+    in_turn,
     own_process,
     report_and_exit,
     timed,
@@ -204,10 +205,10 @@ Run = tuple[dict[str, float], tuple[int, ...]]  # seconds by step, digest of the
 
 def measure_rounds(rows: int, systems: list[str], repeat: int) -> dict[str, list[Run]]:
     """Each system's whole workload ``repeat`` times, each run in a new process, the systems
-    in turn, the first alternating from round to round."""
+    in turn, a different one first each round (``benchlib.in_turn``)."""
     rounds: dict[str, list[Run]] = {system: [] for system in systems}
     for n in range(max(1, repeat)):
-        for system in systems if n % 2 == 0 else systems[::-1]:
+        for system in in_turn(systems, n):
             line = own_process(__file__, ["--rows", str(rows), "--system", system], system)
             found = json.loads(line)
             rounds[system].append((found["seconds"], tuple(found["digest"])))

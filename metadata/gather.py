@@ -30,8 +30,7 @@ def fixed_columns(table: pa.Table) -> dict[str, np.ndarray]:
     for field, column in zip(table.schema, table.columns, strict=True):
         if field.type == pa.string() and column.num_chunks == 1:
             chunk = column.chunk(0)
-            where = [b.address if b is not None else 0 for b in chunk.buffers()]
-            held = (*where, chunk.offset, len(chunk))
+            held = _identity(chunk)
             if held not in seen:
                 seen[held] = fixed_view(chunk)
             if seen[held] is not None:
@@ -64,13 +63,20 @@ def _dictionary_taken(
     same index array (the same buffers, offset and length): that column's taken indices are
     this one's too, valid in its own dictionary as the shared ones were."""
     codes = chunk.indices
-    held = (*(b.address if b is not None else 0 for b in codes.buffers()), codes.offset, len(codes))
+    held = _identity(codes)
     if held not in taken:
         taken[held] = codes.take(at)
     ordered = chunk.type.ordered
     return pa.DictionaryArray.from_arrays(
         taken[held], chunk.dictionary, ordered=ordered, safe=False
     )
+
+
+def _identity(array: pa.Array) -> tuple[int, ...]:
+    """What makes two arrays the same values without comparing them: the same buffers at the
+    same offset and length."""
+    where = [b.address if b is not None else 0 for b in array.buffers()]
+    return (*where, array.offset, len(array))
 
 
 def _every_row(positions: np.ndarray, rows: int) -> bool:

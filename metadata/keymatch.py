@@ -170,11 +170,16 @@ def _one_run(keys: pa.Array) -> SortedRun | None:
     """``keys`` as one :class:`SortedRun` when they are of one width and strictly ascending
     (a base file as written), found from the words the run's searches need anyway
     (:func:`_in_order`). None: not so, or not known so cheaply (:func:`_run_bounds`)."""
-    view = fixed_view(keys) if len(keys) >= 2 and not keys.null_count else None
+    view = _keys_view(keys)
     if view is None:
         return None
     run = SortedRun.of(view)
     return run if _in_order(run) else None
+
+
+def _keys_view(keys: pa.Array) -> np.ndarray | None:
+    """``keys`` as ``S<w>`` when there are two or more, of one width, without nulls."""
+    return fixed_view(keys) if len(keys) >= 2 and not keys.null_count else None
 
 
 def _in_order(run: SortedRun) -> bool:
@@ -245,7 +250,7 @@ def locate(keys: pa.Array, probe: pa.Array) -> Located:
     merge-on-read search of 33k log keys in 333k), since a search trusts it to rule keys out.
     Otherwise the distinct probe keys, sorted, are matched as :func:`match_rows` matches
     them."""
-    view = fixed_view(keys) if len(keys) >= 2 and not keys.null_count else None
+    view = _keys_view(keys)
     probed = fixed_view(probe) if view is not None else None
     if view is not None and probed is not None and probed.itemsize == view.itemsize:
         run: SortedRun | None = SortedRun.of(view)
