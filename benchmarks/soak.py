@@ -14,6 +14,10 @@ Figures are printed (and written with ``--json``). Run from the repo root::
 
     .venv/bin/python benchmarks/soak.py --commits 3000 --kill-every 120   # the issue's run
     .venv/bin/python benchmarks/soak.py --commits 120 --kill-every 12     # the test's run
+    .venv/bin/python benchmarks/soak.py --commits 1000 --writers 3 --table-type merge_on_read
+
+On a merge-on-read table (``--table-type``) writes append logs, and a group is compacted
+inline once it holds three, while the other writers go on appending to it.
 
 A writer is killed every ``--kill-every`` seconds, and once half-way through the commits if
 none was yet (a short run on a fast machine would otherwise kill none).
@@ -49,6 +53,9 @@ from lakebraid.writers.services.inline import run_inline  # noqa: E402
 DAYS = 10
 START_KEYS = 1000  # keys each writer inserts before the soak
 OPTIONS = {"heartbeat.interval.ms": 200, "heartbeat.expiry.ms": 2000}
+# merge-on-read: a group is compacted once it holds 3 logs, so compactions (inline, after the
+# writes that reached the count) run every few commits, beside the other writer's appends
+MERGE_ON_READ = {"compaction.max.log.files": 3}
 
 
 def table_rows(keys: list[str], values: list[int]) -> pa.Table:
@@ -233,6 +240,16 @@ def commits(client: WriteClient) -> int:
     return sum(1 for i in client.table.visibility().visible if i.action == "commit")
 
 
+def operations(client: WriteClient) -> dict[str, int]:
+    """The completed instants of each operation (a commit's: upsert, delete, compaction) or
+    action (a service's: clean, rollback), from the table's history."""
+    counted: dict[str, int] = {}
+    for done in client.history():
+        name = str(done.get("operation") or done["action"])
+        counted[name] = counted.get(name, 0) + 1
+    return counted
+
+
 def settle_dead_writers(path: str) -> None:
     """What the next write would do first and last, once the writers stopped: after a killed
     writer's heartbeat expired (``OPTIONS``), roll its pending instant back (recovery), then
@@ -248,7 +265,8 @@ def settle_dead_writers(path: str) -> None:
 
 def drive(args: argparse.Namespace, folder: Path) -> dict:
     path = str(folder / "t")
-    client = WriteClient.create(path, "id", ["day"], "ts", **OPTIONS)
+    options = OPTIONS | (MERGE_ON_READ if args.table_type == "merge_on_read" else {})
+    client = WriteClient.create(path, "id", ["day"], "ts", table_type=args.table_type, **options)
     keys = [f"w{w}-{n:06d}" for w in range(args.writers) for n in range(START_KEYS)]
     client.bulk_insert(table_rows(keys, [0] * len(keys)))
     for w in range(args.writers):
@@ -302,7 +320,10 @@ def drive(args: argparse.Namespace, folder: Path) -> dict:
     settle_dead_writers(path)
     final = WriteClient.open(path)
     model: dict[str, int] = {}
+    refused = 0  # writes that ended in a retryable conflict (their retries spent)
     for w in range(args.writers):
+        lines = (folder / f"writer{w}.jsonl").read_text().splitlines()
+        refused += sum(1 for line in lines if '"failed"' in line and '"settled"' not in line)
         journal = Journal(folder / f"writer{w}.jsonl")
         try:
             settle(journal, final, f"w{w}-")
@@ -325,6 +346,8 @@ def drive(args: argparse.Namespace, folder: Path) -> dict:
     return {
         "commits": commits(final),
         "instants": len(final.timeline()),
+        "operations": operations(final),
+        "writes_refused": refused,
         "kills": kills,
         "seconds": round(time.monotonic() - started),
         "reader": read_counts,
@@ -344,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
         "--kill-every", type=float, default=120.0, help="seconds (and a first kill half-way)"
     )
     parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument(
+        "--table-type", default="copy_on_write", choices=["copy_on_write", "merge_on_read"]
+    )
     parser.add_argument("--dir", default=None, help="parent folder of the temporary table")
     parser.add_argument("--json", default=None, help="write the results to this JSON file")
     parser.add_argument("rest", nargs="*")
