@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from lakebraid.metadata.arrow_records import flat
+from lakebraid.metadata.arrow_records import flat, identity
 from lakebraid.metadata.hexkeys import strings_of
 from lakebraid.metadata.keyorder import fixed_view, order_unless_sorted, stable_order
 
@@ -30,7 +30,7 @@ def fixed_columns(table: pa.Table) -> dict[str, np.ndarray]:
     for field, column in zip(table.schema, table.columns, strict=True):
         if field.type == pa.string() and column.num_chunks == 1:
             chunk = column.chunk(0)
-            held = _identity(chunk)
+            held = identity(chunk)
             if held not in seen:
                 seen[held] = fixed_view(chunk)
             if seen[held] is not None:
@@ -63,20 +63,13 @@ def _dictionary_taken(
     same index array (the same buffers, offset and length): that column's taken indices are
     this one's too, valid in its own dictionary as the shared ones were."""
     codes = chunk.indices
-    held = _identity(codes)
+    held = identity(codes)
     if held not in taken:
         taken[held] = codes.take(at)
     ordered = chunk.type.ordered
     return pa.DictionaryArray.from_arrays(
         taken[held], chunk.dictionary, ordered=ordered, safe=False
     )
-
-
-def _identity(array: pa.Array) -> tuple[int, ...]:
-    """What makes two arrays the same values without comparing them: the same buffers at the
-    same offset and length."""
-    where = [b.address if b is not None else 0 for b in array.buffers()]
-    return (*where, array.offset, len(array))
 
 
 def _every_row(positions: np.ndarray, rows: int) -> bool:

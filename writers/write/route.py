@@ -9,11 +9,9 @@ counts, so it runs on the driver (:func:`plan_slots`) between tagging and routin
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,6 +28,7 @@ from lakebraid.writers.errors import InputError
 from lakebraid.writers.write.datafile import read_parquet
 from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT, RewriteTask
 from lakebraid.writers.write.partition_codes import codes, counted_values, encode_partitions
+from lakebraid.writers.write.slots import Slot, by_hash, one_slot_targets
 
 PARTITION = "_braid_partition"
 TARGET_FILE_ID = "_braid_target_file_id"
@@ -37,13 +36,6 @@ SEQ = "_braid_seq"
 SEQ_KEY = "_braid_seq_key"  # the index key of rows being de-duplicated
 KEY_HASH = "_braid_key_hash"  # metadata.hashing.stable_hashes of the record key, int64 bits
 WORK_COLUMNS = (PARTITION, OLD_PARTITION, OLD_FILE_ID, TARGET_FILE_ID, SEQ, KEY_HASH)
-
-
-class Slot(msgspec.Struct, frozen=True, array_like=True):
-    """Room for ``rows`` inserts in file group ``file_id`` of a partition."""
-
-    file_id: str
-    rows: int
 
 
 def prepare(
@@ -139,49 +131,22 @@ def new_in_partition(tagged: pa.Table) -> pa.BooleanArray:
     return pa.array(upsert & (old != now))
 
 
-def plan_slots(
-    counts: Mapping[str, int],
-    current: Mapping[str, Mapping[str, int]],
-    *,
-    target_rows: int,
-    small_rows: Mapping[str, Mapping[str, int]] | None = None,
-) -> dict[str, list[Slot]]:
-    """Insert slots per partition: fill the partition's small file groups (``small_rows``:
-    partition -> file id -> rows it holds now, under ``target_rows``) then new file groups of
-    ``target_rows`` each. ``current`` is the partition -> file id -> file name listing."""
-    del current
-    plan: dict[str, list[Slot]] = {}
-    for partition, count in sorted(counts.items()):
-        slots, left = [], count
-        for file_id, rows in sorted((small_rows or {}).get(partition, {}).items()):
-            room = target_rows - rows
-            if left <= 0 or room <= 0:
-                continue
-            take = min(room, left)
-            slots.append(Slot(file_id, take))
-            left -= take
-        while left > 0:
-            take = min(target_rows, left)
-            slots.append(Slot(str(uuid.uuid4()), take))
-            left -= take
-        plan[partition] = slots
-    return plan
-
-
 def route(tagged: pa.Table, plan: Mapping[str, Sequence[Slot]], new: pa.BooleanArray) -> pa.Table:
     """Give every row its target file group; moved keys also yield a delete row for their
     old group. Inserts are spread over the partition's slots in proportion to their room by
     the format's key hash, so every engine routes the same key to the same slot. ``new``:
     :func:`new_in_partition` of ``tagged``."""
-    (old_ids,), known = codes([tagged.column(OLD_FILE_ID)])
-    carried = [c for c in (RECORD_KEY, PARTITION, KEY_HASH) if c in tagged.column_names]
-    inserts = _rows_where(tagged.select(carried), new)
-    slots, names = _choose_slots(inserts, plan)
-    picked = old_ids.copy()  # -1 where the key has no old group
-    picked[new.to_numpy(zero_copy_only=False)] = len(known) + slots
-    targets = pa.DictionaryArray.from_arrays(
-        pa.array(picked, mask=picked < 0), pa.concat_arrays([known, names])
-    )
+    targets = one_slot_targets(tagged.column(PARTITION), plan, new)
+    if targets is None:
+        (old_ids,), known = codes([tagged.column(OLD_FILE_ID)])
+        carried = [c for c in (RECORD_KEY, PARTITION, KEY_HASH) if c in tagged.column_names]
+        inserts = _rows_where(tagged.select(carried), new)
+        slots, names = _choose_slots(inserts, plan)
+        picked = old_ids.copy()  # -1 where the key has no old group
+        picked[new.to_numpy(zero_copy_only=False)] = len(known) + slots
+        targets = pa.DictionaryArray.from_arrays(
+            pa.array(picked, mask=picked < 0), pa.concat_arrays([known, names])
+        )
     routed = tagged.append_column(TARGET_FILE_ID, targets)
     old = tagged.column(OLD_FILE_ID)
     held = old.null_count < len(old)  # else every key is new (a first write): none moves
@@ -232,43 +197,7 @@ def _choose_slots(
     hashes = key_hashes(inserts)
     if hashes is None:
         hashes = stable_hashes(inserts.column(RECORD_KEY))
-    return _by_hash(parts, hashes, [(int(c), plans[int(c)]) for c in present], names)
-
-
-_SLOT_CHUNK = 1 << 20  # rows per pass of :func:`_by_hash`
-
-
-def _by_hash(
-    parts: np.ndarray,
-    hashes: np.ndarray,
-    plans: Sequence[tuple[int, Sequence[Slot]]],
-    names: list[str],
-) -> tuple[np.ndarray, pa.Array]:
-    """The slot of each row (its partition's code in ``parts``, its key hash in ``hashes``)
-    given each partition's slots (``plans``, by ascending code): the slot whose share of the
-    partition's room holds the hash modulo that room. Without a sort: per row, the hash modulo
-    its partition's room, then one comparison with each slot's cumulative bound (10M rows
-    in 30 partitions of 3 slots: 0.13 s against 0.29 for a sort by partition then a search
-    per partition)."""
-    most = max(len(slots) for _, slots in plans)
-    rooms = np.ones(int(parts.max()) + 1, dtype=np.uint64)
-    never = np.iinfo(np.uint64).max  # a bound no remainder reaches: past a partition's slots
-    bounds = np.full((len(rooms), max(most - 1, 0)), never, dtype=np.uint64)
-    first = np.zeros(len(rooms), dtype=np.int32)
-    for code, slots in plans:
-        ends = np.cumsum([s.rows for s in slots]).astype(np.uint64)
-        rooms[code] = ends[-1]
-        bounds[code, : len(ends) - 1] = ends[:-1]
-        first[code] = len(names)
-        names.extend(s.file_id for s in slots)
-    chosen = first[parts]
-    for start in range(0, len(parts), _SLOT_CHUNK):  # small temporaries, reused chunk to chunk
-        codes = parts[start : start + _SLOT_CHUNK]
-        at = np.remainder(hashes[start : start + _SLOT_CHUNK], rooms[codes])
-        picked = chosen[start : start + _SLOT_CHUNK]
-        for j in range(bounds.shape[1]):
-            picked += bounds[codes, j] <= at
-    return chosen, pa.array(names, pa.string())
+    return by_hash(parts, hashes, [(int(c), plans[int(c)]) for c in present], names)
 
 
 def key_copies(rows: pa.Table, record_key: str, virtual: bool) -> tuple[str, ...]:

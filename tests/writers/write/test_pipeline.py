@@ -32,8 +32,6 @@ from lakebraid.writers.write.route import (
     KEY_HASH,
     PARTITION,
     TARGET_FILE_ID,
-    Slot,
-    _by_hash,
     deduplicate,
     insert_counts,
     key_copies,
@@ -41,6 +39,7 @@ from lakebraid.writers.write.route import (
     route,
     with_key_hashes,
 )
+from lakebraid.writers.write.slots import Slot, by_hash
 
 SCHEMA = [("id", "string", False), ("v", "int64", True)]
 KEYS = st.text(alphabet="abcé", min_size=1, max_size=4)
@@ -322,7 +321,7 @@ def test_slots_by_hash_equal_a_per_row_model(rooms: list[list[int]], rows: list)
     parts = np.array([p for p, _ in rows], dtype=np.int32)
     hashes = np.array([h for _, h in rows], dtype=np.uint64)
     used = sorted(set(parts.tolist()))
-    chosen, names = _by_hash(parts, hashes, [plans[c] for c in used], [])
+    chosen, names = by_hash(parts, hashes, [plans[c] for c in used], [])
     first, expected_names = {}, []
     for c in used:
         first[c] = len(expected_names)

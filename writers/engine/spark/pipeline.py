@@ -93,13 +93,13 @@ from lakebraid.writers.write.route import (
     deduplicate,
     key_hashes,
     plain,
-    plan_slots,
     prepare,
     row_index_keys,
     stale_moves,
     with_key_hashes,
 )
 from lakebraid.writers.write.slices import slice_rows
+from lakebraid.writers.write.slots import plan_slots
 from lakebraid.writers.write.workers import settle
 
 RI_GROUP = "_braid_ri_group"

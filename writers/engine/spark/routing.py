@@ -24,7 +24,8 @@ from pyspark.sql import functions as F
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.writers.read.columns import column
 from lakebraid.writers.write.filegroup import OP, OP_DELETE, OP_UPSERT
-from lakebraid.writers.write.route import KEY_HASH, PARTITION, TARGET_FILE_ID, Slot
+from lakebraid.writers.write.route import KEY_HASH, PARTITION, TARGET_FILE_ID
+from lakebraid.writers.write.slots import Slot
 
 __all__ = [
     "KEY_HASH",

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.writers.engine.spark.routing import FILE_COST, INCOMING_COST, deal, rewrite_costs
-from lakebraid.writers.write.route import Slot
+from lakebraid.writers.write.slots import Slot
 
 
 def test_the_costliest_group_goes_first_to_the_least_loaded_task() -> None:

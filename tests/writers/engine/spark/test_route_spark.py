@@ -24,10 +24,10 @@ from lakebraid.writers.write.filegroup import OP, OP_UPSERT
 from lakebraid.writers.write.route import (
     PARTITION,
     TARGET_FILE_ID,
-    Slot,
     new_in_partition,
     route,
 )
+from lakebraid.writers.write.slots import Slot
 
 
 def _in_process_route(rows: pa.Table, plan: dict[str, list[Slot]]) -> pa.Table:
