@@ -18,6 +18,7 @@ the footer of the slice's newest log (``previous_log``) and extends it
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import msgspec
@@ -222,6 +223,9 @@ def write_tasks(
     return list(rewrite_tasks(targets, listing, **common))
 
 
+SYNC_THREADS = 4  # fsyncs at once: they wait on the disk, not a core
+
+
 class TaskSet(msgspec.Struct, frozen=True):
     """The tasks of one write keyed by ``<partition>\x00<file id>``, by kind (plain data for
     Spark executors)."""
@@ -246,6 +250,27 @@ class TaskSet(msgspec.Struct, frozen=True):
         if append is not None:
             return append_to_file_group(_attempted(append, attempt), rows, sync=sync)
         return rewrite_file_group(_attempted(self.rewrites[name], attempt), rows, sync=sync)
+
+    def run_all(
+        self, groups: Sequence[tuple[str, pa.Table]], attempt: int = 0
+    ) -> list[WriteStatus]:
+        """:meth:`run` of each (name, rows) of ``groups`` in turn, each written file fsynced
+        (with its folder) on a thread of its own while the next group is written: every file
+        is durable when this returns (a Spark rewrite task writing several groups; a 1M-row
+        upsert's tasks waited 0.09 s on their fsyncs one by one)."""
+        statuses, pending = [], []
+        with ThreadPoolExecutor(SYNC_THREADS) as syncer:
+            for name, rows in groups:
+                status = self.run(name, rows, sync=False, attempt=attempt)
+                statuses.append(status)
+                task = self.appends.get(name) or self.rewrites[name]
+                if status.file_name is not None:
+                    fs, root = filesystem(task.root, task.storage)
+                    path = f"{TableLayout(root).partition_dir(status.partition)}/{status.file_name}"
+                    pending.append(syncer.submit(make_durable, fs, path))
+            for durable in pending:
+                durable.result()  # a failed fsync raises: the task fails, nothing is committed
+        return statuses
 
 
 TaskT = TypeVar("TaskT", RewriteTask, AppendTask)

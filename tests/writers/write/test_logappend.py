@@ -20,11 +20,19 @@ from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.commits import unpack_keys
 from lakebraid.timeline.layout import TableLayout, parse_data_file_name
 from lakebraid.writers.errors import CorruptDataLogError
+from lakebraid.writers.write import logappend
 from lakebraid.writers.write.datafile import data_schema, read_parquet
-from lakebraid.writers.write.filegroup import OP, RewriteTask, rewrite_file_group
+from lakebraid.writers.write.filegroup import (
+    OP,
+    OP_DELETE,
+    OP_UPSERT,
+    RewriteTask,
+    rewrite_file_group,
+)
 from lakebraid.writers.write.logappend import (
     IN_GROUP,
     AppendTask,
+    TaskSet,
     append_to_file_group,
     mark_in_group,
 )
@@ -232,3 +240,58 @@ def test_in_group_is_same_old_and_target_group(rows: list, encoded: tuple, split
     got = mark_in_group(table)
     assert got.column(IN_GROUP).to_pylist() == want
     assert got.select(names).equals(table)
+
+
+UUID1, UUID2, UUID3 = (f"00000000-0000-0000-0000-00000000000{n}" for n in (1, 2, 3))
+
+
+def test_run_all_makes_every_written_file_durable_before_it_returns(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``TaskSet.run_all`` (a Spark rewrite task's groups): the statuses ``run`` gives, each
+    written file made durable (file and folder, ``make_durable``) before it returns, none for
+    a group left empty; a failed fsync fails the call."""
+
+    def task(partition: str, file_id: str) -> RewriteTask:
+        return RewriteTask(
+            root=str(tmp_path),
+            record_key="id",
+            partition=partition,
+            file_id=file_id,
+            old_file=None,
+            instant="20261207000000001",
+            write_token="0-0",
+            schema=[("id", "string", False), ("v", "int64", True)],
+        )
+
+    def incoming(keys: list[str], op: int) -> pa.Table:
+        values = list(range(len(keys)))
+        return pa.table({"id": keys, "v": values, RECORD_KEY: keys, OP: [op] * len(keys)})
+
+    tasks = TaskSet.of([task("p=a", UUID1), task("p=b", UUID2), task("p=c", UUID3)])
+    groups = [
+        (f"p=a\x00{UUID1}", incoming(["k1", "k2"], OP_UPSERT)),
+        (f"p=b\x00{UUID2}", incoming(["k3"], OP_DELETE)),  # a delete of a key it lacks: no file
+        (f"p=c\x00{UUID3}", incoming(["k4", "k5", "k6"], OP_UPSERT)),
+    ]
+    durable: list[str] = []
+    real = logappend.make_durable
+    monkeypatch.setattr(logappend, "make_durable", lambda fs, p: (durable.append(p), real(fs, p)))
+    statuses = tasks.run_all(groups, attempt=5)
+    assert [s.rows for s in statuses] == [2, 0, 3]
+    assert statuses[1].file_name is None
+    layout = TableLayout(str(tmp_path))
+    written = [f"{layout.partition_dir(s.partition)}/{s.file_name}" for s in statuses if s.rows]
+    assert sorted(durable) == sorted(written)
+    assert all(os.path.exists(p) for p in written)
+    assert [parse_data_file_name(s.file_name).write_token for s in statuses if s.rows] == [
+        "0-5",
+        "0-5",
+    ]
+
+    def refused(fs: object, path: str) -> None:
+        raise OSError(5, "write-back failed", path)
+
+    monkeypatch.setattr(logappend, "make_durable", refused)
+    with pytest.raises(OSError, match="write-back failed"):
+        tasks.run_all(groups[:1], attempt=6)

@@ -253,11 +253,9 @@ def _rewrite(
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     ends = np.r_[starts[1:], len(order)]
     payload = payload.take(pa.array(order))  # one take; each group's rows a slice of it
-    out, attempt = [], _attempt()
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        rows = payload.slice(start, end - start)
-        out.append(tasks.run(names[int(ordered[start])], rows, attempt=attempt))
-    yield task_output(out, sink)
+    spans = zip(starts.tolist(), ends.tolist(), strict=True)
+    groups = [(names[int(ordered[s])], payload.slice(s, e - s)) for s, e in spans]
+    yield task_output(tasks.run_all(groups, attempt=_attempt()), sink)
 
 
 def _attempt() -> int:
