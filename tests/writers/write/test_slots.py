@@ -6,15 +6,19 @@ no row uses, a value twice, nulls, several chunks)."""
 
 from __future__ import annotations
 
+import tempfile
 from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakebraid.index.keys import RECORD_KEY
 from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
+from lakebraid.timeline.layout import parse_partition_path
+from lakebraid.writers.client import WriteClient
 from lakebraid.writers.engine import inprocess
 from lakebraid.writers.write import route as route_module
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT
@@ -141,3 +145,45 @@ def _groups(
         (target, order[start:end].tolist())
         for target, start, end in zip(targets, starts, ends, strict=True)
     ]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c/d", "é", None]), st.integers(-2, 2)),
+        min_size=1,
+        max_size=40,
+    ),
+    target=st.sampled_from([3, 1000]),
+)
+def test_a_load_puts_each_row_in_its_own_partition(
+    rows: list[tuple[str | None, int]], target: int
+) -> None:
+    """A bulk insert into an empty table (partitions of one slot each when the target is
+    large; several when it is 3) writes every row into the folder of its own partition
+    values, each key once, and validates: whichever path ``route`` and ``tasks_of`` took."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/t"
+        WriteClient.create(path, "id", ["kind", "n"], None, **{"write.target.file.rows": target})
+        keys = [f"k{i:03d}" for i in range(len(rows))]
+        data = pa.table(
+            {
+                "id": keys,
+                "kind": pa.array([k for k, _ in rows], pa.string()),
+                "n": pa.array([n for _, n in rows], pa.int64()),
+            }
+        )
+        client = WriteClient.open(path)
+        client.bulk_insert(data)
+        seen: dict[str, tuple[str | None, int]] = {}
+        for partition, files in client.files().items():
+            kind, n = parse_partition_path(partition, ["kind", "n"])
+            for name in files:
+                stored = pq.read_table(f"{path}/{partition}/{name}")
+                columns = [stored.column(c).to_pylist() for c in data.column_names]
+                for key, k, v in zip(*columns, strict=True):
+                    assert (k, v) == (kind, None if n is None else int(n)), (partition, key)
+                    assert key not in seen
+                    seen[key] = (k, v)
+        assert seen == dict(zip(keys, rows, strict=True))
+        assert client.validate() == []
