@@ -251,15 +251,15 @@ def locate(keys: pa.Array, probe: pa.Array) -> Located:
     Otherwise the distinct probe keys, sorted, are matched as :func:`match_rows` matches
     them."""
     view = _keys_view(keys)
-    probed = fixed_view(probe) if view is not None else None
-    if view is not None and probed is not None and probed.itemsize == view.itemsize:
-        run: SortedRun | None = SortedRun.of(view)
+    run = SortedRun.of(view) if view is not None else None
+    probed = fixed_view(probe) if run is not None else None
+    if run is not None and probed is not None and probed.itemsize == run.view.itemsize:
         found = run.locate(probed)
         if _all_held_in_order(found, run, len(probed)) or _in_order(run):
             return found
         run = None  # not one run: its misses may be held after all
-    else:
-        run = _one_run(keys)
+    elif run is not None and not _in_order(run):
+        run = None  # (the keys viewed once: _one_run's test, without a second view)
     wanted = wanted_keys(probe, pa.string(), unique=False)
     rows, found_at = _match_rows(keys, wanted, run)
     where = np.full(len(wanted), -1, np.int64)
