@@ -99,7 +99,7 @@ class InProcessEngine:
             statuses = self._pooled(work, few, batch, fs, layout)
         if batch:
             written = [s for s in statuses if s.file_name is not None]
-            paths = [f"{layout.partition_dir(s.partition)}/{s.file_name}" for s in written]
+            paths = [layout.data_file(s.partition, s.file_name) for s in written]
             make_all_durable(fs, root, paths)
         return statuses
 
@@ -133,7 +133,7 @@ class InProcessEngine:
                 bar.advance()
                 if status.file_name is None or batch:
                     return status, None
-                path = f"{layout.partition_dir(status.partition)}/{status.file_name}"
+                path = layout.data_file(status.partition, status.file_name)
                 return status, syncer.submit(make_durable, fs, path)
 
             done = dict(zip(order, pool.map(one, order), strict=True))

@@ -266,7 +266,7 @@ class TaskSet(msgspec.Struct, frozen=True):
                 task = self.appends.get(name) or self.rewrites[name]
                 if status.file_name is not None:
                     fs, root = filesystem(task.root, task.storage)
-                    path = f"{TableLayout(root).partition_dir(status.partition)}/{status.file_name}"
+                    path = TableLayout(root).data_file(status.partition, status.file_name)
                     pending.append(syncer.submit(make_durable, fs, path))
             for durable in pending:
                 durable.result()  # a failed fsync raises: the task fails, nothing is committed
