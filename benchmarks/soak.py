@@ -82,6 +82,7 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path, self.model, self.intent = path, {}, None
         self.seq = 0
+        self.refused = 0  # writes that ended in a retryable conflict (their retries spent)
         if path.exists():
             for line in path.read_text().splitlines():
                 self.apply(json.loads(line))
@@ -98,6 +99,8 @@ class Journal:
             self.intent = None
         elif "failed" in event:
             self.intent = None
+            if not event.get("settled"):  # (a killed writer's write, settled on restart)
+                self.refused += 1
 
     def log(self, event: dict) -> None:
         with self.path.open("a") as out:
@@ -320,16 +323,15 @@ def drive(args: argparse.Namespace, folder: Path) -> dict:
     settle_dead_writers(path)
     final = WriteClient.open(path)
     model: dict[str, int] = {}
-    refused = 0  # writes that ended in a retryable conflict (their retries spent)
+    refused = 0
     for w in range(args.writers):
-        lines = (folder / f"writer{w}.jsonl").read_text().splitlines()
-        refused += sum(1 for line in lines if '"failed"' in line and '"settled"' not in line)
         journal = Journal(folder / f"writer{w}.jsonl")
         try:
             settle(journal, final, f"w{w}-")
         except SystemExit as exc:
             failures.append(str(exc))
         model.update(journal.model)
+        refused += journal.refused
     got = state_of(final, "w")
     if got != model:
         wrong = sorted(k for k in set(got) | set(model) if got.get(k) != model.get(k))
