@@ -43,10 +43,12 @@ _TASK_KEYS: dict[int, list[int]] = {}  # task_keys by task count, for this proce
 INCOMING_COST = 4
 FILE_COST = 10_000
 Group = tuple[str, str]  # (partition, file id)
-# a rewrite task per file group cost ~60-80 ms of Spark's own work per task (1M-row upsert
-# into 60 groups on 2 cores, routing and rewrite: 8.4-8.8 s in 60 tasks, 6.9-7.5 in 8); a few
-# tasks per core still let a fast core take over the groups of a slow one
-REWRITE_TASKS_PER_CORE = 4
+# a rewrite task costs Spark's own work (its shuffle fetch, a Python worker's round trip, the
+# wait for its last row before the rewrite starts), so the groups are dealt by their
+# estimated cost (:func:`deal`) to one task per core (1M-row upsert into 60 groups on
+# local[2], the counts alternated in one session, medians of 6-7 warm runs: one task per core
+# 3.96-3.98 s, two 4.13 s, four 4.31-4.42 s; a task per group was slower still)
+REWRITE_TASKS_PER_CORE = 1
 # ... unless the groups bring this many rows each on average (a bulk insert): their tasks are
 # long beside Spark's cost, and a task per group overlaps one task's transfer from the JVM
 # with another's Python work (10M rows in 60 groups: 59-71 s a task per group, 63-75 dealt)
