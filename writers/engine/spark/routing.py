@@ -53,6 +53,10 @@ REWRITE_TASKS_PER_CORE = 1
 # long beside Spark's cost, and a task per group overlaps one task's transfer from the JVM
 # with another's Python work (10M rows in 60 groups: 59-71 s a task per group, 63-75 dealt)
 ALONE_ROWS = 50_000
+# ... and a task receives at most about this many rows: it holds them all before it writes
+# (the 1M-row upsert's two tasks of 500k rows peaked at ~590 MiB per Python worker), so a
+# large write of many small groups takes more tasks than the cores, not larger ones
+TASK_ROWS = 1_000_000
 
 
 def route_rows(tagged: DataFrame, plan: Mapping[str, list[Slot]]) -> DataFrame:
@@ -171,9 +175,11 @@ def deal(costs: list[float], tasks: int) -> list[int]:
 
 def rewrite_tasks(spark: Any, groups: int, rows: int = 0) -> int:
     """How many Spark tasks rewrite ``groups`` file groups receiving ``rows`` rows: one per
-    group up to ``REWRITE_TASKS_PER_CORE`` per core of the session, or one per group when
-    they receive ``ALONE_ROWS`` rows each on average."""
+    group up to ``REWRITE_TASKS_PER_CORE`` per core of the session or one per
+    ``TASK_ROWS`` rows, whichever is more, or one per group when they receive
+    ``ALONE_ROWS`` rows each on average."""
     if rows >= ALONE_ROWS * groups:
         return max(1, groups)
     cores = max(1, spark.sparkContext.defaultParallelism)
-    return max(1, min(groups, REWRITE_TASKS_PER_CORE * cores))
+    by_rows = -(-rows // TASK_ROWS)  # rounded up
+    return max(1, min(groups, max(REWRITE_TASKS_PER_CORE * cores, by_rows)))

@@ -187,6 +187,11 @@ def test_more_file_groups_than_rewrite_tasks_are_each_written_whole(
     days = 24
     assert routing.rewrite_tasks(spark, days) < days  # several groups share a task
     assert routing.rewrite_tasks(spark, 1) == 1  # never more tasks than groups
+    # many small groups: a task per TASK_ROWS rows, however few the cores
+    many = 40 * routing.TASK_ROWS
+    assert routing.rewrite_tasks(spark, 1_000, many) == 40
+    assert routing.rewrite_tasks(spark, 1_000, many + 1) == 41
+    assert routing.rewrite_tasks(spark, 30, many) == 30  # a bulk: a task per group
     assert routing.rewrite_tasks(spark, days, days * routing.ALONE_ROWS) == days  # a bulk
     path = str(tmp_path / "t")
     client = WriteClient.create(path, "id", ["day"], "ts", table_type=kind, spark=spark)
