@@ -178,12 +178,15 @@ def test_spark_upserts_match_the_model_on_both_tagging_paths(
     assert WriteClient.open(path, spark).validate() == []
 
 
+@pytest.mark.parametrize("task_rows", [None, 40])
 @pytest.mark.parametrize("kind", ["copy_on_write", "merge_on_read"])
 def test_more_file_groups_than_rewrite_tasks_are_each_written_whole(
-    tmp_path, spark, kind: str
+    tmp_path, spark, monkeypatch, kind: str, task_rows: int | None
 ) -> None:
     """An upsert touching 24 file groups (one per day), on a session that rewrites them in
-    fewer tasks: every group's updates, inserts and moves land, the table equals a model."""
+    fewer tasks: every group's updates, inserts and moves land, the table equals a model.
+    ``task_rows``: a task per that many rows, so more tasks than the cores (the cap a large
+    write of small groups takes)."""
     days = 24
     assert routing.rewrite_tasks(spark, days) < days  # several groups share a task
     assert routing.rewrite_tasks(spark, 1) == 1  # never more tasks than groups
@@ -193,6 +196,16 @@ def test_more_file_groups_than_rewrite_tasks_are_each_written_whole(
     assert routing.rewrite_tasks(spark, 1_000, many + 1) == 41
     assert routing.rewrite_tasks(spark, 30, many) == 30  # a bulk: a task per group
     assert routing.rewrite_tasks(spark, days, days * routing.ALONE_ROWS) == days  # a bulk
+    used: list[int] = []  # the rewrite's task counts
+    if task_rows is not None:
+        monkeypatch.setattr(routing, "TASK_ROWS", task_rows)
+        counted = routing.rewrite_tasks
+
+        def spied(*args: object) -> int:
+            used.append(counted(*args))
+            return used[-1]
+
+        monkeypatch.setattr(pipeline, "rewrite_tasks", spied)
     path = str(tmp_path / "t")
     client = WriteClient.create(path, "id", ["day"], "ts", table_type=kind, spark=spark)
     client.bulk_insert(day_rows(list(range(240)), [i % days for i in range(240)], 1))
@@ -203,6 +216,8 @@ def test_more_file_groups_than_rewrite_tasks_are_each_written_whole(
     batch = day_rows(ids, new_days, 2)
     model.update({i: (f"d{d}", 2) for i, d in zip(ids, new_days, strict=True)})
     WriteClient.open(path, spark, **ON_SPARK).upsert(spark.createDataFrame(batch.to_pandas()))
+    if task_rows is not None:  # 168 rows, 40 a task: 5 tasks, more than the cores
+        assert used == [5] and spark.sparkContext.defaultParallelism < 5
     after = WriteClient.open(path, spark).read_arrow()
     got = {r["id"]: (r["day"], r["ts"]) for r in after.to_pylist()}
     assert len(after) == len(model) and got == model
