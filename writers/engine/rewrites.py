@@ -24,10 +24,11 @@ from lakebraid.timeline.durable import filesystem, is_local, make_all_durable, m
 from lakebraid.timeline.layout import TableLayout
 from lakebraid.writers import settings
 from lakebraid.writers.write.filegroup import RewriteTask, rewrite_file_group
-from lakebraid.writers.write.logappend import SYNC_THREADS, AppendTask, append_to_file_group
+from lakebraid.writers.write.logappend import AppendTask, append_to_file_group
 from lakebraid.writers.write.marking import mark_all
 from lakebraid.writers.write.newgroups import qualifies, write_new_groups
 
+SYNC_THREADS = 4  # fsync waits on the disk, not the CPU
 BATCHED_GROUPS = 16  # new small file groups in one write from which they are written together
 BATCH_BYTES = 256 << 20  # rows (in Arrow bytes) of the new small groups written in one batch
 

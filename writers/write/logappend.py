@@ -18,7 +18,6 @@ the footer of the slice's newest log (``previous_log``) and extends it
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import msgspec
@@ -38,7 +37,13 @@ from lakebraid.index.record_index import OLD_FILE_ID, OLD_PARTITION
 from lakebraid.metadata.arrow_records import flat
 from lakebraid.metadata.checksum import crc32
 from lakebraid.metadata.commits import WriteStatus, pack_keys
-from lakebraid.timeline.durable import filesystem, is_local, make_durable, make_folder
+from lakebraid.timeline.durable import (
+    filesystem,
+    is_local,
+    make_durable,
+    make_folder,
+    sync_new_files,
+)
 from lakebraid.timeline.layout import TableLayout, data_file_name
 from lakebraid.writers.write.datafile import conform, data_schema, stamped
 from lakebraid.writers.write.filegroup import OP, OP_UPSERT, RewriteTask, rewrite_file_group
@@ -223,9 +228,6 @@ def write_tasks(
     return list(rewrite_tasks(targets, listing, **common))
 
 
-SYNC_THREADS = 4  # fsyncs at once: they wait on the disk, not a core
-
-
 class TaskSet(msgspec.Struct, frozen=True):
     """The tasks of one write keyed by ``<partition>\x00<file id>``, by kind (plain data for
     Spark executors)."""
@@ -254,22 +256,19 @@ class TaskSet(msgspec.Struct, frozen=True):
     def run_all(
         self, groups: Sequence[tuple[str, pa.Table]], attempt: int = 0
     ) -> list[WriteStatus]:
-        """:meth:`run` of each (name, rows) of ``groups`` in turn, each written file fsynced
-        (with its folder) on a thread of its own while the next group is written: every file
-        is durable when this returns (a Spark rewrite task writing several groups; a 1M-row
-        upsert's tasks waited 0.09 s on their fsyncs one by one)."""
-        statuses, pending = [], []
-        with ThreadPoolExecutor(SYNC_THREADS) as syncer:
-            for name, rows in groups:
-                status = self.run(name, rows, sync=False, attempt=attempt)
-                statuses.append(status)
-                task = self.appends.get(name) or self.rewrites[name]
-                if status.file_name is not None:
-                    fs, root = filesystem(task.root, task.storage)
-                    path = TableLayout(root).data_file(status.partition, status.file_name)
-                    pending.append(syncer.submit(make_durable, fs, path))
-            for durable in pending:
-                durable.result()  # a failed fsync raises: the task fails, nothing is committed
+        """:meth:`run` of each (name, rows) of ``groups`` in turn (a Spark rewrite task's
+        groups), the written files made durable together before it returns
+        (``timeline.durable.sync_new_files``: each file and each distinct folder fsynced once,
+        on threads); a failed fsync raises, so the task fails and nothing is committed."""
+        statuses = [self.run(name, rows, sync=False, attempt=attempt) for name, rows in groups]
+        written = [s for s in statuses if s.file_name is not None]
+        if written:
+            first = self.appends.get(groups[0][0]) or self.rewrites[groups[0][0]]
+            fs, root = filesystem(first.root, first.storage)  # one table's tasks
+            if is_local(fs):  # (an object store's files are durable once uploaded)
+                layout = TableLayout(root)
+                paths = [layout.data_file(s.partition, s.file_name) for s in written]
+                sync_new_files([fs._strip_protocol(p) for p in paths])
         return statuses
 
 

@@ -249,8 +249,8 @@ def test_run_all_makes_every_written_file_durable_before_it_returns(
     tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``TaskSet.run_all`` (a Spark rewrite task's groups): the statuses ``run`` gives, each
-    written file made durable (file and folder, ``make_durable``) before it returns, none for
-    a group left empty; a failed fsync fails the call."""
+    written file made durable (file and folder, ``sync_new_files``) before it returns, none
+    for a group left empty; a failed fsync fails the call."""
 
     def task(partition: str, file_id: str) -> RewriteTask:
         return RewriteTask(
@@ -275,8 +275,8 @@ def test_run_all_makes_every_written_file_durable_before_it_returns(
         (f"p=c\x00{UUID3}", incoming(["k4", "k5", "k6"], OP_UPSERT)),
     ]
     durable: list[str] = []
-    real = logappend.make_durable
-    monkeypatch.setattr(logappend, "make_durable", lambda fs, p: (durable.append(p), real(fs, p)))
+    real = logappend.sync_new_files
+    monkeypatch.setattr(logappend, "sync_new_files", lambda ps: (durable.extend(ps), real(ps)))
     statuses = tasks.run_all(groups, attempt=5)
     assert [s.rows for s in statuses] == [2, 0, 3]
     assert statuses[1].file_name is None
@@ -289,9 +289,9 @@ def test_run_all_makes_every_written_file_durable_before_it_returns(
         "0-5",
     ]
 
-    def refused(fs: object, path: str) -> None:
-        raise OSError(5, "write-back failed", path)
+    def refused(paths: list[str]) -> None:
+        raise OSError(5, "write-back failed", paths[0])
 
-    monkeypatch.setattr(logappend, "make_durable", refused)
+    monkeypatch.setattr(logappend, "sync_new_files", refused)
     with pytest.raises(OSError, match="write-back failed"):
         tasks.run_all(groups[:1], attempt=6)
