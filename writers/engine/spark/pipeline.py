@@ -21,7 +21,8 @@ For a Spark DataFrame input larger than ``write.inprocess.max.rows``::
                                    slots' hash ranges joined by partition
                                    (``writers.engine.spark.routing``)
     repartition(tasks) + mapInArrow(rewrite)   the file groups dealt by estimated cost to
-                                   at most ``routing.REWRITE_TASKS_PER_CORE`` task(s) per core
+                                   ``routing.rewrite_tasks`` tasks: one per core, or per
+                                   ``routing.TASK_ROWS`` rows when that is more
                                    (a task each when they bring ``routing.ALONE_ROWS`` rows
                                    each: a bulk insert; ``routing.deal``, ``task_keys``), each
                                    group's rows whole in one

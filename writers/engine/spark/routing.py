@@ -53,9 +53,11 @@ REWRITE_TASKS_PER_CORE = 1
 # long beside Spark's cost, and a task per group overlaps one task's transfer from the JVM
 # with another's Python work (10M rows in 60 groups: 59-71 s a task per group, 63-75 dealt)
 ALONE_ROWS = 50_000
-# ... and a task receives at most about this many rows: it holds them all before it writes
-# (the 1M-row upsert's two tasks of 500k rows peaked at ~590 MiB per Python worker), so a
-# large write of many small groups takes more tasks than the cores, not larger ones
+# ... and a task receives at most about this many rows on average: it holds them all, and a
+# base file at a time, while it writes (the 1M-row upsert's two tasks of 500k rows peaked at
+# ~590 MiB per Python worker), so a large write of many small groups takes more tasks than the
+# cores. (The one-pass tagging tasks, one per core, still hold 1/cores of the input each:
+# their count is fixed before the input is counted.)
 TASK_ROWS = 1_000_000
 
 
