@@ -21,6 +21,12 @@ run to run on 2 cores, for every system) after one untimed run of each (``benchl
   ``to_pyarrow_table()`` then filtered;
 * pyiceberg: ``scan(row_filter=...).to_arrow()`` (prunes by manifest metrics) versus
   ``scan().to_arrow()`` then filtered.
+Two floors of lakebraid's appends run in the same rotation, each on a table of its own: every
+fsync skipped (``os.fsync`` a no-op while those appends run, as delta-rs writes local files
+without one; the check counts the fsyncs skipped), and the inline cleaner and archival off
+(``clean.inline``, ``archive.inline``: delta-rs's appends neither vacuum nor archive; the
+metadata table's compaction stays on, as lookups need it). Each floor's ratio is the best the
+appends could reach if that part of a commit cost nothing.
 Files read by each filtered read are counted apart (lakebraid: the paths it reads; delta-rs:
 ``file_uris(file_pruning_predicate=...)``; pyiceberg: ``plan_files()``), and every read is
 checked to return the same rows (count and ``event_time`` sum).
@@ -31,6 +37,7 @@ checked to return the same rows (count and ``event_time`` sum).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -55,6 +62,10 @@ from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 from lakebraid.writers.client import WriteClient
 
 EPOCH = 1_700_000_000  # event_time of row 0, in seconds
+NO_FSYNC = "floor: every fsync skipped"  # the appends' floors, each on a table of its own
+NO_SERVICES = "floor: inline clean and archival off"
+FLOORS = {NO_FSYNC: "no-fsync", NO_SERVICES: "no-services"}  # and their tables' folders
+SERVICES_OFF = {"clean.inline": False, "archive.inline": False}
 
 
 def batches(rows: int, files: int, seed: int = 11) -> list[pa.Table]:
@@ -92,6 +103,7 @@ class Tables:
         self.arrow = (pc.field("event_time") >= lo) & (pc.field("event_time") < hi)
         self.iceberg = ""  # the table's name, once written
         self.spark: Any = None  # a SparkSession, once started
+        self.fsyncs_skipped = 0  # by the no-fsync floor's appends
 
     def write(self, parts: list[pa.Table]) -> tuple[dict[str, float], dict[str, float]]:
         """Wall and CPU seconds of all appends per system (``benchlib.cpu_timed``; tables
@@ -102,10 +114,16 @@ class Tables:
         options = {"write.target.file.rows": size, "index.expected.records": size * len(parts)}
         WriteClient.create(self.lake, "id", [], None, **options)
         self.iceberg = iceberg_table(self.catalog, "skipping", parts[0].schema).name()
+        for folder in FLOORS.values():
+            WriteClient.create(f"{self.lake}-{folder}", "id", [], None, **options)
         appends: dict[str, Callable[[pa.Table], object]] = {
             "lakebraid": lambda t: WriteClient.open(self.lake).bulk_insert(t),
             "delta-rs": lambda t: write_deltalake(self.delta, t, mode="append"),
             "pyiceberg": lambda t: self.catalog.load_table(self.iceberg).append(t),
+            NO_FSYNC: self.skipping_fsyncs,
+            NO_SERVICES: lambda t: WriteClient.open(
+                f"{self.lake}-{FLOORS[NO_SERVICES]}", **SERVICES_OFF
+            ).bulk_insert(t),
         }
         systems = list(appends)
         seconds, cpu = dict.fromkeys(systems, 0.0), dict.fromkeys(systems, 0.0)
@@ -118,6 +136,19 @@ class Tables:
             spent = f"{total:.1f} s ({cpu[system]:.1f} s CPU)"
             print(f"  {system}: {len(parts)} appends in {spent}", flush=True)
         return seconds, cpu
+
+    def skipping_fsyncs(self, rows: pa.Table) -> None:
+        """An append to the no-fsync floor's table with ``os.fsync`` a no-op meanwhile."""
+        real = os.fsync
+
+        def skipped(fd: int) -> None:
+            self.fsyncs_skipped += 1
+
+        os.fsync = skipped
+        try:
+            WriteClient.open(f"{self.lake}-{FLOORS[NO_FSYNC]}").bulk_insert(rows)
+        finally:
+            os.fsync = real
 
     # ---- filtered reads, and the files they read --------------------------------------------
     def lake_filtered(self) -> tuple[int, int]:
@@ -203,10 +234,21 @@ def main(argv: list[str] | None = None) -> int:
                 "skipping: lakebraid in-process = read_arrow(filters=...) (delta-rs: "
                 "to_pyarrow_table(filters=...)); Spark rows = read(...).count() and sum on a "
                 "warm local[*] session",
+                "skipping: floor rows = lakebraid's appends (the lakebraid column) on a table of "
+                "their own in the same rotation, one part of a commit removed: every fsync "
+                "skipped (not durable, as delta-rs's local writes), or the inline cleaner and "
+                "archival off; their ratio is the best the appends could reach if that part cost "
+                "nothing",
             ],
         )
-        report.add(f"write {args.files} appends of {size:,} rows", "s", writes)
-        report.add("CPU seconds of those appends (user + system, every thread)", "s", cpus)
+        systems = {k: v for k, v in writes.items() if k not in FLOORS}
+        report.add(f"write {args.files} appends of {size:,} rows", "s", systems)
+        used = {k: v for k, v in cpus.items() if k not in FLOORS}
+        report.add("CPU seconds of those appends (user + system, every thread)", "s", used)
+        skipped = f"{tables.fsyncs_skipped:,} fsyncs skipped"
+        for floor, check in ((NO_FSYNC, skipped), (NO_SERVICES, "")):
+            floor_s = {"lakebraid": writes[floor], "delta-rs": writes["delta-rs"]}
+            report.add(f"{floor}, {args.files} appends", "s", floor_s, check)
         print("filtered reads", flush=True)
         reads = {
             "lakebraid": tables.lake_filtered,
