@@ -22,7 +22,6 @@ from fsspec import AbstractFileSystem
 from lakebraid.metadata.arrow_records import SCHEMAS, flat, index_table
 from lakebraid.metadata.basewrite import write_base
 from lakebraid.metadata.errors import MetadataValueError
-from lakebraid.metadata.files import local_path
 from lakebraid.metadata.gather import fixed_columns, taken_by_key
 from lakebraid.metadata.hashing import GroupRows, file_group_id, file_groups_of, stable_hashes
 from lakebraid.metadata.keyorder import ordering_words
@@ -214,8 +213,7 @@ def _make_durable(fs: AbstractFileSystem, layout: TableLayout, written: list[Wri
     (``timeline.durable.sync_new_files``). Commit bases are durable already; a log on an
     object store is whole once its create returns."""
     logs = [w for w in written if w.name.endswith(".log")]
-    paths = [local_path(fs, f"{layout.metadata_partition_dir(w.partition)}/{w.name}") for w in logs]
-    sync_new_files([p for p in paths if p is not None])
+    sync_new_files(fs, [f"{layout.metadata_partition_dir(w.partition)}/{w.name}" for w in logs])
 
 
 def _append(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import fsspec
 import pyarrow as pa
 
 import lakebraid.timeline.durable as durable
@@ -82,7 +83,7 @@ def test_sync_new_files_fsyncs_each_file_and_each_folder_once(tmp_path: Path, mo
         (tmp_path / folder / name).write_bytes(b"x")
         paths.append(str(tmp_path / folder / name))
     events = recorded(monkeypatch)
-    durable.sync_new_files(paths)
+    durable.sync_new_files(fsspec.filesystem("file"), paths)
     synced = sorted(path for _, path in events)
     folders = [str(tmp_path / f) for f in "abc"]
     assert synced == sorted(paths + folders)

@@ -51,7 +51,7 @@ def test_owed_fsyncs_are_paid_together_then_fsyncs_resume(tmp_path, calls) -> No
     instant = tmp_path / "sub" / "i"
     with owed.owing(str(tmp_path)):
         durable.fsync_path(a)
-        durable.sync_new_files([a, b])
+        durable.sync_new_files(fsspec.filesystem("file"), [a, b])
         durable.put_if_absent(fsspec.filesystem("file"), str(instant), b"body")
         assert calls == []  # nothing done yet: all owed
         owed.settle()

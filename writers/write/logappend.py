@@ -265,10 +265,8 @@ class TaskSet(msgspec.Struct, frozen=True):
         if written:
             first = self.appends.get(groups[0][0]) or self.rewrites[groups[0][0]]
             fs, root = filesystem(first.root, first.storage)  # one table's tasks
-            if is_local(fs):  # (an object store's files are durable once uploaded)
-                layout = TableLayout(root)
-                paths = [layout.data_file(s.partition, s.file_name) for s in written]
-                sync_new_files([fs._strip_protocol(p) for p in paths])
+            layout = TableLayout(root)
+            sync_new_files(fs, [layout.data_file(s.partition, s.file_name) for s in written])
         return statuses
 
 

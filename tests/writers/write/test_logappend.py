@@ -276,7 +276,9 @@ def test_run_all_makes_every_written_file_durable_before_it_returns(
     ]
     durable: list[str] = []
     real = logappend.sync_new_files
-    monkeypatch.setattr(logappend, "sync_new_files", lambda ps: (durable.extend(ps), real(ps)))
+    monkeypatch.setattr(
+        logappend, "sync_new_files", lambda fs, ps: (durable.extend(ps), real(fs, ps))
+    )
     statuses = tasks.run_all(groups, attempt=5)
     assert [s.rows for s in statuses] == [2, 0, 3]
     assert statuses[1].file_name is None
@@ -289,7 +291,7 @@ def test_run_all_makes_every_written_file_durable_before_it_returns(
         "0-5",
     ]
 
-    def refused(paths: list[str]) -> None:
+    def refused(fs: object, paths: list[str]) -> None:
         raise OSError(5, "write-back failed", paths[0])
 
     monkeypatch.setattr(logappend, "sync_new_files", refused)
